@@ -1,0 +1,23 @@
+# Generates kformer_config.hpp (version, git hash, enabled options) into the build tree and an
+# interface target kformer_config that puts it on the include path.
+find_package(Git QUIET)
+set(KFORMER_GIT_HASH "unknown")
+if(GIT_FOUND AND EXISTS ${CMAKE_SOURCE_DIR}/.git)
+  execute_process(COMMAND ${GIT_EXECUTABLE} describe --always --dirty --abbrev=12
+                  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                  OUTPUT_VARIABLE KFORMER_GIT_HASH OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT KFORMER_GIT_HASH)
+    set(KFORMER_GIT_HASH "unknown")
+  endif()
+endif()
+foreach(_opt ENABLE_MPI ENABLE_NCCL ENABLE_BLAS HAVE_CBLAS HAVE_CUBLAS)
+  if(KFORMER_${_opt})
+    set(KFORMER_${_opt}_01 1)
+  else()
+    set(KFORMER_${_opt}_01 0)
+  endif()
+endforeach()
+configure_file(${CMAKE_SOURCE_DIR}/cmake/kformer_config.hpp.in
+               ${CMAKE_BINARY_DIR}/generated/kformer_config.hpp @ONLY)
+add_library(kformer_config INTERFACE)
+target_include_directories(kformer_config INTERFACE ${CMAKE_BINARY_DIR}/generated)

@@ -1,0 +1,103 @@
+# Finds what kformer builds on. Kokkos is required; MPI, BLAS and NCCL are optional and each
+# sets its KFORMER_ENABLE_* option and an imported target the libraries link.
+
+# Asking for 3.4 accepts 3.4.x (SameMajorVersion) and a standalone 4.x (AnyNewerVersion).
+find_package(Kokkos 3.4 REQUIRED)
+# Debian's binary Kokkos points its target at a missing include directory: repair it.
+get_target_property(_kk_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+if(_kk_inc AND Kokkos_INCLUDE_DIRS)
+  foreach(_d IN LISTS _kk_inc)
+    if(NOT _d MATCHES "\\$<" AND NOT EXISTS "${_d}")
+      set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${Kokkos_INCLUDE_DIRS}")
+      break()
+    endif()
+  endforeach()
+endif()
+kokkos_check(DEVICES CUDA RETURN_VALUE KFORMER_KOKKOS_HAS_CUDA)
+kokkos_check(DEVICES OPENMP RETURN_VALUE KFORMER_KOKKOS_HAS_OPENMP)
+kokkos_check(DEVICES SERIAL RETURN_VALUE KFORMER_KOKKOS_HAS_SERIAL)
+set(KFORMER_KOKKOS_DEVICES "")
+foreach(_dev SERIAL OPENMP CUDA)
+  if(KFORMER_KOKKOS_HAS_${_dev})
+    list(APPEND KFORMER_KOKKOS_DEVICES ${_dev})
+  endif()
+endforeach()
+string(REPLACE ";" "," KFORMER_KOKKOS_DEVICES "${KFORMER_KOKKOS_DEVICES}")
+
+# --- MPI: ON when found, unless the user says otherwise --------------------------------------
+find_package(MPI COMPONENTS CXX QUIET)
+option(KFORMER_ENABLE_MPI "Build the MPI communicator backend" ${MPI_CXX_FOUND})
+if(KFORMER_ENABLE_MPI AND NOT MPI_CXX_FOUND)
+  message(FATAL_ERROR "KFORMER_ENABLE_MPI=ON but no MPI was found: load an MPI module or set MPI_HOME")
+endif()
+
+# --- CUDA libraries (cuBLAS, NCCL) only make sense with Kokkos' CUDA backend ------------------
+if(KFORMER_KOKKOS_HAS_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+option(KFORMER_ENABLE_NCCL "Build the NCCL communicator backend (needs Kokkos with CUDA)" ${KFORMER_KOKKOS_HAS_CUDA})
+if(KFORMER_ENABLE_NCCL)
+  if(NOT KFORMER_KOKKOS_HAS_CUDA)
+    message(FATAL_ERROR "KFORMER_ENABLE_NCCL=ON needs a Kokkos built with CUDA (this Kokkos has ${KFORMER_KOKKOS_DEVICES}); "
+                        "use the 'cuda' preset or -DKFORMER_ENABLE_NCCL=OFF")
+  endif()
+  if(NOT KFORMER_ENABLE_MPI)
+    message(FATAL_ERROR "KFORMER_ENABLE_NCCL=ON needs MPI to broadcast the NCCL unique id: enable MPI")
+  endif()
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "KFORMER_ENABLE_NCCL=ON but nccl.h/libnccl were not found: set NCCL_ROOT")
+  endif()
+  add_library(kformer::nccl INTERFACE IMPORTED)
+  target_include_directories(kformer::nccl INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(kformer::nccl INTERFACE ${NCCL_LIBRARY})
+endif()
+
+# --- Vendor GEMM: cuBLAS under CUDA, CBLAS (OpenBLAS by default) on the host ------------------
+set(KFORMER_BLAS_KIND none)
+set(KFORMER_HAVE_CBLAS OFF)
+set(KFORMER_HAVE_CUBLAS OFF)
+if(KFORMER_ENABLE_BLAS)
+  add_library(kformer::blas INTERFACE IMPORTED)
+  if(KFORMER_KOKKOS_HAS_CUDA)
+    target_link_libraries(kformer::blas INTERFACE CUDA::cublas)
+    set(KFORMER_HAVE_CUBLAS ON)
+    set(KFORMER_BLAS_KIND cuBLAS)
+  endif()
+  # The host BLAS serves the host backends (and the reference in tests) in every build.
+  if(NOT DEFINED BLA_VENDOR)
+    set(BLA_VENDOR OpenBLAS)
+  endif()
+  find_package(BLAS QUIET)
+  if(NOT BLAS_FOUND AND BLA_VENDOR STREQUAL "OpenBLAS")
+    unset(BLA_VENDOR)
+    find_package(BLAS QUIET)
+  endif()
+  find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas include/openblas)
+  if(BLAS_FOUND AND CBLAS_INCLUDE_DIR)
+    target_link_libraries(kformer::blas INTERFACE BLAS::BLAS)
+    target_include_directories(kformer::blas INTERFACE ${CBLAS_INCLUDE_DIR})
+    set(KFORMER_HAVE_CBLAS ON)
+    if(KFORMER_BLAS_KIND STREQUAL "none")
+      set(KFORMER_BLAS_KIND CBLAS)
+    else()
+      set(KFORMER_BLAS_KIND "${KFORMER_BLAS_KIND}+CBLAS")
+    endif()
+  elseif(NOT KFORMER_HAVE_CUBLAS)
+    message(FATAL_ERROR "KFORMER_ENABLE_BLAS=ON but no CBLAS (library + cblas.h) was found: "
+                        "install libopenblas-dev, set BLA_VENDOR, or -DKFORMER_ENABLE_BLAS=OFF")
+  endif()
+endif()
+
+# --- Third-party libraries from Debian (or the site) -----------------------------------------
+find_package(yaml-cpp REQUIRED)
+if(TARGET yaml-cpp::yaml-cpp)
+  set(KFORMER_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(KFORMER_YAML_TARGET yaml-cpp)   # Debian 12's yaml-cpp 0.7 exports the plain name
+endif()
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json 3.9 REQUIRED)

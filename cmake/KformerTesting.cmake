@@ -1,0 +1,43 @@
+# kformer_add_test(NAME n SOURCES s... [LIBS l...] [LABELS x...] [RANKS 1 2 4] [ENV K=V...])
+#
+# Builds one GoogleTest executable (bin/test_<n>) with kformer's test main (MPI + Kokkos set up
+# once per process). Without RANKS it runs as one process, labelled `unit`. With RANKS it runs
+# under mpiexec once per count (test names <n>_np<N>), labelled `mpi`, oversubscribed so that 4
+# ranks fit on a 2-core machine, one OpenMP thread per rank.
+set(KFORMER_MPIEXEC_EXTRA "")
+if(KFORMER_ENABLE_MPI)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpiexec_version ERROR_QUIET)
+  if(_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    list(APPEND KFORMER_MPIEXEC_EXTRA --oversubscribe)
+    execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_uid STREQUAL "0")
+      list(APPEND KFORMER_MPIEXEC_EXTRA --allow-run-as-root)
+    endif()
+  endif()
+endif()
+
+function(kformer_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;RANKS;ENV" ${ARGN})
+  set(exe test_${T_NAME})
+  add_executable(${exe} ${T_SOURCES})
+  target_link_libraries(${exe} PRIVATE kformer_test_main ${T_LIBS})
+  if(NOT T_RANKS)
+    add_test(NAME ${T_NAME} COMMAND ${exe})
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "unit;${T_LABELS}" ENVIRONMENT "${T_ENV}")
+    return()
+  endif()
+  foreach(n IN LISTS T_RANKS)
+    if(NOT KFORMER_ENABLE_MPI AND NOT n EQUAL 1)
+      continue()
+    endif()
+    set(name ${T_NAME}_np${n})
+    if(KFORMER_ENABLE_MPI)
+      add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n}
+               ${KFORMER_MPIEXEC_EXTRA} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${exe}> ${MPIEXEC_POSTFLAGS})
+    else()
+      add_test(NAME ${name} COMMAND ${exe})
+    endif()
+    set_tests_properties(${name} PROPERTIES LABELS "mpi;${T_LABELS}" PROCESSORS ${n}
+                         ENVIRONMENT "OMP_NUM_THREADS=1;OMP_PROC_BIND=false;${T_ENV}")
+  endforeach()
+endfunction()

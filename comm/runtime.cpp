@@ -1,0 +1,83 @@
+// Process-wide communication set-up and the backend factory.
+#include "runtime.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "kformer_config.hpp"
+#include "self_comm.hpp"
+#if KFORMER_ENABLE_MPI
+#include <mpi.h>
+
+#include "mpi_comm.hpp"
+#endif
+
+namespace kformer::comm {
+
+Runtime::Runtime(int& argc, char**& argv) {
+#if KFORMER_ENABLE_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    owns_mpi_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+#else
+  (void)argc;
+  (void)argv;
+#endif
+}
+
+Runtime::~Runtime() {
+#if KFORMER_ENABLE_MPI
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_mpi_ && !finalized) MPI_Finalize();
+#endif
+}
+
+void Runtime::abort(int code) const {
+#if KFORMER_ENABLE_MPI
+  if (world_size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  std::exit(code);
+}
+
+std::vector<std::string> compiled_backends() {
+  std::vector<std::string> out;
+  if (KFORMER_ENABLE_NCCL) out.push_back("nccl");
+  if (KFORMER_ENABLE_MPI) out.push_back("mpi");
+  out.push_back("self");
+  return out;
+}
+
+std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime) {
+  if (backend == "self") {
+    if (runtime.world_size() != 1)
+      throw std::runtime_error("comm.backend=self runs one rank but the job has " +
+                               std::to_string(runtime.world_size()) +
+                               ": use comm.backend=mpi, or launch one process");
+    return std::make_unique<SelfComm>();
+  }
+  if (backend == "mpi") {
+#if KFORMER_ENABLE_MPI
+    return std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
+#else
+    throw std::runtime_error("comm.backend=mpi is not compiled into this build: reconfigure with "
+                             "-DKFORMER_ENABLE_MPI=ON, or use comm.backend=self");
+#endif
+  }
+  if (backend == "nccl") {
+    throw std::runtime_error(
+        KFORMER_ENABLE_NCCL
+            ? "comm.backend=nccl: the NCCL communicator is not available yet in this version; use comm.backend=mpi"
+            : "comm.backend=nccl is not compiled into this build: build the 'cuda' preset "
+              "(KFORMER_ENABLE_NCCL=ON), or use comm.backend=mpi");
+  }
+  throw std::runtime_error("comm.backend=" + backend + " is not a backend: valid are self, mpi, nccl");
+}
+
+}  // namespace kformer::comm

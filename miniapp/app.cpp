@@ -1,0 +1,71 @@
+// The run of one deck (see app.hpp).
+#include "app.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "comm/mesh.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "validate.hpp"
+
+namespace kformer {
+namespace {
+
+nlohmann::json mesh_json(const comm::Mesh& m, int world) {
+  return {{"world", world},
+          {"tp", m.shape.tp},
+          {"pp", m.shape.pp},
+          {"dp", m.shape.dp},
+          {"tp_groups", m.groups.tp},
+          {"dp_groups", m.groups.dp},
+          {"pp_groups", m.groups.pp}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("output.json=" + path + ": cannot write there; give a path in a writable directory");
+    out << j.dump(2) << '\n';
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("output.json=" + path + ": cannot rename " + tmp + " into place");
+}
+
+}  // namespace
+
+int run_app(const CliArgs& args, comm::Runtime& runtime) {
+  Config cfg;
+  cfg.load_deck_file(args.deck);
+  for (const auto& o : args.overrides) cfg.apply_override(o);
+  resolve_and_validate(cfg, runtime.world_size());
+
+  std::unique_ptr<comm::Communicator> world;
+  try {
+    world = comm::make_world(cfg.str("comm.backend"), runtime);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());  // the same verdict on every rank: report it once
+  }
+  comm::Mesh mesh = comm::build_mesh(
+      *world, {cfg.i32("parallel.dp"), cfg.i32("parallel.pp"), cfg.i32("parallel.tp")});
+
+  if (world->rank() == 0) {
+    std::cout << "kformer: deck " << args.deck << " on " << world->size() << " rank(s), comm " << world->backend()
+              << ", Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n"
+              << "resolved configuration:\n"
+              << cfg.to_text() << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
+              << " tp=" << mesh.shape.tp << "\n"
+              << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
+              << "  dp groups " << comm::format_groups(mesh.groups.dp) << "\n"
+              << "  pp groups " << comm::format_groups(mesh.groups.pp) << std::endl;
+    if (!cfg.str("output.json").empty())
+      write_json(cfg.str("output.json"), {{"config", cfg.to_json()}, {"mesh", mesh_json(mesh, world->size())}});
+  }
+  world->barrier();
+  return 0;
+}
+
+}  // namespace kformer

@@ -1,0 +1,46 @@
+// The resolved configuration of a run: schema defaults, then the YAML deck, then the
+// `key=value` overrides of the command line, each checked against the schema as it arrives.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "schema.hpp"
+
+namespace kformer {
+
+class Config {
+ public:
+  Config();  // every key at its default
+
+  // Reads a YAML deck (nested maps, dotted keys at any level). Throws ConfigError.
+  void load_deck_file(const std::string& path);
+  void load_deck_text(const std::string& yaml, const std::string& origin);
+  // "key=value"; throws ConfigError naming the key and what is valid.
+  void apply_override(const std::string& assignment);
+  void set(const std::string& key, const std::string& text, const std::string& origin);
+
+  std::int64_t i64(const std::string& key) const;
+  int i32(const std::string& key) const;
+  double f64(const std::string& key) const;
+  const std::string& str(const std::string& key) const;
+  const std::vector<std::int64_t>& ints(const std::string& key) const;
+  void set_i64(const std::string& key, std::int64_t v);
+
+  // Where each value came from: "default", the deck's path, or "command line".
+  const std::string& origin(const std::string& key) const;
+
+  nlohmann::json to_json() const;  // nested, as a deck would be written
+  std::string to_text() const;     // "key = value   (origin)", one per line
+
+ private:
+  const Value& get(const std::string& key) const;
+  std::map<std::string, Value> values_;
+  std::map<std::string, std::string> origins_;
+};
+
+}  // namespace kformer

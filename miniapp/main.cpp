@@ -1,0 +1,34 @@
+// kformer's driver: initialise MPI and Kokkos, parse the command line, run, report errors once.
+#include <Kokkos_Core.hpp>
+
+#include <exception>
+#include <iostream>
+
+#include "app.hpp"
+#include "cli.hpp"
+#include "comm/runtime.hpp"
+#include "errors.hpp"
+
+int main(int argc, char** argv) {
+  kformer::comm::Runtime runtime(argc, argv);
+  const bool root = runtime.world_rank() == 0;
+  int rc = 0;
+  try {
+    const kformer::CliArgs args = kformer::parse_cli(argc, argv);
+    if (args.exit_now) return args.exit_code;
+    if (args.version || args.keys) {
+      if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
+      return 0;
+    }
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    rc = kformer::run_app(args, runtime);
+  } catch (const kformer::ConfigError& e) {
+    // Every rank sees the same bad input: one line, from rank 0.
+    if (root) std::cerr << "kformer: error: " << e.what() << std::endl;
+    rc = 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kformer: error on rank " << runtime.world_rank() << ": " << e.what() << std::endl;
+    runtime.abort(1);
+  }
+  return rc;
+}

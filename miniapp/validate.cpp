@@ -1,0 +1,94 @@
+// Cross-key validation and derived keys (see validate.hpp).
+#include "validate.hpp"
+
+#include <string>
+
+#include "errors.hpp"
+
+namespace kformer {
+namespace {
+
+std::string s(std::int64_t v) { return std::to_string(v); }
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw ConfigError(msg);
+}
+
+void validate_model(Config& cfg) {
+  const auto d = cfg.i64("model.d_model"), h = cfg.i64("model.n_heads");
+  if (cfg.i64("model.n_kv_heads") == 0) cfg.set_i64("model.n_kv_heads", h);
+  const auto kv = cfg.i64("model.n_kv_heads");
+  require(d % h == 0, "model.n_heads=" + s(h) + " does not divide model.d_model=" + s(d) +
+                          ": choose n_heads so that d_model / n_heads is a whole head size");
+  require(kv <= h && h % kv == 0, "model.n_kv_heads=" + s(kv) + " does not divide model.n_heads=" + s(h) +
+                                      ": grouped-query attention shares each kv head among n_heads/n_kv_heads query heads");
+  if (cfg.str("model.family") == "gpt")
+    require(kv == h, "model.n_kv_heads=" + s(kv) + " but model.family=gpt uses full multi-head attention: "
+                     "set model.n_kv_heads=" + s(h) + " (or 0), or model.family=llama for GQA");
+  if (cfg.i64("model.ffn_dim") == 0) {
+    const bool gpt = cfg.str("model.family") == "gpt";
+    const std::int64_t ffn = gpt ? 4 * d : ((8 * d / 3 + 63) / 64) * 64;
+    cfg.set_i64("model.ffn_dim", ffn);
+  }
+  require(cfg.i64("train.seq_len") <= cfg.i64("model.max_seq_len"),
+          "train.seq_len=" + s(cfg.i64("train.seq_len")) + " exceeds model.max_seq_len=" +
+              s(cfg.i64("model.max_seq_len")) + ": shorten the sequence or raise max_seq_len");
+}
+
+void validate_layout(Config& cfg, int world) {
+  const auto tp = cfg.i64("parallel.tp"), pp = cfg.i64("parallel.pp");
+  const auto h = cfg.i64("model.n_heads"), kv = cfg.i64("model.n_kv_heads");
+  require(h % tp == 0, "parallel.tp=" + s(tp) + " does not divide model.n_heads=" + s(h) +
+                           ": tensor parallelism splits whole heads; choose tp among the divisors of n_heads");
+  require(kv % tp == 0, "parallel.tp=" + s(tp) + " does not divide model.n_kv_heads=" + s(kv) +
+                            ": choose tp among the divisors of n_kv_heads");
+  require(cfg.i64("model.ffn_dim") % tp == 0, "parallel.tp=" + s(tp) + " does not divide model.ffn_dim=" +
+                                                  s(cfg.i64("model.ffn_dim")) + ": choose ffn_dim a multiple of tp");
+  require(pp <= cfg.i64("model.n_layers"), "parallel.pp=" + s(pp) + " exceeds model.n_layers=" +
+                                               s(cfg.i64("model.n_layers")) + ": every stage needs at least one layer");
+  require(world % (tp * pp) == 0, "parallel.tp*parallel.pp = " + s(tp * pp) + " does not divide the " + s(world) +
+                                      " ranks of this job: launch a multiple of tp*pp ranks or change tp/pp");
+  if (cfg.i64("parallel.dp") == 0) cfg.set_i64("parallel.dp", world / (tp * pp));
+  const auto dp = cfg.i64("parallel.dp");
+  require(dp * tp * pp == world, "parallel.dp*pp*tp = " + s(dp) + "*" + s(pp) + "*" + s(tp) + " = " + s(dp * pp * tp) +
+                                     " but the job has " + s(world) + " ranks: launch " + s(dp * pp * tp) +
+                                     " ranks, or omit parallel.dp to derive it");
+
+  const auto gb = cfg.i64("train.global_batch"), mb = cfg.i64("train.micro_batch");
+  require(gb % (mb * dp) == 0, "train.global_batch=" + s(gb) + " is not a multiple of train.micro_batch*dp = " +
+                                   s(mb) + "*" + s(dp) + ": every data-parallel rank must see whole micro-batches");
+  const auto m = gb / (mb * dp);
+  if (cfg.i64("parallel.microbatches") == 0) cfg.set_i64("parallel.microbatches", m);
+  require(cfg.i64("parallel.microbatches") == m,
+          "parallel.microbatches=" + s(cfg.i64("parallel.microbatches")) + " but global_batch/(micro_batch*dp) = " +
+              s(m) + ": set parallel.microbatches=" + s(m) + " or omit it");
+  if (pp > 1)
+    require(m >= pp, "parallel.microbatches=" + s(m) + " is fewer than parallel.pp=" + s(pp) +
+                         ": raise train.global_batch or lower train.micro_batch so that every stage has work");
+
+  const auto& stages = cfg.ints("parallel.stage_layers");
+  if (!stages.empty()) {
+    std::int64_t sum = 0;
+    for (auto n : stages) sum += n;
+    require(static_cast<std::int64_t>(stages.size()) == pp * cfg.i64("parallel.virtual_stages") &&
+                sum == cfg.i64("model.n_layers"),
+            "parallel.stage_layers has " + s(static_cast<std::int64_t>(stages.size())) + " entries summing to " +
+                s(sum) + ": give pp*virtual_stages entries that sum to model.n_layers=" + s(cfg.i64("model.n_layers")));
+  }
+  if (cfg.str("parallel.schedule") == "interleaved")
+    require(cfg.i64("parallel.virtual_stages") >= 2 && pp > 1,
+            "parallel.schedule=interleaved needs parallel.pp > 1 and parallel.virtual_stages >= 2");
+
+  const auto sr = cfg.i64("straggler.rank");
+  require(sr < world, "straggler.rank=" + s(sr) + " is not a rank of this " + s(world) + "-rank job: use -1..." +
+                          s(world - 1));
+}
+
+}  // namespace
+
+void resolve_and_validate(Config& cfg, int world_size) {
+  validate_model(cfg);
+  validate_layout(cfg, world_size);
+}
+
+}  // namespace kformer

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The kformer driver end to end: what a user sees on good and bad command lines.
+#   cli_test.sh KFORMER SOURCE_DIR [MPIEXEC "MPIEXEC_FLAGS"]
+# With MPIEXEC it also runs the 4-rank mesh check.
+set -u
+kformer=$1; src=$2; mpiexec=${3:-}; mpiflags=${4:-}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect RC_WANTED(0|nonzero) PATTERN -- command...   (pattern searched in stdout+stderr)
+expect() {
+  local want=$1 pattern=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ "$want" = 0 ] && [ $rc -ne 0 ]; then fail "$* exited $rc"; cat "$tmp/err"; return; fi
+  if [ "$want" != 0 ] && [ $rc -eq 0 ]; then fail "$* exited 0, expected an error"; return; fi
+  grep -qF -- "$pattern" "$tmp/out" "$tmp/err" || { fail "$*: output lacks '$pattern'"; cat "$tmp/out" "$tmp/err"; }
+}
+
+expect 0 "Kokkos:" -- "$kformer" --version
+expect 0 "model.n_layers = 2" -- "$kformer" --keys
+expect 0 "tp groups [[0]]" -- "$kformer" "$src/input/tiny.yaml"
+# Kokkos' own arguments are never rejected (either spelling of the threads flag).
+expect 0 "resolved configuration" -- "$kformer" "$src/input/tiny.yaml" --kokkos-threads=1
+expect nonzero "did you mean 'model.n_layers'?" -- "$kformer" "$src/input/tiny.yaml" model.n_laeyrs=2
+expect nonzero "parallel.tp=3 does not divide model.n_heads=4" -- "$kformer" "$src/input/tiny.yaml" parallel.tp=3
+expect nonzero "model.n_layers='two' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=two
+expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
+expect nonzero "no deck given" -- "$kformer"
+# Bad input gives exactly one line on stderr.
+"$kformer" "$src/input/tiny.yaml" model.n_laeyrs=2 2>"$tmp/err1" >/dev/null
+[ "$(wc -l <"$tmp/err1")" -eq 1 ] || { fail "an unknown key should print one line, got:"; cat "$tmp/err1"; }
+
+if [ -n "$mpiexec" ]; then
+  # shellcheck disable=SC2086  # the flags are a list
+  expect 0 "tp groups [[0,1],[2,3]]" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" \
+    parallel.tp=2 output.json="$tmp/run.json"
+  grep -qF "dp groups [[0,2],[1,3]]" "$tmp/out" || fail "4-rank tp=2 dp groups"
+  /usr/bin/python3 - "$tmp/run.json" <<'PY' || fail "run.json mesh"
+import json, sys
+m = json.load(open(sys.argv[1]))["mesh"]
+assert m == {"world": 4, "tp": 2, "pp": 1, "dp": 2, "tp_groups": [[0, 1], [2, 3]],
+             "dp_groups": [[0, 2], [1, 3]], "pp_groups": [[0], [1], [2], [3]]}, m
+PY
+  # shellcheck disable=SC2086
+  expect nonzero "does not divide the 4 ranks" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 parallel.pp=1 model.n_heads=6 model.d_model=96
+  # shellcheck disable=SC2086
+  expect nonzero "comm.backend=self runs one rank" -- "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" comm.backend=self
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 2>"$tmp/err4" >/dev/null
+  n=$(grep -c "kformer: error" "$tmp/err4")
+  [ "$n" -eq 1 ] || { fail "a bad deck on 4 ranks should be reported once, got $n times"; cat "$tmp/err4"; }
+fi
+
+[ $fails -eq 0 ] && echo "cli: all checks passed"
+exit $((fails > 0))

@@ -1,0 +1,78 @@
+// Cross-key validation and derived keys: layouts that do not divide, shapes that do not fit,
+// and the values derived when keys are left at 0.
+#include <gtest/gtest.h>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "validate.hpp"
+
+using kformer::Config;
+using kformer::ConfigError;
+
+namespace {
+
+Config tiny() {
+  Config c;
+  c.load_deck_file(KFORMER_SOURCE_DIR "/input/tiny.yaml");
+  return c;
+}
+
+std::string verdict(Config c, int world) {
+  try {
+    kformer::resolve_and_validate(c, world);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Validate, TinyDeckIsValidOnOneTwoAndFourRanks) {
+  for (int world : {1, 2, 4}) EXPECT_EQ(verdict(tiny(), world), "") << world;
+}
+
+TEST(Validate, DerivesDpMicrobatchesKvHeadsAndFfn) {
+  Config c = tiny();
+  c.apply_override("parallel.tp=2");
+  kformer::resolve_and_validate(c, 4);
+  EXPECT_EQ(c.i64("parallel.dp"), 2);
+  EXPECT_EQ(c.i64("parallel.microbatches"), 8 / (2 * 2));
+  EXPECT_EQ(c.i64("model.n_kv_heads"), 4);
+  EXPECT_EQ(c.i64("model.ffn_dim"), 4 * 64);
+  EXPECT_EQ(c.origin("parallel.dp"), "derived");
+}
+
+TEST(Validate, LlamaFfnIsEightThirdsRoundedTo64) {
+  Config c = tiny();
+  c.apply_override("model.family=llama");
+  c.apply_override("model.d_model=96");
+  kformer::resolve_and_validate(c, 1);
+  EXPECT_EQ(c.i64("model.ffn_dim"), 256);
+}
+
+TEST(Validate, EachBadLayoutNamesItsKey) {
+  struct Case { std::vector<std::string> overrides; int world; std::string must_name; };
+  const std::vector<Case> cases = {
+      {{"parallel.tp=3"}, 3, "parallel.tp=3 does not divide model.n_heads=4"},
+      {{"parallel.tp=2", "parallel.pp=2"}, 2, "does not divide the 2 ranks"},
+      {{"parallel.dp=2"}, 4, "launch 2 ranks"},
+      {{"model.n_heads=5"}, 1, "model.n_heads=5 does not divide model.d_model=64"},
+      {{"model.family=llama", "model.n_kv_heads=3"}, 1, "model.n_kv_heads=3"},
+      {{"model.n_kv_heads=2"}, 1, "model.family=gpt"},
+      {{"model.family=llama", "model.n_kv_heads=2", "parallel.tp=4"}, 4, "model.n_kv_heads=2"},
+      {{"train.global_batch=6"}, 4, "train.global_batch=6"},
+      {{"parallel.pp=3"}, 3, "parallel.pp=3 exceeds model.n_layers=2"},
+      {{"parallel.pp=2", "train.global_batch=2"}, 2, "fewer than parallel.pp=2"},
+      {{"parallel.microbatches=3"}, 1, "parallel.microbatches=3"},
+      {{"parallel.stage_layers=1,2", "parallel.pp=2"}, 2, "parallel.stage_layers"},
+      {{"train.seq_len=64"}, 1, "train.seq_len=64 exceeds model.max_seq_len=32"},
+      {{"straggler.rank=4"}, 4, "straggler.rank=4"},
+  };
+  for (const auto& k : cases) {
+    Config c = tiny();
+    for (const auto& o : k.overrides) c.apply_override(o);
+    const std::string v = verdict(c, k.world);
+    EXPECT_NE(v.find(k.must_name), std::string::npos) << "got: '" << v << "' expected to contain: " << k.must_name;
+  }
+}

@@ -1,0 +1,15 @@
+// What every kformer test process shares: the communication runtime set up by test_main.cpp,
+// and the world communicator of the best compiled host backend.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "comm/runtime.hpp"
+
+namespace kformer::test {
+
+comm::Runtime& runtime();
+std::unique_ptr<comm::Communicator> world();  // mpi when built with MPI, else self
+
+}  // namespace kformer::test
