@@ -1,0 +1,73 @@
+// Shared by the kernel tests: the execution space under test (one per test binary, set by
+// CMake), fresh random inputs, NaN poisoning of outputs, host copies in float64, and the
+// norm-wise relative error ||got - ref|| / ||ref|| that the tolerances are stated in.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace ktest {
+
+using Exec = KFORMER_TEST_EXECSPACE;
+using Mem = Exec::memory_space;
+template <class T>
+using View = Kokkos::View<T, Kokkos::LayoutRight, Mem>;
+
+// A seed that differs run to run (fresh inputs every time) and is printed on failure.
+inline std::uint64_t fresh_seed() {
+  static std::random_device rd;
+  const std::uint64_t s = (std::uint64_t(rd()) << 32) ^ rd();
+  ::testing::Test::RecordProperty("seed", std::to_string(s));
+  return s;
+}
+
+// Fills a device view of any rank with uniform values in [lo, hi); returns the host copy.
+template <class V>
+std::vector<double> fill_random(const V& v, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
+  auto h = Kokkos::create_mirror_view(v);
+  using T = typename V::non_const_value_type;
+  T* p = h.data();
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> out(v.span());
+  for (std::size_t i = 0; i < v.span(); ++i) {
+    p[i] = static_cast<T>(dist(rng));
+    out[i] = static_cast<double>(p[i]);
+  }
+  Kokkos::deep_copy(v, h);
+  return out;
+}
+
+// Every element NaN, so an element the kernel forgets to write fails the comparison.
+template <class V>
+void poison(const V& v) {
+  Kokkos::deep_copy(v, std::numeric_limits<typename V::non_const_value_type>::quiet_NaN());
+}
+
+template <class V>
+std::vector<double> to_host(const V& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  std::vector<double> out(v.span());
+  for (std::size_t i = 0; i < v.span(); ++i) out[i] = static_cast<double>(h.data()[i]);
+  return out;
+}
+
+// ||got - ref||_2 / max(||ref||_2, tiny); NaN anywhere in `got` gives +inf.
+inline double rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+}  // namespace ktest
