@@ -52,7 +52,7 @@ kokkos_source() {
     apt-get "${o[@]}" update -qq
     (cd "$work/dl" && apt-get "${o[@]}" source --download-only -qq trilinos >/dev/null 2>&1)
     local tarball
-    tarball=$(ls "$work"/dl/trilinos_*.orig.tar.* | head -n 1)
+    tarball=$(find "$work/dl" -name 'trilinos_*.orig.tar.*' | head -n 1)
     local inner
     inner=$(tar -tzf "$tarball" | head -n 1 | cut -d/ -f1)
     mkdir -p "$src.tmp"

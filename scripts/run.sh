@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The main job on this machine: set-up if needed, build the default preset, run a deck under
+# `mpirun -n 4` (KFORMER_NP to change) and print the report.
+#   scripts/run.sh                       input/tiny.yaml on 4 ranks
+#   scripts/run.sh input/gpt3-small.yaml parallel.tp=2 train.steps=3
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+deck=${1:-$top/input/tiny.yaml}
+[ $# -gt 0 ] && shift
+np=${KFORMER_NP:-4}
+
+mkdir -p "$top/build"
+kformer_configure default
+kformer_build default kformer
+report=$top/build/report.json
+args=("$@")
+printf '%s\n' "${args[@]+"${args[@]}"}" | grep -q '^output.json=' || args+=("output.json=$report")
+kformer_mpirun "$np" "$top/build/default/bin/kformer" "$deck" "${args[@]}"
+for a in "${args[@]}"; do
+  case "$a" in output.json=*) echo "report: ${a#output.json=}" ;; esac
+done
