@@ -1,0 +1,139 @@
+// Matrix multiply with bias, the linear layer of every transformer block, and its backward.
+// Two implementations behind one call, chosen at run time (`kernels.gemm`): `native`, the
+// portable Kokkos GEMM of gemm_native.hpp, and `vendor`, CBLAS on host memory or cuBLAS under
+// CUDA (gemm_vendor.hpp), so that the gap between portable code and the vendor is measurable.
+//
+// Linear layer convention (as torch.nn.Linear and llm.c): weight W(out, in), y = x W^T + b.
+//   x (N, in), W (out, in), b (out), y (N, out); N = B*T tokens.
+// W(out, in) keeps both tensor-parallel splits contiguous per rank: a column-parallel layer
+// (QKV, FC1, the vocab-parallel head) takes a block of `out` rows, a row-parallel layer
+// (attention projection, FC2) takes a block of `in` columns in its own (out, in/tp) buffer. It
+// is also the layout of the embedding table wte (V, C), so the tied GPT head is W = wte.
+//
+// Gradients of parameters (dW, db) are accumulated (+=), as in llm.c: the trainer zeroes them
+// once per step and micro-batches and tied uses add into them. Gradients of activations (dx)
+// are overwritten. Every path is deterministic run to run.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "gemm_native.hpp"
+#include "gemm_vendor.hpp"
+#include "kformer_config.hpp"
+#include "view_types.hpp"
+
+namespace kformer::kernels {
+
+enum class GemmImpl { native, vendor };
+
+inline GemmImpl parse_gemm_impl(const std::string& name) {
+  if (name == "native") return GemmImpl::native;
+  if (name == "vendor") return GemmImpl::vendor;
+  throw std::invalid_argument("unknown GEMM implementation '" + name + "': use native or vendor");
+}
+inline const char* to_string(GemmImpl impl) { return impl == GemmImpl::native ? "native" : "vendor"; }
+
+// Whether `vendor` can run on ExecSpace in this build.
+template <class ExecSpace>
+constexpr bool gemm_vendor_available() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (std::is_same<ExecSpace, Kokkos::Cuda>::value) return KFORMER_HAVE_CUBLAS != 0;
+#endif
+  return KFORMER_HAVE_CBLAS != 0 && runs_on_host<ExecSpace>;
+}
+
+enum class Op { N, T };  // op(A) = A or A^T
+
+// C(M,N) = alpha op(A) op(B) + beta C, plus bias(N) on every row when bias has extent N.
+// A is stored (M,K) for Op::N and (K,M) for Op::T; likewise B (K,N) or (N,K). beta == 0 never
+// reads C.
+template <class ExecSpace>
+void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const float**, ExecSpace> a,
+          DView<const float**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+          DView<const float*, ExecSpace> bias = {}) {
+  const bool ta = op_a == Op::T, tb = op_b == Op::T;
+  const int M = static_cast<int>(c.extent(0)), N = static_cast<int>(c.extent(1));
+  const int K = static_cast<int>(ta ? a.extent(0) : a.extent(1));
+  if (int(ta ? a.extent(1) : a.extent(0)) != M || int(tb ? b.extent(1) : b.extent(0)) != K ||
+      int(tb ? b.extent(0) : b.extent(1)) != N || (bias.extent(0) != 0 && int(bias.extent(0)) != N))
+    throw std::invalid_argument("gemm: shapes do not agree: C(" + std::to_string(M) + "," + std::to_string(N) +
+                                ") = op(A)(" + std::to_string(a.extent(0)) + "," + std::to_string(a.extent(1)) +
+                                ") op(B)(" + std::to_string(b.extent(0)) + "," + std::to_string(b.extent(1)) +
+                                ") + bias(" + std::to_string(bias.extent(0)) + ")");
+  const std::int64_t lda = a.stride_0(), ldb = b.stride_0(), ldc = c.stride_0();
+  const float* bias_ptr = bias.extent(0) ? bias.data() : nullptr;
+  if (impl == GemmImpl::native) {
+    gemm_native_raw(exec, M, N, K, alpha, a.data(), ta ? 1 : lda, ta ? lda : 1, b.data(), tb ? 1 : ldb,
+                    tb ? ldb : 1, beta, c.data(), ldc, bias_ptr);
+    return;
+  }
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // BLAS leaves C alone when K == 0 and beta == 0 (C may hold NaN): write 0 first
+    if (beta == 0.0f) Kokkos::deep_copy(exec, c, 0.0f);
+  } else {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      detail::cublas_sgemm_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                    c.data(), int(ldc));
+    } else
+#endif
+    {
+      if constexpr (!runs_on_host<ExecSpace>) {
+        throw std::runtime_error(std::string("kernels.gemm=vendor has no BLAS for execution space ") +
+                                 ExecSpace::name() + ": use kernels.gemm=native");
+      } else {
+        exec.fence();  // BLAS runs on the calling thread: earlier kernels on exec must be done
+        detail::cblas_sgemm_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                     c.data(), int(ldc));
+      }
+    }
+  }
+  if (bias_ptr) {
+    Kokkos::parallel_for(
+        "kformer::gemm_vendor_bias",
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {std::int64_t(M), std::int64_t(N)}),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) { c(i, j) += bias(j); });
+  }
+}
+
+// db(out) += column sums of dy(N, out), each column summed in row order (deterministic).
+template <class ExecSpace>
+void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const float**, ExecSpace> dy) {
+  constexpr int W = 16;  // columns per work item: contiguous reads on the host, coalesced-ish on a GPU
+  const int n = static_cast<int>(dy.extent(0)), cols = static_cast<int>(dy.extent(1));
+  if (int(db.extent(0)) != cols) throw std::invalid_argument("bias_backward: db and dy disagree on `out`");
+  Kokkos::parallel_for(
+      "kformer::bias_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, (cols + W - 1) / W),
+      KOKKOS_LAMBDA(const int blk) {
+        const int j0 = blk * W, w = cols - j0 < W ? cols - j0 : W;
+        float acc[W] = {};
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < w; ++j) acc[j] += dy(i, j0 + j);
+        for (int j = 0; j < w; ++j) db(j0 + j) += acc[j];
+      });
+}
+
+// y(N, out) = x(N, in) W(out, in)^T + b(out); b may be empty (no bias).
+template <class ExecSpace>
+void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
+                    DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w,
+                    DView<const float*, ExecSpace> b = {}) {
+  gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
+}
+
+// dx(N, in) = dy W (overwritten; skipped when dx is empty), dW(out, in) += dy^T x,
+// db(out) += column sums of dy (skipped when db is empty).
+template <class ExecSpace>
+void matmul_backward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx, DView<float**, ExecSpace> dw,
+                     DView<float*, ExecSpace> db, DView<const float**, ExecSpace> dy,
+                     DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w) {
+  if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
+  gemm(exec, impl, Op::T, Op::N, 1.0f, dy, x, 1.0f, dw);
+  if (db.extent(0) != 0) bias_backward(exec, db, dy);
+}
+
+}  // namespace kformer::kernels
