@@ -1,0 +1,29 @@
+// LayerNorm (gpt): forward and backward over rows of tokens, x (N,C) with N = B*T.
+// out = (x - mean) / sqrt(var + eps) * weight + bias; the forward saves mean (N) and rstd (N)
+// for the backward. Gradients are written (not accumulated) and are bitwise deterministic.
+#pragma once
+
+#include "normalization.hpp"
+
+namespace kformer::kernels {
+
+// out (N,C), mean (N), rstd (N) written; x (N,C), weight (C), bias (C) read.
+template <class ExecSpace>
+void layernorm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
+                       const DView<float*, ExecSpace>& mean, const DView<float*, ExecSpace>& rstd,
+                       const DView<const float**, ExecSpace>& x, const DView<const float*, ExecSpace>& weight,
+                       const DView<const float*, ExecSpace>& bias, float eps = 1e-5f) {
+  detail::norm_forward(exec, out, mean, rstd, x, weight, bias, eps, true);
+}
+
+// dx (N,C), dweight (C), dbias (C) written from dout (N,C) and the forward's x, weight, mean, rstd.
+template <class ExecSpace>
+void layernorm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
+                        const DView<float*, ExecSpace>& dweight, const DView<float*, ExecSpace>& dbias,
+                        const DView<const float**, ExecSpace>& dout, const DView<const float**, ExecSpace>& x,
+                        const DView<const float*, ExecSpace>& weight, const DView<const float*, ExecSpace>& mean,
+                        const DView<const float*, ExecSpace>& rstd) {
+  detail::norm_backward(exec, dx, dweight, dbias, dout, x, weight, mean, rstd, true);
+}
+
+}  // namespace kformer::kernels

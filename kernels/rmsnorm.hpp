@@ -1,0 +1,29 @@
+// RMSNorm (llama): forward and backward over rows of tokens, x (N,C) with N = B*T.
+// out = x / sqrt(mean(x^2) + eps) * weight (no centring, no bias); the forward saves rstd (N).
+// Gradients are written (not accumulated) and are bitwise deterministic.
+#pragma once
+
+#include "normalization.hpp"
+
+namespace kformer::kernels {
+
+// out (N,C), rstd (N) written; x (N,C), weight (C) read.
+template <class ExecSpace>
+void rmsnorm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
+                     const DView<float*, ExecSpace>& rstd, const DView<const float**, ExecSpace>& x,
+                     const DView<const float*, ExecSpace>& weight, float eps = 1e-5f) {
+  detail::norm_forward(exec, out, DView<float*, ExecSpace>(), rstd, x, weight,
+                       DView<const float*, ExecSpace>(), eps, false);
+}
+
+// dx (N,C), dweight (C) written from dout (N,C) and the forward's x, weight, rstd.
+template <class ExecSpace>
+void rmsnorm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
+                      const DView<float*, ExecSpace>& dweight, const DView<const float**, ExecSpace>& dout,
+                      const DView<const float**, ExecSpace>& x, const DView<const float*, ExecSpace>& weight,
+                      const DView<const float*, ExecSpace>& rstd) {
+  detail::norm_backward(exec, dx, dweight, DView<float*, ExecSpace>(), dout, x, weight,
+                        DView<const float*, ExecSpace>(), rstd, false);
+}
+
+}  // namespace kformer::kernels

@@ -1,0 +1,118 @@
+// LayerNorm and RMSNorm against the float64 reference (forward, backward), the reference
+// backward against finite differences, and run-to-run bitwise determinism of the backward.
+#include "finite_diff.hpp"
+#include "kernel_test_util.hpp"
+#include "layernorm.hpp"
+#include "reference_pointwise.hpp"
+#include "rmsnorm.hpp"
+
+namespace {
+
+using ktest::View;
+namespace kk = kformer::kernels;
+
+constexpr double kEps = 1e-5;
+
+// One shape's device buffers and the host copies of its inputs; `centered` picks LayerNorm.
+struct NormRun {
+  int N, C;
+  bool centered;
+  View<float**> x, out, dout, dx;
+  View<float*> w, b, mean, rstd, dw, db;
+  std::vector<double> hx, hw, hb, hdy;
+
+  NormRun(int n, int c, bool cent, std::mt19937_64& rng)
+      : N(n), C(c), centered(cent), x("x", n, c), out("out", n, c), dout("dout", n, c), dx("dx", n, c),
+        w("w", c), b("b", c), mean("mean", n), rstd("rstd", n), dw("dw", c), db("db", c) {
+    hx = ktest::fill_random(x, rng, -2.0, 3.0);
+    hw = ktest::fill_random(w, rng, 0.5, 1.5);
+    hb = ktest::fill_random(b, rng);
+    hdy = ktest::fill_random(dout, rng);
+    if (!centered) hb.clear();
+  }
+  void forward() {
+    ktest::poison(out);
+    ktest::poison(mean);
+    ktest::poison(rstd);
+    if (centered)
+      kk::layernorm_forward(ktest::Exec(), out, mean, rstd, x, w, b, float(kEps));
+    else
+      kk::rmsnorm_forward(ktest::Exec(), out, rstd, x, w, float(kEps));
+    Kokkos::fence();
+  }
+  void backward() {
+    ktest::poison(dx);
+    ktest::poison(dw);
+    ktest::poison(db);
+    if (centered)
+      kk::layernorm_backward(ktest::Exec(), dx, dw, db, dout, x, w, mean, rstd);
+    else
+      kk::rmsnorm_backward(ktest::Exec(), dx, dw, dout, x, w, rstd);
+    Kokkos::fence();
+  }
+};
+
+// Shapes: tiny, not multiples of the 8-wide chunks, one row, and two random ones. C >= 3: with
+// one or two channels the normalised row is +-1 and dx is zero up to rounding (no relative error).
+std::vector<std::pair<int, int>> shapes(std::mt19937_64& rng) {
+  std::vector<std::pair<int, int>> s = {{1, 3}, {1, 7}, {3, 8}, {5, 13}, {17, 64}, {33, 203}};
+  std::uniform_int_distribution<int> n(1, 40), c(3, 300);
+  for (int i = 0; i < 2; ++i) s.emplace_back(n(rng), c(rng));
+  return s;
+}
+
+void check_against_reference(bool centered) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (auto [N, C] : shapes(rng)) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C));
+    NormRun r(N, C, centered, rng);
+    r.forward();
+    const auto f = ktest::ref::norm_forward(r.hx, r.hw, r.hb, N, C, kEps, centered);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r.out), f.out), 1e-5);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r.rstd), f.rstd), 1e-5);
+    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.mean), f.mean), 1e-5);
+    r.backward();
+    std::vector<double> dx, dw, db;
+    ktest::ref::norm_backward(r.hdy, r.hx, r.hw, N, C, kEps, centered, dx, dw, db);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dx), dx), 1e-5);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5);
+    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5);
+  }
+}
+
+void check_reference_gradients(bool centered) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int N = 3, C = 7;
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> x(N * C), w(C), b(centered ? C : 0), dy(N * C);
+  for (auto* v : {&x, &w, &b, &dy})
+    for (double& e : *v) e = u(rng);
+  std::vector<double> dx, dw, db;
+  ktest::ref::norm_backward(dy, x, w, N, C, kEps, centered, dx, dw, db);
+  using ktest::ref::norm_forward;
+  EXPECT_LT(ktest::rel_err(dx, ktest::numeric_grad([&](const auto& v) { return norm_forward(v, w, b, N, C, kEps, centered).out; }, x, dy)), 1e-6);
+  EXPECT_LT(ktest::rel_err(dw, ktest::numeric_grad([&](const auto& v) { return norm_forward(x, v, b, N, C, kEps, centered).out; }, w, dy)), 1e-6);
+  if (centered)
+    EXPECT_LT(ktest::rel_err(db, ktest::numeric_grad([&](const auto& v) { return norm_forward(x, w, v, N, C, kEps, centered).out; }, b, dy)), 1e-6);
+}
+
+void check_deterministic(bool centered) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  NormRun r(257, 301, centered, rng);
+  r.forward();
+  r.backward();
+  const auto dx = ktest::to_host(r.dx), dw = ktest::to_host(r.dw), db = ktest::to_host(r.db);
+  r.backward();
+  ktest::expect_bitwise_equal(dx, ktest::to_host(r.dx), "dx");
+  ktest::expect_bitwise_equal(dw, ktest::to_host(r.dw), "dweight");
+  if (centered) ktest::expect_bitwise_equal(db, ktest::to_host(r.db), "dbias");
+}
+
+TEST(LayerNorm, MatchesReference) { check_against_reference(true); }
+TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) { check_reference_gradients(true); }
+TEST(LayerNorm, BackwardIsBitwiseDeterministic) { check_deterministic(true); }
+TEST(RMSNorm, MatchesReference) { check_against_reference(false); }
+TEST(RMSNorm, ReferenceBackwardMatchesFiniteDifferences) { check_reference_gradients(false); }
+TEST(RMSNorm, BackwardIsBitwiseDeterministic) { check_deterministic(false); }
+
+}  // namespace
