@@ -1,34 +1,109 @@
 // The one interface through which every part of kformer communicates. Backends (self, mpi,
-// nccl) implement it; decorators (network emulation, tracing) wrap any of them.
+// nccl) implement a small type-erased core (run / start / start_group on an Op, split,
+// barrier); decorators (network emulation, tracing) wrap any backend by overriding the same
+// core, so each of them sees every call in one place. The typed calls below are thin
+// non-virtual wrappers that validate and build the Op; views.hpp adds Kokkos::View forms.
+//
+// Buffer rules, the same for every backend (they are NCCL's, which is the strictest):
+//   allreduce       send[count] -> recv[count]; in place when send == recv.
+//   reduce_scatter  send[count * size] -> recv[count]; in place when recv == send + rank*count.
+//   allgather       send[count] -> recv[count * size]; in place when send == recv + rank*count.
+//   broadcast       buf[count] on every rank, from `root`.
+//   send / recv     messages between one pair are matched in the order they were posted (no
+//                   tags: NCCL has none, and a tag that only MPI honoured would make code that
+//                   runs on MPI hang on NCCL).
+// A blocking call returns when its buffers hold the result and may be reused; a non-blocking
+// call returns a Request, and the buffers belong to the library until it completes.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "request.hpp"
 
 namespace kformer::comm {
 
 enum class DType { f32, f64, i32 };
 enum class ReduceOp { sum, max };
+enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, send, recv };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);
+const char* op_name(OpKind k);
+
+// One communication call. `count` follows the rules above: elements per rank for
+// reduce_scatter's result and allgather's contribution, the whole buffer otherwise.
+struct Op {
+  OpKind kind = OpKind::allreduce;
+  const void* send = nullptr;  // allreduce, reduce_scatter, allgather, send
+  void* recv = nullptr;        // allreduce, reduce_scatter, allgather, broadcast, recv
+  std::size_t count = 0;
+  DType type = DType::f32;
+  ReduceOp reduce = ReduceOp::sum;
+  int peer = 0;  // broadcast: the root; send/recv: the other rank
+
+  static Op send_to(const void* buf, std::size_t count, DType type, int peer) {
+    return {OpKind::send, buf, nullptr, count, type, ReduceOp::sum, peer};
+  }
+  static Op recv_from(void* buf, std::size_t count, DType type, int peer) {
+    return {OpKind::recv, nullptr, buf, count, type, ReduceOp::sum, peer};
+  }
+};
+
+// The "size" nccl-tests reports for a call on a group of `group_size` ranks: the larger of the
+// send and receive buffers (allgather's output, reduce_scatter's input), the message for p2p.
+std::size_t op_bytes(const Op& op, int group_size);
 
 class Communicator {
  public:
   virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "self", "mpi", "nccl", or a decorator's name around its backend's.
+  // "self", "mpi", "nccl", or a decorator's name around its backend's: "traced(mpi)".
   virtual std::string backend() const = 0;
 
-  // Ranks with the same color form a new communicator, ordered by key (then by old rank).
+  // Ranks with the same color (>= 0) form a new communicator, ordered by key, then by old rank.
+  // Collective over this communicator. The result has the same backend and decorators.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual void barrier() = 0;
 
-  // Element-wise reduction over all ranks; send == recv is allowed (in place).
-  virtual void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) = 0;
+  // --- The type-erased core. Ops reaching it are validated and non-empty. -------------------
+  virtual void run(const Op& op) = 0;
+  virtual Request start(const Op& op) = 0;
+  // A batch of sends and receives that progress together (pipeline exchange, a ring step): no
+  // ordering between its members, so a ring of send+recv pairs cannot deadlock.
+  virtual Request start_group(const std::vector<Op>& ops) = 0;
+
+  // --- Typed calls --------------------------------------------------------------------------
+  void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
+  Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
+  void allgather(const void* send, void* recv, std::size_t send_count, DType type);
+  Request iallgather(const void* send, void* recv, std::size_t send_count, DType type);
+  void broadcast(void* buf, std::size_t count, DType type, int root);
+  Request ibroadcast(void* buf, std::size_t count, DType type, int root);
+  void send(const void* buf, std::size_t count, DType type, int peer);
+  Request isend(const void* buf, std::size_t count, DType type, int peer);
+  void recv(void* buf, std::size_t count, DType type, int peer);
+  Request irecv(void* buf, std::size_t count, DType type, int peer);
+  void group(const std::vector<Op>& ops);
+  Request igroup(const std::vector<Op>& ops);
+
+  // Checks peers, roots and buffer overlap; throws std::invalid_argument naming the fix.
+  void validate(const Op& op) const;
+
+ protected:
+  Communicator() = default;
+
+ private:
+  void blocking(const Op& op);
+  Request nonblocking(const Op& op);
 };
 
 }  // namespace kformer::comm

@@ -1,8 +1,22 @@
-// The `mpi` backend.
+// The `mpi` backend. Every call goes through three steps: prepare (fence, choose MPI_IN_PLACE,
+// stage device buffers through the host when MPI cannot read them), post (the blocking or the
+// non-blocking MPI call), finish (copy staged results back, move an in-place reduce_scatter's
+// result into this rank's slot).
 #include "mpi_comm.hpp"
 
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
+#endif
+
+#include "device_memory.hpp"
 
 namespace kformer::comm {
 namespace {
@@ -26,9 +40,187 @@ void check(int rc, const char* what) {
   throw std::runtime_error(std::string("MPI error in ") + what + ": " + std::string(msg, len));
 }
 
+int mpi_count(const Op& op) {
+  if (op.count > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument(std::string("comm mpi ") + op_name(op.kind) + ": " + std::to_string(op.count) +
+                                " elements exceed MPI's int count: split the buffer into smaller calls");
+  return static_cast<int>(op.count);
+}
+
+struct CopyBack {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+// One call ready for MPI: the pointers MPI gets, the host copies they may point into, and what
+// to do once MPI is done. Moving it keeps the vectors' storage, so the pointers stay valid.
+struct Prepared {
+  Op op;
+  int count = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::vector<char> host_send, host_recv;
+  std::vector<CopyBack> after;
+};
+
+void say_staging_once() {
+  static bool said = false;
+  if (said) return;
+  said = true;
+  std::fprintf(stderr,
+               "kformer comm: this MPI is not CUDA-aware: device buffers are staged through host memory "
+               "(two extra copies per call; set KFORMER_MPI_CUDA_AWARE=1 if your MPI is CUDA-aware)\n");
+}
+
+Prepared prepare(const Op& op, int rank, int size) {
+  Prepared p;
+  p.op = op;
+  p.count = mpi_count(op);
+  const std::size_t chunk = op.count * dtype_size(op.type);
+  const std::size_t whole = chunk * static_cast<std::size_t>(size);
+  const auto* cs = static_cast<const char*>(op.send);
+  auto* cr = static_cast<char*>(op.recv);
+  // The region MPI reads from / writes to, and whether MPI_IN_PLACE applies.
+  const void* src = op.send;
+  std::size_t src_bytes = chunk;
+  void* dst = op.recv;
+  std::size_t dst_bytes = chunk;
+  bool in_place = false;
+  switch (op.kind) {
+    case OpKind::allreduce: in_place = op.send == op.recv; break;
+    case OpKind::reduce_scatter:
+      src_bytes = whole;
+      // MPI's in-place form reads recvbuf whole and leaves the result at its start.
+      in_place = cr == cs + chunk * rank;
+      if (in_place) {
+        dst = const_cast<char*>(cs);
+        dst_bytes = whole;
+      }
+      break;
+    case OpKind::allgather:
+      dst_bytes = whole;
+      in_place = cs == cr + chunk * rank;
+      break;
+    case OpKind::broadcast: in_place = true; break;  // one buffer, read on the root
+    case OpKind::send: dst = nullptr; break;
+    case OpKind::recv: src = nullptr; break;
+  }
+  const bool stage = (src && is_device_pointer(src)) || (dst && is_device_pointer(dst));
+  if (stage && !MpiComm::cuda_aware()) {
+    say_staging_once();
+    if (dst) {
+      p.host_recv.resize(dst_bytes);
+      if (in_place) copy_bytes(p.host_recv.data(), dst, dst_bytes);
+      p.after.push_back({dst, p.host_recv.data(), dst_bytes});
+      dst = p.host_recv.data();
+    }
+    if (src && !in_place) {
+      p.host_send.resize(src_bytes);
+      copy_bytes(p.host_send.data(), src, src_bytes);
+      src = p.host_send.data();
+    }
+  }
+  p.send = in_place && op.kind != OpKind::broadcast ? MPI_IN_PLACE : src;
+  p.recv = dst;
+  if (op.kind == OpKind::reduce_scatter && in_place && rank > 0) {
+    // After any copy-back of the whole staged buffer, the result moves from the start to the slot.
+    p.after.push_back({cr, cs, chunk});
+  }
+  return p;
+}
+
+// Posts `p` blocking (req == nullptr) or non-blocking.
+void post(Prepared& p, MPI_Comm comm, MPI_Request* req) {
+  const MPI_Datatype t = to_mpi(p.op.type);
+  const MPI_Op r = to_mpi(p.op.reduce);
+  switch (p.op.kind) {
+    case OpKind::allreduce:
+      check(req ? MPI_Iallreduce(p.send, p.recv, p.count, t, r, comm, req)
+                : MPI_Allreduce(p.send, p.recv, p.count, t, r, comm),
+            "MPI_Allreduce");
+      break;
+    case OpKind::reduce_scatter:
+      check(req ? MPI_Ireduce_scatter_block(p.send, p.recv, p.count, t, r, comm, req)
+                : MPI_Reduce_scatter_block(p.send, p.recv, p.count, t, r, comm),
+            "MPI_Reduce_scatter_block");
+      break;
+    case OpKind::allgather:
+      check(req ? MPI_Iallgather(p.send, p.count, t, p.recv, p.count, t, comm, req)
+                : MPI_Allgather(p.send, p.count, t, p.recv, p.count, t, comm),
+            "MPI_Allgather");
+      break;
+    case OpKind::broadcast:
+      check(req ? MPI_Ibcast(p.recv, p.count, t, p.op.peer, comm, req)
+                : MPI_Bcast(p.recv, p.count, t, p.op.peer, comm),
+            "MPI_Bcast");
+      break;
+    case OpKind::send:
+      check(req ? MPI_Isend(p.send, p.count, t, p.op.peer, 0, comm, req)
+                : MPI_Send(p.send, p.count, t, p.op.peer, 0, comm),
+            "MPI_Send");
+      break;
+    case OpKind::recv:
+      check(req ? MPI_Irecv(p.recv, p.count, t, p.op.peer, 0, comm, req)
+                : MPI_Recv(p.recv, p.count, t, p.op.peer, 0, comm, MPI_STATUS_IGNORE),
+            "MPI_Recv");
+      break;
+  }
+}
+
+void finish(Prepared& p) {
+  for (const CopyBack& c : p.after) copy_bytes(c.dst, c.src, c.bytes);
+  p.after.clear();
+}
+
+class MpiRequest final : public Request::Impl {
+ public:
+  MpiRequest(std::vector<Prepared> calls, std::vector<MPI_Request> reqs)
+      : calls_(std::move(calls)), reqs_(std::move(reqs)) {}
+  ~MpiRequest() override {
+    // Request only drops an Impl after completion or after a failed wait; a leftover MPI request
+    // must not outlive its buffers, so cancel-free completion is forced here.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && !done_) MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
+  }
+  bool test() override {
+    int flag = 0;
+    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (flag) complete();
+    return flag != 0;
+  }
+  void wait() override {
+    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    complete();
+  }
+
+ private:
+  void complete() {
+    done_ = true;
+    for (Prepared& p : calls_) finish(p);
+  }
+  std::vector<Prepared> calls_;
+  std::vector<MPI_Request> reqs_;
+  bool done_ = false;
+};
+
 }  // namespace
 
-MpiComm::MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+bool MpiComm::cuda_aware() {
+  static const bool aware = [] {
+    if (const char* env = std::getenv("KFORMER_MPI_CUDA_AWARE")) return std::strcmp(env, "0") != 0;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return false;
+#endif
+  }();
+  return aware;
+}
+
+MpiComm::MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec)
+    : comm_(comm), owned_(owned), exec_(exec) {
   check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
 }
@@ -40,18 +232,38 @@ MpiComm::~MpiComm() {
 }
 
 std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
+  if (color < 0)
+    throw std::invalid_argument("comm split: color " + std::to_string(color) +
+                                " is negative: every rank needs a color >= 0");
   MPI_Comm out = MPI_COMM_NULL;
   check(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
-  return std::make_unique<MpiComm>(out, true);
+  return std::make_unique<MpiComm>(out, true, exec_);
 }
 
-void MpiComm::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiComm::barrier() {
+  exec_.fence();
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
-void MpiComm::allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
-  if (count == 0) return;
-  const void* src = (send == recv) ? MPI_IN_PLACE : send;
-  check(MPI_Allreduce(src, recv, static_cast<int>(count), to_mpi(type), to_mpi(op), comm_),
-        "MPI_Allreduce");
+void MpiComm::run(const Op& op) {
+  exec_.fence();
+  Prepared p = prepare(op, rank_, size_);
+  post(p, comm_, nullptr);
+  finish(p);
+}
+
+Request MpiComm::start(const Op& op) { return start_group({op}); }
+
+Request MpiComm::start_group(const std::vector<Op>& ops) {
+  exec_.fence();
+  std::vector<Prepared> calls;
+  calls.reserve(ops.size());
+  std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    calls.push_back(prepare(ops[i], rank_, size_));
+    post(calls.back(), comm_, &reqs[i]);
+  }
+  return Request(std::make_unique<MpiRequest>(std::move(calls), std::move(reqs)));
 }
 
 }  // namespace kformer::comm

@@ -1,7 +1,11 @@
-// The `mpi` backend: any MPI library, host buffers.
+// The `mpi` backend: any MPI library. Buffers may be host memory or, under a CUDA Kokkos, device
+// memory: a CUDA-aware MPI reads those itself, any other MPI gets them staged through host copies
+// (said once on stderr, since it costs two copies per call).
 #pragma once
 
 #include <mpi.h>
+
+#include <Kokkos_Core.hpp>
 
 #include "communicator.hpp"
 
@@ -9,26 +13,33 @@ namespace kformer::comm {
 
 class MpiComm final : public Communicator {
  public:
-  // Wraps `comm`; frees it on destruction only when `owned` (never MPI_COMM_WORLD).
-  MpiComm(MPI_Comm comm, bool owned);
+  // Wraps `comm`; frees it on destruction only when `owned` (never MPI_COMM_WORLD). `exec` is
+  // fenced before MPI touches a buffer, because kernels that write it may still be running.
+  MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec = Kokkos::DefaultExecutionSpace());
   ~MpiComm() override;
-  MpiComm(const MpiComm&) = delete;
-  MpiComm& operator=(const MpiComm&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
-  void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) override;
+  void run(const Op& op) override;
+  Request start(const Op& op) override;
+  Request start_group(const std::vector<Op>& ops) override;
 
   MPI_Comm handle() const { return comm_; }
+
+  // Whether this MPI reads and writes CUDA device memory itself: MPIX_Query_cuda_support where
+  // the MPI has it, overridden by KFORMER_MPI_CUDA_AWARE=0/1 (for MPIs that cannot say, e.g.
+  // Cray MPICH with MPICH_GPU_SUPPORT_ENABLED=1).
+  static bool cuda_aware();
 
  private:
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0;
   int size_ = 1;
+  Kokkos::DefaultExecutionSpace exec_;
 };
 
 }  // namespace kformer::comm

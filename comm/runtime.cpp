@@ -4,12 +4,17 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "emulated_comm.hpp"
 #include "kformer_config.hpp"
 #include "self_comm.hpp"
+#include "traced_comm.hpp"
 #if KFORMER_ENABLE_MPI
 #include <mpi.h>
 
 #include "mpi_comm.hpp"
+#endif
+#if KFORMER_ENABLE_NCCL
+#include "nccl_comm.hpp"
 #endif
 
 namespace kformer::comm {
@@ -54,7 +59,16 @@ std::vector<std::string> compiled_backends() {
   return out;
 }
 
-std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime) {
+std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> comm, const WorldOptions& options) {
+  check_network_model(options.emulate);
+  if (options.emulate.enabled()) comm = std::make_unique<EmulatedComm>(std::move(comm), options.emulate);
+  if (options.trace) comm = std::make_unique<TracedComm>(std::move(comm), options.trace);
+  return comm;
+}
+
+namespace {
+
+std::unique_ptr<Communicator> make_backend(const std::string& backend, const Runtime& runtime) {
   if (backend == "self") {
     if (runtime.world_size() != 1)
       throw std::runtime_error("comm.backend=self runs one rank but the job has " +
@@ -71,13 +85,22 @@ std::unique_ptr<Communicator> make_world(const std::string& backend, const Runti
 #endif
   }
   if (backend == "nccl") {
-    throw std::runtime_error(
-        KFORMER_ENABLE_NCCL
-            ? "comm.backend=nccl: the NCCL communicator is not available yet in this version; use comm.backend=mpi"
-            : "comm.backend=nccl is not compiled into this build: build the 'cuda' preset "
-              "(KFORMER_ENABLE_NCCL=ON), or use comm.backend=mpi");
+#if KFORMER_ENABLE_NCCL
+    return std::make_unique<NcclComm>(MPI_COMM_WORLD, false);
+#else
+    throw std::runtime_error("comm.backend=nccl is not compiled into this build: build the 'cuda' preset "
+                             "(KFORMER_ENABLE_NCCL=ON), or use comm.backend=mpi");
+#endif
   }
   throw std::runtime_error("comm.backend=" + backend + " is not a backend: valid are self, mpi, nccl");
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,
+                                         const WorldOptions& options) {
+  check_network_model(options.emulate);  // before any collective set-up, identically on every rank
+  return decorate(make_backend(backend, runtime), options);
 }
 
 }  // namespace kformer::comm

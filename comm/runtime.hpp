@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "alpha_beta.hpp"
 #include "communicator.hpp"
 
 namespace kformer::comm {
+
+class TraceLog;
 
 class Runtime {
  public:
@@ -33,8 +36,20 @@ class Runtime {
 // Backends compiled into this build, in the order a user would prefer them.
 std::vector<std::string> compiled_backends();
 
-// The world communicator of `backend` ("self", "mpi", "nccl"). Throws with the fix when the
+// What goes around the backend. The deck's comm.emulate.* keys map onto `emulate`.
+struct WorldOptions {
+  NetworkModel emulate;             // off while latency and bandwidth are both 0
+  std::shared_ptr<TraceLog> trace;  // when set, every call of the world and its splits lands here
+};
+
+// The world communicator of `backend` ("self", "mpi", "nccl"), wrapped as `options` say:
+// tracing outermost, so traced times include the emulated network. Throws with the fix when the
 // backend is unknown, not compiled in, or does not fit the launch (self on several ranks).
-std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime);
+std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,
+                                         const WorldOptions& options = {});
+
+// The decorators of `options` around any communicator (make_world uses it; tests and the
+// benchmark wrap communicators of their own).
+std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> comm, const WorldOptions& options);
 
 }  // namespace kformer::comm

@@ -1,0 +1,72 @@
+// Network emulation (see emulated_comm.hpp).
+#include "emulated_comm.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace kformer::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline_after(Clock::time_point t0, double us) {
+  return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(us));
+}
+
+// sleep_until never wakes early, which is all a lower bound needs; the oversleep (tens of us)
+// is small next to the latencies worth emulating.
+void hold_until(Clock::time_point deadline) {
+  if (Clock::now() < deadline) std::this_thread::sleep_until(deadline);
+}
+
+class DelayedRequest final : public Request::Impl {
+ public:
+  DelayedRequest(Request inner, Clock::time_point deadline) : inner_(std::move(inner)), deadline_(deadline) {}
+  bool test() override { return inner_.test() && Clock::now() >= deadline_; }
+  void wait() override {
+    inner_.wait();
+    hold_until(deadline_);
+  }
+
+ private:
+  Request inner_;
+  Clock::time_point deadline_;
+};
+
+}  // namespace
+
+EmulatedComm::EmulatedComm(std::unique_ptr<Communicator> inner, NetworkModel model)
+    : inner_(std::move(inner)), model_(model) {
+  check_network_model(model_);
+}
+
+std::unique_ptr<Communicator> EmulatedComm::split(int color, int key) {
+  return std::make_unique<EmulatedComm>(inner_->split(color, key), model_);
+}
+
+void EmulatedComm::barrier() {
+  const auto t0 = Clock::now();
+  inner_->barrier();
+  hold_until(deadline_after(t0, modelled_barrier_us(model_, size())));
+}
+
+void EmulatedComm::run(const Op& op) {
+  const auto t0 = Clock::now();
+  inner_->run(op);
+  hold_until(deadline_after(t0, modelled_time_us(model_, op, size())));
+}
+
+Request EmulatedComm::start(const Op& op) {
+  const auto t0 = Clock::now();
+  Request r = inner_->start(op);
+  return Request(std::make_unique<DelayedRequest>(std::move(r), deadline_after(t0, modelled_time_us(model_, op, size()))));
+}
+
+Request EmulatedComm::start_group(const std::vector<Op>& ops) {
+  const auto t0 = Clock::now();
+  Request r = inner_->start_group(ops);
+  return Request(
+      std::make_unique<DelayedRequest>(std::move(r), deadline_after(t0, modelled_group_time_us(model_, ops, size()))));
+}
+
+}  // namespace kformer::comm

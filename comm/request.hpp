@@ -1,0 +1,46 @@
+// The handle of a non-blocking communication call: wait() blocks until the call has completed
+// (its buffers may be reused / read), test() asks without blocking. Backends and decorators put
+// their own completion logic behind Request::Impl.
+#pragma once
+
+#include <memory>
+
+namespace kformer::comm {
+
+class Request {
+ public:
+  // What a backend (or decorator) implements. test() and wait() are only called until the first
+  // one reports completion; after that the Request forgets the Impl.
+  class Impl {
+   public:
+    virtual ~Impl() = default;
+    virtual bool test() = 0;
+    virtual void wait() = 0;
+  };
+
+  Request() = default;  // an already completed call (zero-length, one rank, ...)
+  explicit Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&& other) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  // A dropped handle still completes its call: otherwise the library would write into buffers
+  // the caller may already have freed.
+  ~Request();
+
+  void wait();
+  bool test();
+  bool done() const { return !impl_; }
+
+ private:
+  void complete_quietly() noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Waits for every request in order (each one's error is thrown from its own wait).
+template <class Requests>
+void wait_all(Requests& requests) {
+  for (auto& r : requests) r.wait();
+}
+
+}  // namespace kformer::comm

@@ -1,0 +1,38 @@
+// Tracing around any backend: every call is timed and appended to a TraceLog shared by the
+// world communicator and everything split from it, so one rank has one timeline. Put it
+// outermost (around the emulation) so the recorded time is what the caller waited.
+#pragma once
+
+#include <memory>
+
+#include "communicator.hpp"
+#include "trace_log.hpp"
+
+namespace kformer::comm {
+
+class TracedComm final : public Communicator {
+ public:
+  TracedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<TraceLog> log);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string backend() const override { return "traced(" + inner_->backend() + ")"; }
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  void barrier() override;
+  void run(const Op& op) override;
+  Request start(const Op& op) override;
+  Request start_group(const std::vector<Op>& ops) override;
+
+  TraceLog& log() { return *log_; }
+  const std::shared_ptr<TraceLog>& shared_log() const { return log_; }
+  int comm_id() const { return comm_id_; }
+
+ private:
+  TraceRecord record(const char* op, std::size_t bytes, bool blocking) const;
+
+  std::unique_ptr<Communicator> inner_;
+  std::shared_ptr<TraceLog> log_;
+  int comm_id_;
+};
+
+}  // namespace kformer::comm
