@@ -1,0 +1,74 @@
+// One transformer block on one rank's tensor-parallel slice: GPT (LayerNorm, biases, GELU) or
+// Llama (RMSNorm, RoPE, SwiGLU, GQA), forward and backward, with Megatron's two all-reduces per
+// direction (after the row-parallel attention-out and MLP-out projections forward, after the
+// column-parallel QKV and MLP-in projections backward). Shapes: N = B*T tokens, C = d_model,
+// Hl, KVl the rank's query and kv heads, hd the head size, Fl the rank's MLP width.
+#pragma once
+
+#include <memory>
+
+#include "attention.hpp"
+#include "comm/communicator.hpp"
+#include "device.hpp"
+#include "gemm.hpp"
+#include "model_spec.hpp"
+#include "param_store.hpp"
+
+namespace kformer {
+
+struct BlockDims {
+  int B = 0, T = 0, C = 0, Hl = 0, KVl = 0, hd = 0, Fl = 0;
+  bool gpt = true;
+  int N() const { return B * T; }
+  int qkv_width() const { return (Hl + 2 * KVl) * hd; }
+  int q_width() const { return Hl * hd; }
+  int mlp_in_width() const { return gpt ? Fl : 2 * Fl; }  // llama: [gate | up]
+};
+BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len);
+
+// What one block keeps from its forward for its backward (one micro-batch in flight).
+struct BlockActs {
+  DV<float**> ln1, ln2, x_mid, x_out;  // (N,C)
+  DV<float*> mean1, rstd1, mean2, rstd2;  // (N); means unused by RMSNorm
+  DV<float**> qkv;                      // (N, (Hl+2KVl)hd), after RoPE for llama
+  DV<float**> att_out;                  // (N, Hl*hd)
+  kernels::AttentionState<Exec> att;
+  DV<float**> mlp_in, act;              // (N, Fl or 2Fl), (N, Fl)
+  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared);
+};
+
+// Buffers the backward of any block may reuse (one set per rank).
+struct BlockScratch {
+  DV<float**> proj, d_mid, d_tmp, d_ln;  // (N,C)
+  DV<float**> d_att_out, d_qkv, d_mlp_in, d_act;
+  kernels::AttentionState<Exec> att;      // the attention backward's scratch
+  BlockScratch(const BlockDims& d, kernels::AttentionKind kind);
+};
+
+struct KernelChoice {
+  kernels::GemmImpl gemm = kernels::GemmImpl::native;
+  kernels::AttentionKind attention = kernels::AttentionKind::naive;
+};
+
+class Block {
+ public:
+  Block(int layer, const BlockDims& dims, const ParamStore& params, comm::Communicator* tp, KernelChoice k);
+
+  // x_in (N,C) -> a.x_out (N,C).
+  void forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
+  // dx (N,C): the gradient of a.x_out on entry, of x_in on return. Parameter gradients add up.
+  void backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+
+ private:
+  void tp_allreduce(const DV<float**>& x) const;
+  std::string name(const char* leaf) const { return prefix_ + leaf; }
+
+  std::string prefix_;
+  BlockDims d_;
+  const ParamStore& p_;
+  comm::Communicator* tp_;
+  KernelChoice k_;
+  bool tp_root_;  // adds the replicated biases of row-parallel layers exactly once
+};
+
+}  // namespace kformer

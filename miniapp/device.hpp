@@ -1,0 +1,37 @@
+// The execution space the mini-app runs on (Kokkos' default: CUDA, OpenMP or Serial, whichever
+// the build enables first) and the view types of its buffers.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "view_types.hpp"
+
+namespace kformer {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+template <class DataType>
+using DV = kernels::DView<DataType, Exec>;
+
+// A device buffer without initialisation (every user writes it before reading).
+template <class DataType, class... Extents>
+DV<DataType> scratch(const std::string& label, Extents... n) {
+  return DV<DataType>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n...);
+}
+
+inline DV<float**> scratch_view(const std::string& label, std::int64_t rows, std::int64_t cols) {
+  return scratch<float**>(label, rows, cols);
+}
+
+// Views over a slice of a flat buffer.
+inline DV<float**> as_matrix(float* p, std::int64_t rows, std::int64_t cols) {
+  return Kokkos::View<float**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, rows, cols);
+}
+inline DV<float***> as_tensor3(float* p, std::int64_t a, std::int64_t b, std::int64_t c) {
+  return Kokkos::View<float***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, a, b, c);
+}
+inline DV<float*> as_vector(float* p, std::int64_t n) {
+  return Kokkos::View<float*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, n);
+}
+
+}  // namespace kformer
