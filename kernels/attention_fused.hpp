@@ -1,0 +1,81 @@
+// Causal grouped-query attention in the FlashAttention style: one team per (batch, query head,
+// tile of query rows) walks the key tiles up to the diagonal with an online softmax, holding
+// Q, K^T, V, the score tile and the output accumulator in team scratch; no T x T buffer exists.
+// The forward saves only the row logsumexp (B,H,T); the backward (attention_fused_backward.hpp)
+// recomputes the probabilities tile by tile. Layout of qkv and out: see attention_common.hpp.
+#pragma once
+
+#include "attention_common.hpp"
+
+namespace kformer::kernels {
+
+// out (B,T,H*hd) and lse (B,H,T) (logsumexp of the scaled scores of each row) from qkv.
+template <class ExecSpace>
+void attention_fused_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
+                             const DView<float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& qkv,
+                             int n_heads, int n_kv_heads) {
+  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
+  const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd;
+  constexpr int BQ = detail::FusedTile<ExecSpace>::q, BK = detail::FusedTile<ExecSpace>::k;
+  const int nqt = (T + BQ - 1) / BQ;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  // Q (BQ,hd) | K^T (hd,BK) | V (BK,hd) | S (BQ,BK) | O (BQ,hd) | m (BQ) | l (BQ)
+  const int nfloats = 2 * BQ * hd + 2 * BK * hd + BQ * BK + 2 * BQ;
+  int level = 0;
+  const auto policy = detail::scratch_team_policy(exec, B * H * nqt, nfloats, level);
+  Kokkos::parallel_for(
+      "kformer::attention_fused_forward", policy, KOKKOS_LAMBDA(const typename decltype(policy)::member_type& team) {
+        const int r = team.league_rank();
+        const int qt = nqt - 1 - r % nqt, h = (r / nqt) % H, b = r / (nqt * H);  // longest tiles first
+        const int q0 = qt * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
+        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(level), nfloats);
+        float* Q = buf.data();
+        float* KT = Q + BQ * hd;
+        float* V = KT + hd * BK;
+        float* S = V + BK * hd;
+        float* O = S + BQ * BK;
+        float* m = O + BQ * hd;
+        float* l = m + BQ;
+        const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
+        detail::load_head_rows(team, qkv, b, q0, nq, L.q_col(h), hd, scale, Q, nullptr, 0);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
+          for (int d = 0; d < hd; ++d) O[i * hd + d] = 0.f;
+          m[i] = detail::kNegBig;
+          l[i] = 0.f;
+        });
+        for (int k0 = 0; k0 < q0 + nq; k0 += BK) {
+          const int nk = q0 + nq - k0 < BK ? q0 + nq - k0 : BK;
+          team.team_barrier();  // the previous K, V tiles are no longer read
+          detail::load_head_rows(team, qkv, b, k0, nk, kc, hd, 1.f, nullptr, KT, BK);
+          detail::load_head_rows(team, qkv, b, k0, nk, vc, hd, 1.f, V, nullptr, 0);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
+            const int nv = q0 + i - k0 + 1 < nk ? q0 + i - k0 + 1 : nk;  // causal: keys <= q0 + i
+            if (nv <= 0) return;
+            float* s = S + i * BK;
+            detail::row_times_tile(Q + i * hd, KT, BK, hd, nv, s);
+            float mx = m[i];
+            for (int j = 0; j < nv; ++j) mx = s[j] > mx ? s[j] : mx;
+            const float corr = kmath::exp(m[i] - mx);
+            float sum = 0.f;
+            for (int j = 0; j < nv; ++j) {
+              s[j] = kmath::exp(s[j] - mx);
+              sum += s[j];
+            }
+            l[i] = l[i] * corr + sum;
+            m[i] = mx;
+            float* o = O + i * hd;
+            for (int d = 0; d < hd; ++d) o[d] *= corr;
+            detail::accumulate_rows(s, V, hd, nv, o);
+          });
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
+          const float inv = 1.f / l[i];
+          for (int d = 0; d < hd; ++d) out(b, q0 + i, h * hd + d) = O[i * hd + d] * inv;
+          lse(b, h, q0 + i) = m[i] + kmath::log(l[i]);
+        });
+      });
+}
+
+}  // namespace kformer::kernels

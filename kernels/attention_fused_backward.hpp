@@ -1,0 +1,140 @@
+// Backward of the fused causal GQA attention (attention_fused.hpp), FlashAttention-2 style but
+// without atomics, so it is bitwise reproducible: the probabilities are recomputed tile by tile
+// from the saved logsumexp, and the gradients come from two passes that each own their output:
+//   pass 1, one team per (batch, kv head, key tile): dK and dV, looping over the G query heads of
+//           the group and the query tiles at or below the diagonal, in a fixed order;
+//   pass 2, one team per (batch, query head, query tile): dQ, looping over the key tiles.
+// delta (B,H,T) = rowsum(dout * out) is computed first (scratch passed by the caller).
+#pragma once
+
+#include "attention_common.hpp"
+
+namespace kformer::kernels {
+
+// dqkv (B,T,(H+2KV)*hd) written from dout (B,T,H*hd), the forward's qkv, out and lse (B,H,T);
+// delta (B,H,T) is scratch.
+template <class ExecSpace>
+void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecSpace>& dqkv,
+                              const DView<float***, ExecSpace>& delta, const DView<const float***, ExecSpace>& dout,
+                              const DView<const float***, ExecSpace>& qkv, const DView<const float***, ExecSpace>& out,
+                              const DView<const float***, ExecSpace>& lse, int n_heads, int n_kv_heads) {
+  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
+  const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
+  const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
+  constexpr int BQ = detail::FusedTile<ExecSpace>::q, BK = detail::FusedTile<ExecSpace>::k;
+  const int nqt = (T + BQ - 1) / BQ, nkt = (T + BK - 1) / BK;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  Kokkos::parallel_for(
+      "kformer::attention_fused_delta",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(H)}),
+      KOKKOS_LAMBDA(const int64_t bt, const int64_t h) {
+        const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
+        float s = 0.f;
+        for (int d = 0; d < hd; ++d) s += dout(b, t, h * hd + d) * out(b, t, h * hd + d);
+        delta(b, h, t) = s;
+      });
+
+  // Pass 1. K, V, dK, dV (BK,hd) | Q*scale, dO (BQ,hd) | (Q*scale)^T, dO^T (hd,BQ) | P, dS (BK,BQ)
+  const int nf1 = 4 * BK * hd + 4 * BQ * hd + 2 * BK * BQ;
+  int lv1 = 0;
+  const auto p1 = detail::scratch_team_policy(exec, B * KV * nkt, nf1, lv1);
+  Kokkos::parallel_for(
+      "kformer::attention_fused_dkv", p1, KOKKOS_LAMBDA(const typename decltype(p1)::member_type& team) {
+        const int r = team.league_rank();
+        const int kt = r % nkt, kvh = (r / nkt) % KV, b = r / (nkt * KV);
+        const int k0 = kt * BK, nk = T - k0 < BK ? T - k0 : BK;
+        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(lv1), nf1);
+        float* K = buf.data();
+        float* V = K + BK * hd;
+        float* dK = V + BK * hd;
+        float* dV = dK + BK * hd;
+        float* Q = dV + BK * hd;
+        float* dO = Q + BQ * hd;
+        float* QT = dO + BQ * hd;
+        float* dOT = QT + hd * BQ;
+        float* P = dOT + hd * BQ;
+        float* dS = P + BK * BQ;
+        detail::load_head_rows(team, qkv, b, k0, nk, L.k_col(kvh), hd, 1.f, K, nullptr, 0);
+        detail::load_head_rows(team, qkv, b, k0, nk, L.v_col(kvh), hd, 1.f, V, nullptr, 0);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int e) { dK[e] = dV[e] = 0.f; });
+        for (int g = 0; g < G; ++g) {
+          const int h = kvh * G + g;
+          for (int q0 = (k0 / BQ) * BQ; q0 < T; q0 += BQ) {
+            const int nq = T - q0 < BQ ? T - q0 : BQ;
+            team.team_barrier();  // the previous Q, dO tiles are no longer read
+            detail::load_head_rows(team, qkv, b, q0, nq, L.q_col(h), hd, scale, Q, QT, BQ);
+            detail::load_head_rows(team, dout, b, q0, nq, h * hd, hd, 1.f, dO, dOT, BQ);
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](const int j) {
+              const int i0 = k0 + j - q0 > 0 ? k0 + j - q0 : 0;  // causal: queries >= k0 + j
+              if (i0 >= nq) return;
+              float* p = P + j * BQ;
+              float* ds = dS + j * BQ;
+              detail::row_times_tile(K + j * hd, QT + i0, BQ, hd, nq - i0, p + i0);
+              detail::row_times_tile(V + j * hd, dOT + i0, BQ, hd, nq - i0, ds + i0);
+              for (int i = i0; i < nq; ++i) {
+                p[i] = kmath::exp(p[i] - lse(b, h, q0 + i));
+                ds[i] = p[i] * (ds[i] - delta(b, h, q0 + i));
+              }
+              detail::accumulate_rows(p + i0, dO + i0 * hd, hd, nq - i0, dV + j * hd);
+              detail::accumulate_rows(ds + i0, Q + i0 * hd, hd, nq - i0, dK + j * hd);
+            });
+          }
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](const int j) {
+          for (int d = 0; d < hd; ++d) {
+            dqkv(b, k0 + j, L.k_col(kvh) + d) = dK[j * hd + d];
+            dqkv(b, k0 + j, L.v_col(kvh) + d) = dV[j * hd + d];
+          }
+        });
+      });
+
+  // Pass 2. Q*scale, dO, dQ (BQ,hd) | K^T, V^T (hd,BK) | K (BK,hd) | S, dP (BQ,BK)
+  const int nf2 = 3 * BQ * hd + 3 * BK * hd + 2 * BQ * BK;
+  int lv2 = 0;
+  const auto p2 = detail::scratch_team_policy(exec, B * H * nqt, nf2, lv2);
+  Kokkos::parallel_for(
+      "kformer::attention_fused_dq", p2, KOKKOS_LAMBDA(const typename decltype(p2)::member_type& team) {
+        const int r = team.league_rank();
+        const int qt = nqt - 1 - r % nqt, h = (r / nqt) % H, b = r / (nqt * H);
+        const int q0 = qt * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
+        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(lv2), nf2);
+        float* Q = buf.data();
+        float* dO = Q + BQ * hd;
+        float* dQ = dO + BQ * hd;
+        float* KT = dQ + BQ * hd;
+        float* VT = KT + hd * BK;
+        float* K = VT + hd * BK;
+        float* S = K + BK * hd;
+        float* dP = S + BQ * BK;
+        const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
+        detail::load_head_rows(team, qkv, b, q0, nq, L.q_col(h), hd, scale, Q, nullptr, 0);
+        detail::load_head_rows(team, dout, b, q0, nq, h * hd, hd, 1.f, dO, nullptr, 0);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int e) { dQ[e] = 0.f; });
+        for (int k0 = 0; k0 < q0 + nq; k0 += BK) {
+          const int nk = q0 + nq - k0 < BK ? q0 + nq - k0 : BK;
+          team.team_barrier();
+          detail::load_head_rows(team, qkv, b, k0, nk, kc, hd, 1.f, K, KT, BK);
+          detail::load_head_rows(team, qkv, b, k0, nk, vc, hd, 1.f, nullptr, VT, BK);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
+            const int nv = q0 + i - k0 + 1 < nk ? q0 + i - k0 + 1 : nk;
+            if (nv <= 0) return;
+            float* s = S + i * BK;
+            float* dp = dP + i * BK;
+            detail::row_times_tile(Q + i * hd, KT, BK, hd, nv, s);
+            detail::row_times_tile(dO + i * hd, VT, BK, hd, nv, dp);
+            const float li = lse(b, h, q0 + i), di = delta(b, h, q0 + i);
+            for (int j = 0; j < nv; ++j) dp[j] = kmath::exp(s[j] - li) * (dp[j] - di);
+            detail::accumulate_rows(dp, K, hd, nv, dQ + i * hd);
+          });
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
+          for (int d = 0; d < hd; ++d) dqkv(b, q0 + i, L.q_col(h) + d) = scale * dQ[i * hd + d];
+        });
+      });
+}
+
+}  // namespace kformer::kernels

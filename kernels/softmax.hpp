@@ -1,0 +1,54 @@
+// Causal row softmax over a materialised score matrix att (B,H,T,T), in place: row t keeps
+// entries [0, t] and zeroes (t, T). The middle step of the naive attention, and a kernel of its
+// own so its memory traffic can be benchmarked. Deterministic (fixed-grouping team reductions).
+#pragma once
+
+#include "kokkos_compat.hpp"
+#include "team_reduce.hpp"
+#include "view_types.hpp"
+
+namespace kformer::kernels {
+
+// att (B,H,T,T): scores in, probabilities out.
+template <class ExecSpace>
+void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSpace>& att) {
+  const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(att.extent(0)) * H * T, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int r = team.league_rank(), t = r % T, bh = r / T;
+        float* row = &att(bh / H, bh % H, t, 0);
+        const float m = detail::team_row_max(team, t + 1, [&](int j) { return row[j]; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
+          row[j] = j <= t ? kmath::exp(row[j] - m) : 0.f;
+        });
+        team.team_barrier();
+        const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return row[j]; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { row[j] *= inv; });
+      });
+}
+
+// dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
+// dscores may alias datt.
+template <class ExecSpace>
+void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecSpace>& dscores,
+                             const DView<const float****, ExecSpace>& datt,
+                             const DView<const float****, ExecSpace>& att) {
+  const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "kformer::causal_softmax_backward", Policy(exec, static_cast<int>(att.extent(0)) * H * T, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int r = team.league_rank(), t = r % T, bh = r / T, b = bh / H, h = bh % H;
+        const float* p = &att(b, h, t, 0);
+        const float* dp = &datt(b, h, t, 0);
+        float* ds = &dscores(b, h, t, 0);
+        const float pd = detail::team_row_sum(team, t + 1, [&](int j) { return p[j] * dp[j]; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
+          ds[j] = j <= t ? p[j] * (dp[j] - pd) : 0.f;
+        });
+      });
+}
+
+}  // namespace kformer::kernels
