@@ -1,0 +1,168 @@
+// Collectives give exactly the expected result on every rank, for every element type, out of
+// place and in place, for zero and odd lengths, blocking and non-blocking, and inside split
+// groups; wrong arguments are refused with a message naming the fix.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "conformance.hpp"
+
+namespace kformer::test {
+namespace {
+
+using comm::ReduceOp;
+
+// Odd lengths so that no algorithm divides them evenly; the last is past MPI's eager limit.
+const std::size_t kCounts[] = {1, 7, 1001, 70001};
+
+template <class T>
+void check_allreduce(comm::Communicator& c, std::size_t n, ReduceOp op, bool in_place, bool nonblocking) {
+  auto send = to_buf(values<T>(c.rank(), n), "send");
+  Buf<T> recv = in_place ? send : Buf<T>("recv", n);
+  if (nonblocking)
+    comm::iallreduce(c, send, recv, op).wait();
+  else
+    comm::allreduce(c, send, recv, op);
+  const auto got = to_vec(recv);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += got[i] != reduced<T>(c.size(), i, op);
+  EXPECT_EQ(wrong, 0u) << comm::dtype_name(comm::dtype_of<T>::value) << " n=" << n
+                       << (op == ReduceOp::sum ? " sum" : " max") << (in_place ? " in place" : "")
+                       << (nonblocking ? " non-blocking" : "");
+}
+
+template <class T>
+void check_reduce_scatter(comm::Communicator& c, std::size_t n, bool in_place, bool nonblocking) {
+  const int me = c.rank(), np = c.size();
+  auto send = to_buf(values<T>(me, n * np), "send");
+  Buf<T> recv = in_place ? Buf<T>(Kokkos::subview(send, std::make_pair(n * me, n * (me + 1)))) : Buf<T>("recv", n);
+  if (nonblocking)
+    comm::ireduce_scatter(c, send, recv, ReduceOp::sum).wait();
+  else
+    comm::reduce_scatter(c, send, recv, ReduceOp::sum);
+  const auto got = to_vec(recv);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += got[i] != reduced<T>(np, n * me + i, ReduceOp::sum);
+  EXPECT_EQ(wrong, 0u) << "reduce_scatter n=" << n << (in_place ? " in place" : "");
+}
+
+template <class T>
+void check_allgather(comm::Communicator& c, std::size_t n, bool in_place, bool nonblocking) {
+  const int me = c.rank(), np = c.size();
+  Buf<T> recv("recv", n * np);
+  Buf<T> send = in_place ? Buf<T>(Kokkos::subview(recv, std::make_pair(n * me, n * (me + 1)))) : Buf<T>("send", n);
+  Kokkos::deep_copy(send, to_buf(values<T>(me, n, n * me)));
+  if (nonblocking)
+    comm::iallgather(c, send, recv).wait();
+  else
+    comm::allgather(c, send, recv);
+  const auto got = to_vec(recv);
+  std::size_t wrong = 0;
+  for (int r = 0; r < np; ++r)
+    for (std::size_t i = 0; i < n; ++i) wrong += got[n * r + i] != value<T>(r, n * r + i);
+  EXPECT_EQ(wrong, 0u) << "allgather n=" << n << (in_place ? " in place" : "");
+}
+
+template <class T>
+void check_broadcast(comm::Communicator& c, std::size_t n, int root, bool nonblocking) {
+  auto buf = to_buf(values<T>(c.rank(), n));
+  if (nonblocking)
+    comm::ibroadcast(c, buf, root).wait();
+  else
+    comm::broadcast(c, buf, root);
+  EXPECT_EQ(to_vec(buf), values<T>(root, n)) << "broadcast n=" << n << " root=" << root;
+}
+
+template <class T>
+void every_collective(comm::Communicator& c) {
+  for (std::size_t n : kCounts)
+    for (bool nb : {false, true}) {
+      for (bool ip : {false, true}) {
+        check_allreduce<T>(c, n, ReduceOp::sum, ip, nb);
+        check_allreduce<T>(c, n, ReduceOp::max, ip, nb);
+        check_reduce_scatter<T>(c, n, ip, nb);
+        check_allgather<T>(c, n, ip, nb);
+      }
+      for (int root = 0; root < c.size(); ++root) check_broadcast<T>(c, n, root, nb);
+    }
+}
+
+}  // namespace
+
+TEST_P(CommConformance, CollectivesFloat) { every_collective<float>(*c); }
+TEST_P(CommConformance, CollectivesDouble) { every_collective<double>(*c); }
+TEST_P(CommConformance, CollectivesInt32) { every_collective<std::int32_t>(*c); }
+
+TEST_P(CommConformance, ZeroLengthCallsCompleteAndTouchNothing) {
+  Buf<float> empty("empty", 0), big("big", 0);
+  comm::allreduce(*c, empty, ReduceOp::sum);
+  comm::reduce_scatter(*c, big, empty, ReduceOp::sum);
+  comm::allgather(*c, empty, big);
+  comm::broadcast(*c, empty, 0);
+  EXPECT_TRUE(comm::iallreduce(*c, empty, ReduceOp::max).test());
+  // A zero-length call between two real ones must not disturb their matching.
+  auto x = to_buf(std::vector<float>{1.0f});
+  comm::allreduce(*c, x, ReduceOp::sum);
+  comm::allreduce(*c, empty, ReduceOp::sum);
+  comm::allreduce(*c, x, ReduceOp::sum);
+  EXPECT_EQ(to_vec(x)[0], float(c->size() * c->size()));
+}
+
+TEST_P(CommConformance, RawPointerCallsMatchTheViewForms) {
+  std::vector<std::int32_t> v = {c->rank(), 1, -c->rank()};
+  auto b = to_buf(v);
+  c->allreduce(b.data(), b.data(), 3, comm::DType::i32, ReduceOp::max);
+  const int n = c->size();
+  EXPECT_EQ(to_vec(b), (std::vector<std::int32_t>{n - 1, 1, 0}));
+}
+
+TEST_P(CommConformance, SplitGroupsReduceOnlyAmongThemselves) {
+  // Odd/even ranks, ordered by descending world rank (the key), then halves of a second split.
+  auto parity = c->split(rank % 2, size - rank);
+  const int members = (size + 1 - rank % 2) / 2;
+  EXPECT_EQ(parity->size(), members);
+  EXPECT_EQ(parity->rank(), (members - 1) - rank / 2);
+  std::vector<std::int32_t> mine = {rank, 1};
+  auto b = to_buf(mine);
+  comm::allreduce(*parity, b, ReduceOp::sum);
+  std::int32_t expect = 0;
+  for (int r = rank % 2; r < size; r += 2) expect += r;
+  EXPECT_EQ(to_vec(b), (std::vector<std::int32_t>{expect, members}));
+  // A split of a split, and a broadcast rooted at the group's last rank.
+  auto sub = parity->split(0, parity->rank());
+  auto w = to_buf(std::vector<std::int32_t>{rank});
+  comm::broadcast(*sub, w, sub->size() - 1);
+  EXPECT_EQ(to_vec(w)[0], rank % 2);  // the lowest world rank of the parity class
+  EXPECT_EQ(sub->backend(), c->backend());
+  // The world still works after its children did.
+  auto all = to_buf(std::vector<std::int32_t>{1});
+  comm::allreduce(*c, all, ReduceOp::sum);
+  EXPECT_EQ(to_vec(all)[0], size);
+}
+
+TEST_P(CommConformance, WrongArgumentsAreRefusedWithTheFix) {
+  Buf<float> a("a", 4), b("b", 5);
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_NE(message([&] { comm::allreduce(*c, a, b, ReduceOp::sum); }).find("same size"), std::string::npos);
+  EXPECT_NE(message([&] { comm::allgather(*c, a, b); }).find("recv must hold"), std::string::npos);
+  EXPECT_NE(message([&] { comm::broadcast(*c, a, size); }).find("pick a root"), std::string::npos);
+  EXPECT_NE(message([&] { comm::send(*c, a, -1); }).find("pick a peer"), std::string::npos);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> m("m", 4, 4);
+  auto column = Kokkos::subview(m, Kokkos::ALL, 1);
+  EXPECT_NE(message([&] { comm::allreduce(*c, column, ReduceOp::sum); }).find("contiguous"), std::string::npos);
+  auto whole = Kokkos::subview(m, std::make_pair(1, 3), Kokkos::ALL);  // rows 1..2: contiguous
+  comm::allreduce(*c, whole, ReduceOp::sum);
+  auto shifted = Kokkos::subview(a, std::make_pair(1, 4));
+  EXPECT_NE(message([&] { comm::allreduce(*c, Kokkos::subview(a, std::make_pair(0, 3)), shifted, ReduceOp::sum); })
+                .find("overlap"),
+            std::string::npos);
+}
+
+}  // namespace kformer::test

@@ -1,0 +1,155 @@
+// Pieces of comm/ that need no other rank: the alpha-beta model against its formula, the
+// Hockney fit on exact data, the trace log's busy time, Request semantics, the self backend's
+// mailbox, and the factory's refusals.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "comm/alpha_beta.hpp"
+#include "comm/runtime.hpp"
+#include "comm/self_comm.hpp"
+#include "comm/trace_log.hpp"
+#include "comm/views.hpp"
+#include "kformer_config.hpp"
+#include "test_env.hpp"
+
+using namespace kformer::comm;
+
+TEST(AlphaBeta, BusFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::allreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::allreduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::reduce_scatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::allgather, 3), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::send, 2), 1.0);
+}
+
+TEST(AlphaBeta, ModelledTimeIsLatencyPlusBusBytesOverBandwidth) {
+  const NetworkModel net{10.0, 1.0};  // 10 us, 1 Gbit/s = 125 bytes/us
+  // allreduce of 1 MB on 4 ranks: 1.5 MB on the bus.
+  EXPECT_DOUBLE_EQ(modelled_time_us(net, OpKind::allreduce, 1000000, 4), 10.0 + 1.5e6 / 125.0);
+  EXPECT_DOUBLE_EQ(modelled_time_us(net, OpKind::allgather, 1000000, 4), 10.0 + 0.75e6 / 125.0);
+  EXPECT_DOUBLE_EQ(modelled_time_us(net, OpKind::broadcast, 1000, 2), 10.0 + 8.0);
+  // The Op form counts reduce_scatter's bytes as nccl-tests does: the whole send buffer.
+  Op rs{OpKind::reduce_scatter, nullptr, nullptr, 250, DType::f32, ReduceOp::sum, 0};
+  EXPECT_EQ(op_bytes(rs, 4), 4000u);
+  EXPECT_DOUBLE_EQ(modelled_time_us(net, rs, 4), 10.0 + 3000.0 / 125.0);
+  // 0 bandwidth = unlimited; one rank sends nothing.
+  EXPECT_DOUBLE_EQ(modelled_time_us({7.0, 0.0}, OpKind::allreduce, 1 << 30, 2), 7.0);
+  EXPECT_DOUBLE_EQ(modelled_time_us(net, OpKind::allreduce, 1 << 20, 1), 0.0);
+  EXPECT_DOUBLE_EQ(modelled_barrier_us(net, 3), 10.0);
+  // A group: one latency, the larger direction.
+  std::vector<Op> g = {Op::send_to(nullptr, 1000, DType::f64, 1), Op::recv_from(nullptr, 500, DType::f64, 1),
+                       Op::recv_from(nullptr, 100, DType::f32, 1)};
+  EXPECT_DOUBLE_EQ(modelled_group_time_us(net, g, 2), 10.0 + 8000.0 / 125.0);
+  EXPECT_FALSE(NetworkModel{}.enabled());
+  EXPECT_TRUE((NetworkModel{0.0, 5.0}.enabled()));
+}
+
+TEST(AlphaBeta, NegativeSettingsNameTheDeckKey) {
+  try {
+    check_network_model({-1.0, 0.0});
+    FAIL() << "negative latency accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("comm.emulate.latency_us"), std::string::npos);
+  }
+  EXPECT_THROW(check_network_model({0.0, std::nan("")}), std::runtime_error);
+}
+
+TEST(AlphaBeta, HockneyFitRecoversExactParameters) {
+  std::vector<double> bytes, times;
+  for (double b = 8; b <= 268435456.0; b *= 4) {
+    bytes.push_back(b);
+    times.push_back(12.5 + b / (3.2 * 1e3));  // alpha 12.5 us, beta 3.2 GB/s
+  }
+  const HockneyFit f = fit_hockney(bytes, times);
+  EXPECT_NEAR(f.alpha_us, 12.5, 1e-6);
+  EXPECT_NEAR(f.beta_gbytes_per_s, 3.2, 1e-9);
+  EXPECT_EQ(f.points, bytes.size());
+  EXPECT_NEAR(f.predict_us(1e6), 12.5 + 1e6 / 3200.0, 1e-6);
+  // Time that does not grow with size: infinite bandwidth, alpha the constant.
+  const HockneyFit flat = fit_hockney({8, 64, 512}, {5, 5, 5});
+  EXPECT_TRUE(std::isinf(flat.beta_gbytes_per_s));
+  EXPECT_NEAR(flat.alpha_us, 5.0, 1e-9);
+  EXPECT_THROW(fit_hockney({64, 64}, {1, 2}), std::invalid_argument);
+  EXPECT_THROW(fit_hockney({64}, {1, 2}), std::invalid_argument);
+}
+
+TEST(TraceLog, BusyTimeCountsOverlapOnce) {
+  TraceLog log;
+  auto add = [&](double s, double e) { log.close(log.open({"x", 0, 2, 0, false, s, 0}), e); };
+  add(0, 10);
+  add(5, 15);   // overlaps the first
+  add(20, 30);  // separate
+  log.open({"open", 0, 2, 0, false, 40, 0});  // never completed: not counted
+  EXPECT_DOUBLE_EQ(log.busy_us(), 25.0);
+  EXPECT_EQ(log.records().size(), 4u);
+  EXPECT_EQ(log.records()[3].end_us, -1.0);
+}
+
+TEST(Request, DefaultIsCompleteAndWaitIsIdempotent) {
+  Request r;
+  EXPECT_TRUE(r.done());
+  EXPECT_TRUE(r.test());
+  r.wait();
+  r.wait();
+}
+
+TEST(SelfComm, MailboxDeliversInPostingOrderAndRefusesDeadlock) {
+  SelfComm c;
+  int a = 1, b = 2, x = 0, y = 0;
+  c.send(&a, 1, DType::i32, 0);  // buffered: a blocking send to oneself returns
+  Request rb = c.isend(&b, 1, DType::i32, 0);
+  c.recv(&x, 1, DType::i32, 0);
+  c.recv(&y, 1, DType::i32, 0);
+  EXPECT_EQ(x, 1);
+  EXPECT_EQ(y, 2);
+  Request orphan = c.irecv(&x, 1, DType::i32, 0);
+  EXPECT_FALSE(orphan.test());
+  EXPECT_THROW(orphan.wait(), std::logic_error);
+  SelfComm fresh;  // (in `c` the orphan receive is still posted and would take the next send)
+  double d = 0;
+  fresh.isend(&d, 1, DType::f64, 0).wait();
+  EXPECT_THROW(fresh.recv(&x, 1, DType::i32, 0), std::invalid_argument);  // 8 bytes sent, 4 expected
+}
+
+TEST(SelfComm, ViewsMustBeRowMajorContiguous) {
+  SelfComm c;
+  Kokkos::View<float**, Kokkos::LayoutLeft, Kokkos::HostSpace> left("left", 3, 2);
+  EXPECT_THROW(allreduce(c, left, ReduceOp::sum), std::invalid_argument);
+  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> right("right", 3, 2), out("out", 3, 2);
+  right(2, 1) = 4.0f;
+  allreduce(c, right, out, ReduceOp::sum);
+  EXPECT_EQ(out(2, 1), 4.0f);
+  Kokkos::View<float*, Kokkos::LayoutLeft, Kokkos::HostSpace> vec("vec", 5);  // rank 1: any layout is flat
+  allreduce(c, vec, ReduceOp::max);
+}
+
+TEST(Runtime, FactoryRefusalsNameTheFix) {
+  auto& rt = kformer::test::runtime();
+  try {
+    make_world("gloo", rt);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid are self, mpi, nccl"), std::string::npos);
+  }
+  if (!KFORMER_ENABLE_NCCL) {
+    try {
+      make_world("nccl", rt);
+      FAIL();
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("not compiled into this build"), std::string::npos);
+    }
+  }
+  WorldOptions bad;
+  bad.emulate.bandwidth_gbps = -3;
+  EXPECT_THROW(make_world("self", rt, bad), std::runtime_error);
+  WorldOptions both;
+  both.emulate = {5.0, 0.0};
+  both.trace = std::make_shared<TraceLog>();
+  EXPECT_EQ(make_world("self", rt, both)->backend(), "traced(emulated(self))");
+}
