@@ -1,0 +1,65 @@
+// Causal attention cases, naive vs fused, at GPT-3-small shapes: B*T = 2048 tokens, C = 768,
+// H = 12 heads of 64 (no GQA), for T = 128, 512, 1024, 2048 (B = 2048 / T). Names are
+// attention/<naive|fused>/T<T> (forward) and attention_bwd/<naive|fused>/T<T>. gflops counts
+// the model FLOPs of the causal half (forward 4*B*H*hd*T(T+1)/2, backward twice that; the fused
+// backward's recomputation is not counted); vs_ceiling is against the vendor sgemm measured in
+// the same run at the QKV projection's shape (2048x768x2304).
+#include <Kokkos_Random.hpp>
+
+#include "attention.hpp"
+#include "ceilings.hpp"
+#include "gemm.hpp"
+
+namespace kformer::bench {
+namespace {
+
+template <class T>
+using V = kernels::DView<T, Exec>;
+
+double sgemm_ceiling() {
+  const int n = 2048, in = 768, out = 2304;
+  V<float**> x("x", n, in), w("w", out, in), y("y", n, out);
+  Kokkos::deep_copy(x, 0.5f);
+  Kokkos::deep_copy(w, 0.01f);
+  return ceiling_gflops("fwd2048x768x2304", 2.0 * n * in * out,
+                        [&] { kernels::matmul_forward(Exec(), kernels::GemmImpl::vendor, y, x, w); });
+}
+
+struct AttentionCase {
+  int B, T, H = 12, KV = 12, hd = 64;
+  kernels::AttentionState<Exec> state;
+  V<float***> qkv, out, dout, dqkv;
+  AttentionCase(kernels::AttentionKind kind, int b, int t)
+      : B(b), T(t), state(kernels::make_attention_state<Exec>(kind, b, t, 12)),
+        qkv("qkv", b, t, (H + 2 * KV) * hd), out("out", b, t, H * hd), dout("dout", b, t, H * hd),
+        dqkv("dqkv", b, t, (H + 2 * KV) * hd) {
+    Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
+    Kokkos::fill_random(qkv, pool, -1.0f, 1.0f);
+    Kokkos::fill_random(dout, pool, -1.0f, 1.0f);
+  }
+  void forward() { kernels::attention_forward(Exec(), out, state, qkv, H, KV); }
+  void backward() { kernels::attention_backward(Exec(), dqkv, state, dout, qkv, out, H, KV); }
+  double forward_flops() const { return 4.0 * B * H * hd * double(T) * (T + 1) / 2; }
+};
+
+void register_cases() {
+  for (kernels::AttentionKind kind : {kernels::AttentionKind::naive, kernels::AttentionKind::fused})
+    for (int T : {128, 512, 1024, 2048}) {
+      const std::string variant = kind == kernels::AttentionKind::naive ? "naive" : "fused";
+      const std::string suffix = variant + "/T" + std::to_string(T);
+      add_case("attention/" + suffix, [=](benchmark::State& state) {
+        AttentionCase c(kind, 2048 / T, T);
+        run_case(state, [&] { c.forward(); }, c.forward_flops(), 0.0, sgemm_ceiling());
+      });
+      add_case("attention_bwd/" + suffix, [=](benchmark::State& state) {
+        AttentionCase c(kind, 2048 / T, T);
+        c.forward();
+        run_case(state, [&] { c.backward(); }, 2 * c.forward_flops(), 0.0, sgemm_ceiling());
+      });
+    }
+}
+
+const bool registered = (register_cases(), true);
+
+}  // namespace
+}  // namespace kformer::bench

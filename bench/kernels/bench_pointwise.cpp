@@ -1,0 +1,132 @@
+// Memory-bound kernel cases, judged against the copy bandwidth measured in the same run:
+// LayerNorm and RMSNorm, GELU, SwiGLU, residual add, RoPE and the causal softmax, forward (fwd)
+// and backward (bwd), at GPT-3-small shapes (B*T = 2048, C = 768, 4C) and the Llama-8B proxy
+// (256 tokens, F = 14336, 32 query / 8 kv heads of 128). Names are <kernel>/<fwd|bwd>/<shape>.
+// gbps counts the bytes each call must move at least (every input read once, every output
+// written once), so vs_ceiling is a lower bound on the fraction of bandwidth used.
+#include <Kokkos_Random.hpp>
+
+#include "activations.hpp"
+#include "ceilings.hpp"
+#include "layernorm.hpp"
+#include "residual.hpp"
+#include "rmsnorm.hpp"
+#include "rope.hpp"
+#include "softmax.hpp"
+
+namespace kformer::bench {
+namespace {
+
+template <class T>
+using V = kernels::DView<T, Exec>;
+
+// v filled with uniform values in [-1, 1).
+template <class View>
+View random_view(View v) {
+  Kokkos::Random_XorShift64_Pool<Exec> pool(4321);
+  Kokkos::fill_random(v, pool, -1.0f, 1.0f);
+  return v;
+}
+
+std::string dims(std::initializer_list<int> d) {
+  std::string s;
+  for (int x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+// One memory-bound case: `bytes` moved per call of f, built lazily inside the benchmark.
+void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes) {
+  add_case(name, [=](benchmark::State& state) { run_case(state, make(), 0.0, bytes); });
+}
+
+void register_norms(int N, int C) {
+  const double nc = 4.0 * N * C, shape_extra = 4.0 * (2.0 * N + 3.0 * C);
+  const std::string s = dims({N, C});
+  add_mem("layernorm/fwd/" + s, [=] {
+    auto x = random_view(V<float**>("x", N, C)), y = V<float**>("y", N, C);
+    auto w = random_view(V<float*>("w", C)), b = random_view(V<float*>("b", C));
+    V<float*> mean("mean", N), rstd("rstd", N);
+    return std::function<void()>([=] { kernels::layernorm_forward(Exec(), y, mean, rstd, x, w, b); });
+  }, 2 * nc + shape_extra);
+  add_mem("layernorm/bwd/" + s, [=] {
+    auto x = random_view(V<float**>("x", N, C)), dy = random_view(V<float**>("dy", N, C));
+    auto w = random_view(V<float*>("w", C)), b = random_view(V<float*>("b", C));
+    V<float**> y("y", N, C), dx("dx", N, C);
+    V<float*> mean("mean", N), rstd("rstd", N), dw("dw", C), db("db", C);
+    kernels::layernorm_forward(Exec(), y, mean, rstd, x, w, b);
+    return std::function<void()>([=] { kernels::layernorm_backward(Exec(), dx, dw, db, dy, x, w, mean, rstd); });
+  }, 3 * nc + shape_extra);
+  add_mem("rmsnorm/fwd/" + s, [=] {
+    auto x = random_view(V<float**>("x", N, C));
+    auto w = random_view(V<float*>("w", C));
+    V<float**> y("y", N, C);
+    V<float*> rstd("rstd", N);
+    return std::function<void()>([=] { kernels::rmsnorm_forward(Exec(), y, rstd, x, w); });
+  }, 2 * nc + shape_extra);
+  add_mem("rmsnorm/bwd/" + s, [=] {
+    auto x = random_view(V<float**>("x", N, C)), dy = random_view(V<float**>("dy", N, C));
+    auto w = random_view(V<float*>("w", C));
+    V<float**> y("y", N, C), dx("dx", N, C);
+    V<float*> rstd("rstd", N), dw("dw", C);
+    kernels::rmsnorm_forward(Exec(), y, rstd, x, w);
+    return std::function<void()>([=] { kernels::rmsnorm_backward(Exec(), dx, dw, dy, x, w, rstd); });
+  }, 3 * nc + shape_extra);
+}
+
+void register_pointwise() {
+  const int N = 2048, C = 768, F = 4 * C, NL = 256, FL = 14336;
+  add_mem("gelu/fwd/" + dims({N, F}), [=] {
+    auto x = random_view(V<float**>("x", N, F));
+    V<float**> y("y", N, F);
+    return std::function<void()>([=] { kernels::gelu_forward(Exec(), y, x); });
+  }, 2 * 4.0 * N * F);
+  add_mem("gelu/bwd/" + dims({N, F}), [=] {
+    auto x = random_view(V<float**>("x", N, F)), dy = random_view(V<float**>("dy", N, F));
+    V<float**> dx("dx", N, F);
+    return std::function<void()>([=] { kernels::gelu_backward(Exec(), dx, x, dy); });
+  }, 3 * 4.0 * N * F);
+  add_mem("swiglu/fwd/" + dims({NL, FL}), [=] {
+    auto x = random_view(V<float**>("x", NL, 2 * FL));
+    V<float**> y("y", NL, FL);
+    return std::function<void()>([=] { kernels::swiglu_forward(Exec(), y, x); });
+  }, 3 * 4.0 * NL * FL);
+  add_mem("swiglu/bwd/" + dims({NL, FL}), [=] {
+    auto x = random_view(V<float**>("x", NL, 2 * FL)), dy = random_view(V<float**>("dy", NL, FL));
+    V<float**> dx("dx", NL, 2 * FL);
+    return std::function<void()>([=] { kernels::swiglu_backward(Exec(), dx, x, dy); });
+  }, 5 * 4.0 * NL * FL);
+  add_mem("residual/fwd/" + dims({N, C}), [=] {
+    auto a = random_view(V<float**>("a", N, C)), b = random_view(V<float**>("b", N, C));
+    V<float**> y("y", N, C);
+    return std::function<void()>([=] { kernels::residual_forward(Exec(), y, a, b); });
+  }, 3 * 4.0 * N * C);
+  add_mem("residual/bwd/" + dims({N, C}), [=] {
+    auto dy = random_view(V<float**>("dy", N, C));
+    V<float**> da("da", N, C), db("db", N, C);
+    return std::function<void()>([=] { kernels::residual_backward(Exec(), da, db, dy); });
+  }, 3 * 4.0 * N * C);
+  // RoPE on a Llama packed QKV (32 + 8 rotated heads, 8 value heads copied), out of place.
+  const int H = 32, KV = 8, hd = 128, W = (H + 2 * KV) * hd;
+  add_mem("rope/fwd/" + dims({NL, W}), [=] {
+    auto x = random_view(V<float***>("x", 1, NL, W));
+    V<float***> y("y", 1, NL, W);
+    return std::function<void()>([=] { kernels::rope_forward(Exec(), y, x, H + KV, hd, 0); });
+  }, 2 * 4.0 * NL * W);
+  // Causal softmax over materialised scores (B=1, H=12, T=1024), in place; bwd out of place.
+  const int SH = 12, ST = 1024;
+  const double tt = 4.0 * SH * ST * ST;
+  add_mem("softmax/fwd/" + dims({SH, ST, ST}), [=] {
+    auto s = random_view(V<float****>("s", 1, SH, ST, ST));
+    return std::function<void()>([=] { kernels::causal_softmax_forward(Exec(), s); });
+  }, 2 * tt);
+  add_mem("softmax/bwd/" + dims({SH, ST, ST}), [=] {
+    auto p = random_view(V<float****>("p", 1, SH, ST, ST)), dp = random_view(V<float****>("dp", 1, SH, ST, ST));
+    V<float****> ds("ds", 1, SH, ST, ST);
+    return std::function<void()>([=] { kernels::causal_softmax_backward(Exec(), ds, dp, p); });
+  }, 3 * tt);
+}
+
+const bool registered = (register_norms(2048, 768), register_norms(256, 4096), register_pointwise(), true);
+
+}  // namespace
+}  // namespace kformer::bench
