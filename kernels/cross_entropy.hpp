@@ -1,0 +1,92 @@
+// Softmax cross-entropy from logits, fused with its gradient, for a vocabulary split over tensor-
+// parallel ranks. This rank holds logits (N, Vl) for vocabulary entries [v0, v0 + Vl); entries at
+// or past `vocab` (the padding to a multiple of 64*tp) are masked: zero probability, zero gradient.
+// Three passes, with the trainer's reductions over the TP group between them:
+//   1. xent_local_max:   m_r(n) = max over this rank's valid entries        -> all-reduce MAX = M
+//   2. xent_local_sums:  s_r(n) = sum exp(l - M), z_r(n) = l(target) if held -> all-reduce SUM
+//   3. xent_finish:      loss(n) = log S + M - Z; dlogits = (exp(l - M) / S - onehot) * scale
+// With one rank the reductions are the identity (xent_forward_backward does all three).
+#pragma once
+
+#include <cstdint>
+
+#include "kokkos_compat.hpp"
+#include "team_reduce.hpp"
+#include "view_types.hpp"
+
+namespace kformer::kernels {
+
+// lmax (N): the largest valid logit of each row on this rank (-inf when it holds none).
+template <class ExecSpace>
+void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
+                    const DView<const float**, ExecSpace>& logits, int v0, int vocab) {
+  const int N = static_cast<int>(logits.extent(0));
+  const int valid = vocab - v0 < int(logits.extent(1)) ? vocab - v0 : int(logits.extent(1));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "kformer::xent_local_max", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int n = team.league_rank();
+        const float m = valid > 0 ? detail::team_row_max(team, valid, [&](int j) { return logits(n, j); })
+                                  : -INFINITY;
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { lmax(n) = m; });
+      });
+}
+
+// stats (2,N): row 0 the sum of exp(l - gmax) over valid entries, row 1 the target's logit when
+// this rank holds the target (else 0).
+template <class ExecSpace>
+void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& stats,
+                     const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
+                     const DView<const float*, ExecSpace>& gmax, int v0, int vocab) {
+  const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
+  const int valid = vocab - v0 < Vl ? (vocab - v0 > 0 ? vocab - v0 : 0) : Vl;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "kformer::xent_local_sums", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int n = team.league_rank();
+        const float m = gmax(n);
+        const float s = detail::team_row_sum(team, valid, [&](int j) { return kmath::exp(logits(n, j) - m); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const int j = targets(n) - v0;
+          stats(0, n) = s;
+          stats(1, n) = (j >= 0 && j < Vl) ? logits(n, j) : 0.f;
+        });
+      });
+}
+
+// loss (N) = log S + M - Z; dlogits (N,Vl) = (softmax - onehot) * scale, 0 on padding.
+// dlogits may alias logits (the logits are dead once the gradient exists).
+template <class ExecSpace>
+void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DView<float**, ExecSpace>& dlogits,
+                 const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
+                 const DView<const float*, ExecSpace>& gmax, const DView<const float**, ExecSpace>& stats, int v0,
+                 int vocab, float scale) {
+  const std::int64_t N = logits.extent(0), Vl = logits.extent(1);
+  Kokkos::parallel_for(
+      "kformer::xent_loss", Kokkos::RangePolicy<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const std::int64_t n) {
+        loss(n) = kmath::log(stats(0, n)) + gmax(n) - stats(1, n);
+      });
+  Kokkos::parallel_for(
+      "kformer::xent_dlogits", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {N, Vl}),
+      KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) {
+        const bool valid = v0 + j < vocab;
+        const float p = valid ? kmath::exp(logits(n, j) - gmax(n)) / stats(0, n) : 0.f;
+        const float onehot = (targets(n) - v0 == j) ? 1.f : 0.f;
+        dlogits(n, j) = valid ? (p - onehot) * scale : 0.f;
+      });
+}
+
+// All three passes on one rank (the whole vocabulary held here, v0 = 0).
+template <class ExecSpace>
+void xent_forward_backward(const ExecSpace& exec, const DView<float*, ExecSpace>& loss,
+                           const DView<float**, ExecSpace>& dlogits, const DView<const float**, ExecSpace>& logits,
+                           const DView<const std::int32_t*, ExecSpace>& targets, int vocab, float scale) {
+  const int N = static_cast<int>(logits.extent(0));
+  DView<float*, ExecSpace> m(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::xent_max"), N);
+  DView<float**, ExecSpace> st(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::xent_stats"), 2, N);
+  xent_local_max(exec, m, logits, 0, vocab);
+  xent_local_sums(exec, st, logits, targets, m, 0, vocab);
+  xent_finish(exec, loss, dlogits, logits, targets, m, st, 0, vocab, scale);
+}
+
+}  // namespace kformer::kernels

@@ -1,0 +1,195 @@
+// Embedding, vocab-parallel cross-entropy and AdamW against float64 host references: the
+// reference gradients checked by central differences, the kernels to 1e-5, poisoned outputs,
+// bitwise run-to-run determinism, and a vocabulary split over "ranks" (reduced here on the host)
+// that must equal the unsplit result.
+#include <cmath>
+
+#include "adamw.hpp"
+#include "cross_entropy.hpp"
+#include "embedding.hpp"
+#include "finite_diff.hpp"
+#include "kernel_test_util.hpp"
+
+namespace kk = kformer::kernels;
+using ktest::Exec;
+using ktest::View;
+
+namespace {
+
+// float64 reference: per-row loss and dlogits of softmax cross-entropy over the first `vocab`
+// of V columns (the rest masked), scaled by `scale`.
+void ref_xent(const std::vector<double>& l, const std::vector<int>& tgt, int N, int V, int vocab, double scale,
+              std::vector<double>& loss, std::vector<double>& dl) {
+  loss.assign(N, 0);
+  dl.assign(std::size_t(N) * V, 0);
+  for (int n = 0; n < N; ++n) {
+    double m = -1e300, s = 0;
+    for (int j = 0; j < vocab; ++j) m = std::max(m, l[n * V + j]);
+    for (int j = 0; j < vocab; ++j) s += std::exp(l[n * V + j] - m);
+    loss[n] = std::log(s) + m - l[n * V + tgt[n]];
+    for (int j = 0; j < vocab; ++j) dl[n * V + j] = (std::exp(l[n * V + j] - m) / s - (j == tgt[n])) * scale;
+  }
+}
+
+View<std::int32_t*> device_ints(const std::vector<int>& v) {
+  View<std::int32_t*> d("ints", v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  for (std::size_t i = 0; i < v.size(); ++i) h(i) = v[i];
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+}  // namespace
+
+TEST(CrossEntropy, ReferenceGradientMatchesFiniteDifferences) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int N = 3, V = 7, vocab = 5;
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<double> l(N * V);
+  for (auto& x : l) x = u(rng);
+  const std::vector<int> tgt = {0, 4, 2};
+  std::vector<double> loss, dl;
+  ref_xent(l, tgt, N, V, vocab, 1.0, loss, dl);
+  const auto f = [&](const std::vector<double>& x) {
+    std::vector<double> lo, d;
+    ref_xent(x, tgt, N, V, vocab, 1.0, lo, d);
+    return lo;
+  };
+  const auto num = ktest::numeric_grad(f, l, std::vector<double>(N, 1.0));
+  EXPECT_LT(ktest::rel_err(dl, num), 1e-7);
+}
+
+TEST(CrossEntropy, MatchesReferenceWholeAndSplitOverVocabularyShards) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (auto [N, vocab, shards] : {std::tuple{1, 5, 1}, {17, 100, 1}, {9, 61, 2}, {13, 250, 4}}) {
+    const int Vp = (vocab + 64 * shards - 1) / (64 * shards) * (64 * shards), Vl = Vp / shards;
+    const float scale = 1.f / N;
+    std::vector<int> tgt(N);
+    for (auto& t : tgt) t = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+    auto targets = device_ints(tgt);
+    View<float**> full("logits", N, Vp);
+    auto lref = ktest::fill_random(full, rng, -3, 3);
+    std::vector<double> loss_ref, dl_ref;
+    ref_xent(lref, tgt, N, Vp, vocab, scale, loss_ref, dl_ref);
+    // Each shard's passes, with the TP reductions done on the host between them.
+    std::vector<View<float**>> lg(shards);
+    std::vector<double> M(N, -INFINITY), S(N, 0), Z(N, 0);
+    for (int r = 0; r < shards; ++r) {
+      lg[r] = View<float**>("shard", N, Vl);
+      Kokkos::deep_copy(lg[r], Kokkos::subview(full, Kokkos::ALL(), std::make_pair(r * Vl, (r + 1) * Vl)));
+      View<float*> m("m", N);
+      ktest::poison(m);
+      kk::xent_local_max(Exec(), m, lg[r], r * Vl, vocab);
+      auto mh = ktest::to_host(m);
+      for (int n = 0; n < N; ++n) M[n] = std::max(M[n], mh[n]);
+    }
+    View<float*> gmax("gmax", N);
+    auto gh = Kokkos::create_mirror_view(gmax);
+    for (int n = 0; n < N; ++n) gh(n) = float(M[n]);
+    Kokkos::deep_copy(gmax, gh);
+    for (int r = 0; r < shards; ++r) {
+      View<float**> st("st", 2, N);
+      ktest::poison(st);
+      kk::xent_local_sums(Exec(), st, lg[r], targets, gmax, r * Vl, vocab);
+      auto sh = ktest::to_host(st);
+      for (int n = 0; n < N; ++n) S[n] += sh[n], Z[n] += sh[N + n];
+    }
+    View<float**> stats("stats", 2, N);
+    auto sth = Kokkos::create_mirror_view(stats);
+    for (int n = 0; n < N; ++n) sth(0, n) = float(S[n]), sth(1, n) = float(Z[n]);
+    Kokkos::deep_copy(stats, sth);
+    std::vector<double> dl_all(std::size_t(N) * Vp);
+    for (int r = 0; r < shards; ++r) {
+      View<float*> loss("loss", N);
+      View<float**> dl("dl", N, Vl);
+      ktest::poison(loss);
+      ktest::poison(dl);
+      kk::xent_finish(Exec(), loss, dl, lg[r], targets, gmax, stats, r * Vl, vocab, scale);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(loss), loss_ref), 1e-5) << "N=" << N << " shard " << r;
+      auto d = ktest::to_host(dl);
+      for (int n = 0; n < N; ++n)
+        for (int j = 0; j < Vl; ++j) dl_all[std::size_t(n) * Vp + r * Vl + j] = d[std::size_t(n) * Vl + j];
+    }
+    EXPECT_LT(ktest::rel_err(dl_all, dl_ref), 1e-5) << "N=" << N << " vocab=" << vocab << " shards=" << shards;
+  }
+}
+
+TEST(CrossEntropy, InPlaceGradientAndOneRankPath) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int N = 6, V = 64, vocab = 50;
+  std::vector<int> tgt = {1, 49, 0, 7, 7, 30};
+  View<float**> lg("lg", N, V);
+  auto l = ktest::fill_random(lg, rng, -4, 4);
+  std::vector<double> loss_ref, dl_ref;
+  ref_xent(l, tgt, N, V, vocab, 0.5, loss_ref, dl_ref);
+  View<float*> loss("loss", N);
+  ktest::poison(loss);
+  kk::xent_forward_backward(Exec(), loss, lg, lg, device_ints(tgt), vocab, 0.5f);
+  EXPECT_LT(ktest::rel_err(ktest::to_host(loss), loss_ref), 1e-5);
+  EXPECT_LT(ktest::rel_err(ktest::to_host(lg), dl_ref), 1e-5);
+}
+
+TEST(Embedding, ForwardBackwardAgainstReferenceAndDeterministic) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (auto [B, T, C, V, v0, Vl] : {std::tuple{1, 1, 3, 10, 0, 10}, {3, 7, 13, 50, 0, 50}, {2, 9, 20, 64, 32, 32}}) {
+    const int N = B * T;
+    std::vector<int> tok(N);
+    for (auto& t : tok) t = std::uniform_int_distribution<int>(0, 9)(rng) + (v0 ? 30 : 0);  // repeats, both shards
+    View<float**> wte("wte", Vl, C), wpe("wpe", T + 2, C), out("out", N, C), dout("dout", N, C);
+    auto wteh = ktest::fill_random(wte, rng), wpeh = ktest::fill_random(wpe, rng), douth = ktest::fill_random(dout, rng);
+    ktest::poison(out);
+    kk::embedding_forward(Exec(), out, device_ints(tok), wte, v0, wpe, T);
+    std::vector<double> ref(std::size_t(N) * C), dwte_ref(std::size_t(Vl) * C, 0), dwpe_ref(std::size_t(T + 2) * C, 0);
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c) {
+        const int r = tok[n] - v0;
+        const bool held = r >= 0 && r < Vl;
+        ref[n * C + c] = (held ? wteh[r * C + c] : 0) + wpeh[(n % T) * C + c];
+        if (held) dwte_ref[r * C + c] += douth[n * C + c];
+        dwpe_ref[(n % T) * C + c] += douth[n * C + c];
+      }
+    EXPECT_LT(ktest::rel_err(ktest::to_host(out), ref), 1e-6);
+    std::vector<std::int32_t> tok32(tok.begin(), tok.end());
+    const auto idx = kk::make_token_index<Exec>(tok32, v0, Vl);
+    std::vector<double> first;
+    for (int run = 0; run < 2; ++run) {
+      View<float**> dwte("dwte", Vl, C), dwpe("dwpe", T + 2, C);  // zero: the backward adds into them
+      kk::embedding_backward(Exec(), dwte, dout, idx);
+      kk::position_embedding_backward(Exec(), dwpe, dout, T);
+      auto got = ktest::to_host(dwte);
+      EXPECT_LT(ktest::rel_err(got, dwte_ref), 1e-6);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(dwpe), dwpe_ref), 1e-6);
+      if (run == 0) first = got;
+      else ktest::expect_bitwise_equal(first, got, "embedding backward");
+    }
+  }
+}
+
+TEST(AdamW, MatchesTorchsUpdateOverSteps) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int n = 37;
+  View<float*> p("p", n), g("g", n), m("m", n), v("v", n);
+  auto ph = ktest::fill_random(p, rng);
+  std::vector<double> mh(n, 0), vh(n, 0);
+  kk::AdamWHyper h;
+  h.lr = 1e-2f;
+  h.weight_decay = 0.1f;
+  h.grad_scale = 0.5f;
+  for (int step = 1; step <= 3; ++step) {
+    auto gh = ktest::fill_random(g, rng);
+    h.step = step;
+    kk::adamw_update(Exec(), p, g, m, v, h);
+    for (int i = 0; i < n; ++i) {  // torch.optim.AdamW, in double
+      const double gi = gh[i] * h.grad_scale;
+      ph[i] *= 1 - double(h.lr) * h.weight_decay;
+      mh[i] = 0.9 * mh[i] + 0.1 * gi;
+      vh[i] = 0.95 * vh[i] + 0.05 * gi * gi;
+      const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.95, step);
+      ph[i] -= h.lr / bc1 * mh[i] / (std::sqrt(vh[i]) / std::sqrt(bc2) + 1e-8);
+    }
+    EXPECT_LT(ktest::rel_err(ktest::to_host(p), ph), 1e-5) << "step " << step;
+  }
+  double sq = 0;
+  for (double x : ktest::to_host(p)) sq += x * x;
+  EXPECT_NEAR(kk::sum_of_squares(Exec(), View<const float*>(p)), sq, 1e-9 * sq);
+}
