@@ -1,6 +1,7 @@
 // LayerNorm (gpt): forward and backward over rows of tokens, x (N,C) with N = B*T.
 // out = (x - mean) / sqrt(var + eps) * weight + bias; the forward saves mean (N) and rstd (N)
-// for the backward. Gradients are written (not accumulated) and are bitwise deterministic.
+// for the backward. dx is written; dweight and dbias accumulate (+=) over micro-batches; all are
+// bitwise deterministic.
 #pragma once
 
 #include "normalization.hpp"
@@ -16,7 +17,7 @@ void layernorm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& o
   detail::norm_forward(exec, out, mean, rstd, x, weight, bias, eps, true);
 }
 
-// dx (N,C), dweight (C), dbias (C) written from dout (N,C) and the forward's x, weight, mean, rstd.
+// dx (N,C) written, dweight (C) and dbias (C) added to, from dout (N,C) and the forward's x, weight, mean, rstd.
 template <class ExecSpace>
 void layernorm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
                         const DView<float*, ExecSpace>& dweight, const DView<float*, ExecSpace>& dbias,

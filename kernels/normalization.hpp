@@ -44,7 +44,8 @@ void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
 }
 
 // dx (N,C) = rstd * (g - mean(g) [centred only] - xhat * mean(g * xhat)), g = dy * w;
-// dw (C) = sum over rows of dy * xhat; db (C) = sum over rows of dy (when db is not empty).
+// dw (C) += sum over rows of dy * xhat; db (C) += sum over rows of dy (when db is not empty):
+// parameter gradients accumulate over micro-batches, as the GEMM's do.
 template <class ExecSpace>
 void norm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
                    const DView<float*, ExecSpace>& dw, const DView<float*, ExecSpace>& db,
@@ -86,8 +87,8 @@ void norm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
           }
         }
         for (int l = 0; l < nl; ++l) {
-          dw(c0 + l) = aw[l];
-          if (has_bias) db(c0 + l) = ab[l];
+          dw(c0 + l) += aw[l];
+          if (has_bias) db(c0 + l) += ab[l];
         }
       });
 }

@@ -1,6 +1,6 @@
 // RMSNorm (llama): forward and backward over rows of tokens, x (N,C) with N = B*T.
 // out = x / sqrt(mean(x^2) + eps) * weight (no centring, no bias); the forward saves rstd (N).
-// Gradients are written (not accumulated) and are bitwise deterministic.
+// dx is written; dweight and dbias accumulate (+=) over micro-batches and are bitwise deterministic.
 #pragma once
 
 #include "normalization.hpp"
@@ -16,7 +16,7 @@ void rmsnorm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out
                        DView<const float*, ExecSpace>(), eps, false);
 }
 
-// dx (N,C), dweight (C) written from dout (N,C) and the forward's x, weight, rstd.
+// dx (N,C) written, dweight (C) added to, from dout (N,C) and the forward's x, weight, rstd.
 template <class ExecSpace>
 void rmsnorm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
                       const DView<float*, ExecSpace>& dweight, const DView<const float**, ExecSpace>& dout,

@@ -40,10 +40,12 @@ struct NormRun {
       kk::rmsnorm_forward(ktest::Exec(), out, rstd, x, w, float(kEps));
     Kokkos::fence();
   }
-  void backward() {
+  void backward(bool zero_param_grads = true) {
     ktest::poison(dx);
-    ktest::poison(dw);
-    ktest::poison(db);
+    if (zero_param_grads) {  // they accumulate (+=) like every parameter gradient
+      Kokkos::deep_copy(dw, 0.f);
+      Kokkos::deep_copy(db, 0.f);
+    }
     if (centered)
       kk::layernorm_backward(ktest::Exec(), dx, dw, db, dout, x, w, mean, rstd);
     else
@@ -77,6 +79,11 @@ void check_against_reference(bool centered) {
     EXPECT_LT(ktest::rel_err(ktest::to_host(r.dx), dx), 1e-5);
     EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5);
     if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5);
+    r.backward(false);  // a second micro-batch adds the same gradient again
+    for (auto& v : dw) v *= 2;
+    for (auto& v : db) v *= 2;
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5) << "dweight must accumulate";
+    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5) << "dbias must accumulate";
   }
 }
 
