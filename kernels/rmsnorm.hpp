@@ -1,6 +1,6 @@
 // RMSNorm (llama): forward and backward over rows of tokens, x (N,C) with N = B*T.
 // out = x / sqrt(mean(x^2) + eps) * weight (no centring, no bias); the forward saves rstd (N).
-// dx is written; dweight and dbias accumulate (+=) over micro-batches and are bitwise deterministic.
+// dx is written; dweight accumulates (+=) over micro-batches; both are bitwise deterministic.
 #pragma once
 
 #include "normalization.hpp"
