@@ -34,7 +34,7 @@ struct GemmTiles {
 #else
   static constexpr int NR = 16;
 #endif
-  static constexpr int TM = 96, TN = 256, TK = 256;
+  static constexpr int TM = 192, TN = 256, TK = 256;
   static constexpr int scratch_level = 1;
 };
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -48,19 +48,37 @@ struct GemmTiles<Kokkos::Cuda> {
 
 namespace detail {
 
-// acc += A panel (kc x MR, packed k-major) * B panel (kc x NR, packed k-major).
+// acc = A panel (kc x MR, packed k-major) * B panel (kc x NR, packed k-major). Written so that
+// GCC emits the loop of a hand-written micro-kernel (acc in 12 vector registers, one broadcast
+// and two FMAs per row and k): kept out of line on the host (inlined into the team functor it
+// fell back to scalar code), only the MR loops unrolled by pragma (unrolling the NR loops too
+// made GCC vectorise across them with permutes and spills). Checked in the assembly.
+#if defined(__GNUC__) && !defined(KOKKOS_ENABLE_CUDA)
+#define KFORMER_HOST_NOINLINE __attribute__((noinline))
+#else
+#define KFORMER_HOST_NOINLINE
+#endif
 template <int MR, int NR>
-KOKKOS_INLINE_FUNCTION void gemm_micro_kernel(int kc, const float* KOKKOS_RESTRICT ap,
-                                              const float* KOKKOS_RESTRICT bp, float (&acc)[MR][NR]) {
+KOKKOS_FUNCTION KFORMER_HOST_NOINLINE void gemm_micro_kernel(int kc, const float* KOKKOS_RESTRICT ap,
+                                                             const float* KOKKOS_RESTRICT bp,
+                                                             float (&out)[MR][NR]) {
+  float acc[MR][NR];
+  KFORMER_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
+  }
   for (int k = 0; k < kc; ++k) {
     const float* ak = ap + k * MR;
     const float* bk = bp + k * NR;
     KFORMER_UNROLL
     for (int i = 0; i < MR; ++i) {
       const float ai = ak[i];
-      KFORMER_UNROLL
       for (int j = 0; j < NR; ++j) acc[i][j] += ai * bk[j];
     }
+  }
+  KFORMER_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) out[i][j] = acc[i][j];
   }
 }
 
@@ -71,17 +89,23 @@ template <int R, class Member>
 KOKKOS_INLINE_FUNCTION void gemm_pack(const Member& team, float* dst, const float* src, std::int64_t sr,
                                       std::int64_t sk, int r0, int rows, int nrows, int k0, int kc) {
   const int npanels = (rows + R - 1) / R;
-  if (sk == 1) {  // contiguous along k: one row per thread, k innermost
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npanels * R), [&](const int r) {
-      float* d = dst + (r / R) * kc * R + r % R;
-      const int row = r0 + r;
-      if (row < nrows) {
-        const float* s = src + row * sr + k0;
-        for (int k = 0; k < kc; ++k) d[k * R] = s[k];
-      } else {
-        for (int k = 0; k < kc; ++k) d[k * R] = 0.0f;
-      }
-    });
+  if (sk == 1) {
+    // Contiguous along k: a transpose. In blocks of 16 k (one cache line of each source row) so
+    // that the strided writes of a block stay in L1; one row per thread within a block.
+    constexpr int KB = 16;
+    for (int kb = 0; kb < kc; kb += KB) {
+      const int w = kc - kb < KB ? kc - kb : KB;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npanels * R), [&](const int r) {
+        float* d = dst + ((r / R) * kc + kb) * R + r % R;
+        const int row = r0 + r;
+        if (row < nrows) {
+          const float* s = src + row * sr + k0 + kb;
+          for (int k = 0; k < w; ++k) d[k * R] = s[k];
+        } else {
+          for (int k = 0; k < w; ++k) d[k * R] = 0.0f;
+        }
+      });
+    }
   } else {  // contiguous along r: one k per thread, rows innermost
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int k) {
       const float* s = src + (k0 + k) * sk;
@@ -115,20 +139,37 @@ struct NativeGemm {
 
   static std::size_t scratch_bytes() { return sizeof(float) * (std::size_t(TM) * TK + std::size_t(TK) * TN); }
 
+  // C tile at (m, n) gets alpha acc: on the first K chunk as C = alpha acc [+ beta C] [+ bias], on
+  // later ones C += alpha acc. Every index into acc is a compile-time constant after unrolling,
+  // which is what lets the compiler keep acc in registers: edge tiles go through a copy.
   KOKKOS_INLINE_FUNCTION void store(int m, int n, const float (&acc)[MR][NR], bool first) const {
+    if (M - m >= MR && N - n >= NR) {
+      KFORMER_UNROLL
+      for (int i = 0; i < MR; ++i) store_row<NR>(c + (m + i) * ldc + n, n, acc[i], first);
+      return;
+    }
+    float tmp[MR][NR];
+    KFORMER_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      KFORMER_UNROLL
+      for (int j = 0; j < NR; ++j) tmp[i][j] = acc[i][j];
+    }
     const int mr = M - m < MR ? M - m : MR, nr = N - n < NR ? N - n : NR;
-    for (int i = 0; i < mr; ++i) {
-      float* ci = c + (m + i) * ldc + n;
-      if (!first) {
-        for (int j = 0; j < nr; ++j) ci[j] += alpha * acc[i][j];
-      } else {
-        for (int j = 0; j < nr; ++j) {
-          float v = alpha * acc[i][j];
-          if (beta != 0.0f) v += beta * ci[j];  // beta == 0 never reads C (it may hold NaN)
-          if (bias) v += bias[n + j];
-          ci[j] = v;
-        }
-      }
+    for (int i = 0; i < mr; ++i) store_row(c + (m + i) * ldc + n, n, tmp[i], first, nr);
+  }
+  template <int W = 0>
+  KOKKOS_INLINE_FUNCTION void store_row(float* ci, int n, const float* acc, bool first, int w = W) const {
+    if (!first) {
+      KFORMER_UNROLL
+      for (int j = 0; j < (W ? W : w); ++j) ci[j] += alpha * acc[j];
+      return;
+    }
+    KFORMER_UNROLL
+    for (int j = 0; j < (W ? W : w); ++j) {
+      float v = alpha * acc[j];
+      if (beta != 0.0f) v += beta * ci[j];  // beta == 0 never reads C (it may hold NaN)
+      if (bias) v += bias[n + j];
+      ci[j] = v;
     }
   }
 
@@ -148,11 +189,6 @@ struct NativeGemm {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pm * pn), [&](const int t) {
         const int jr = t / pm, ir = t % pm;
         float acc[MR][NR];
-        KFORMER_UNROLL
-        for (int i = 0; i < MR; ++i) {
-          KFORMER_UNROLL
-          for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
-        }
         gemm_micro_kernel<MR, NR>(kc, ap + ir * kc * MR, bp + jr * kc * NR, acc);
         store(m0 + ir * MR, n0 + jr * NR, acc, k0 == 0);
       });

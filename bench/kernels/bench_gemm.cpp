@@ -1,0 +1,65 @@
+// GEMM cases: the linear layers of a GPT-3-small block (B*T = 2048, C = 768: QKV 3C, projection C,
+// FC1 4C, FC2 back to C) and of a Llama-8B proxy layer at 256 tokens (C = 4096, KV = 8 heads of 128,
+// F = 14336). Names are gemm/<impl>/<tokens>x<in>x<out> (forward, y = x W^T + b) and
+// matmul_bwd/<impl>/<tokens>x<in>x<out> (dx, dW and db). vs_ceiling is against the vendor GEMM
+// (OpenBLAS sgemm on the host, cuBLAS under CUDA) at the same shape, measured in the same run.
+#include <Kokkos_Random.hpp>
+
+#include "ceilings.hpp"
+#include "gemm.hpp"
+
+namespace kformer::bench {
+namespace {
+
+using kernels::GemmImpl;
+template <class T>
+using V = kernels::DView<T, Exec>;
+
+struct Linear {
+  V<float**> x, w, y, dx, dw;
+  V<float*> b, db;
+  Linear(int n, int in, int out)
+      : x("x", n, in), w("w", out, in), y("y", n, out), dx("dx", n, in), dw("dw", out, in), b("b", out),
+        db("db", out) {
+    Kokkos::Random_XorShift64_Pool<Exec> pool(1234);
+    Kokkos::fill_random(x, pool, -1.0f, 1.0f);
+    Kokkos::fill_random(w, pool, -0.05f, 0.05f);
+    Kokkos::fill_random(b, pool, -0.05f, 0.05f);
+  }
+  void forward(GemmImpl impl) { kernels::matmul_forward(Exec(), impl, y, x, w, b); }
+  void backward(GemmImpl impl) { kernels::matmul_backward(Exec(), impl, dx, dw, db, y, x, w); }
+};
+
+std::string shape_name(int n, int in, int out) {
+  return std::to_string(n) + "x" + std::to_string(in) + "x" + std::to_string(out);
+}
+
+void register_cases() {
+  const int shapes[][3] = {{2048, 768, 2304}, {2048, 768, 768},   {2048, 768, 3072},  {2048, 3072, 768},
+                           {256, 4096, 4096}, {256, 4096, 1024}, {256, 4096, 14336}, {256, 14336, 4096}};
+  for (GemmImpl impl : {GemmImpl::native, GemmImpl::vendor})
+    for (const auto& s : shapes) {
+      const int n = s[0], in = s[1], out = s[2];
+      const std::string shape = shape_name(n, in, out);
+      add_case(std::string("gemm/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
+        Linear l(n, in, out);
+        const double flops = 2.0 * n * in * out;
+        const double ceiling = ceiling_gflops("fwd" + shape, flops, [&] { l.forward(GemmImpl::vendor); });
+        run_case(state, [&] { l.forward(impl); }, flops, 4.0 * (double(n) * in + double(in) * out + double(n) * out),
+                 ceiling);
+      });
+      add_case(std::string("matmul_bwd/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
+        Linear l(n, in, out);
+        Kokkos::deep_copy(l.y, 0.01f);
+        const double flops = 4.0 * n * in * out;
+        const double ceiling = ceiling_gflops("bwd" + shape, flops, [&] { l.backward(GemmImpl::vendor); });
+        run_case(state, [&] { l.backward(impl); }, flops,
+                 4.0 * (2.0 * n * in + 2.0 * in * out + double(n) * out), ceiling);
+      });
+    }
+}
+
+const bool registered = (register_cases(), true);
+
+}  // namespace
+}  // namespace kformer::bench
