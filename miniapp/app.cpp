@@ -9,6 +9,7 @@
 #include "comm/mesh.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "trainer.hpp"
 #include "validate.hpp"
 
 namespace kformer {
@@ -44,8 +45,12 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
   resolve_and_validate(cfg, runtime.world_size());
 
   std::unique_ptr<comm::Communicator> world;
+  auto trace = std::make_shared<comm::TraceLog>();
   try {
-    world = comm::make_world(cfg.str("comm.backend"), runtime);
+    comm::WorldOptions options;
+    options.emulate = {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")};
+    options.trace = trace;
+    world = comm::make_world(cfg.str("comm.backend"), runtime, options);
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // the same verdict on every rank: report it once
   }
@@ -61,8 +66,24 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
               << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
               << "  dp groups " << comm::format_groups(mesh.groups.dp) << "\n"
               << "  pp groups " << comm::format_groups(mesh.groups.pp) << std::endl;
+  }
+  if (args.dry_run) return 0;
+
+  Trainer trainer(cfg, *world, mesh, trace);
+  trainer.run();
+  if (world->rank() == 0) {
+    const auto& recs = trainer.records();
+    nlohmann::json iters = nlohmann::json::array();
+    for (const auto& r : recs) iters.push_back(iteration_json(r));
+    const double flops = trainer.model().flops().total() * cfg.i64("parallel.microbatches");
+    const nlohmann::json summary =
+        summarize(recs, flops, cfg.i64("train.global_batch") * cfg.i64("train.seq_len"));
+    std::cout << "summary: " << summary.dump() << std::endl;
     if (!cfg.str("output.json").empty())
-      write_json(cfg.str("output.json"), {{"config", cfg.to_json()}, {"mesh", mesh_json(mesh, world->size())}});
+      write_json(cfg.str("output.json"), {{"config", cfg.to_json()},
+                                          {"mesh", mesh_json(mesh, world->size())},
+                                          {"iterations", iters},
+                                          {"summary", summary}});
   }
   world->barrier();
   return 0;

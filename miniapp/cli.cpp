@@ -23,6 +23,7 @@ CliArgs parse_cli(int argc, char** argv) {
   CLI::App app{"kformer: a Kokkos proxy app for distributed transformer training", "kformer"};
   app.add_flag("--version", out.version, "print version, git hash and build options");
   app.add_flag("--keys", out.keys, "list every deck key with its type, default and meaning");
+  app.add_flag("--dry-run", out.dry_run, "resolve and validate the deck, print it and the mesh, do not train");
   std::vector<std::string> positional;
   app.add_option("deck_and_overrides", positional, "DECK [key=value ...]");
   app.footer("Example: mpirun -n 4 kformer input/gpt3-small.yaml parallel.tp=2 train.steps=5");

@@ -12,6 +12,7 @@ struct CliArgs {
   std::vector<std::string> overrides;
   bool version = false;
   bool keys = false;
+  bool dry_run = false;  // resolve, validate and print; no training
   bool exit_now = false;  // --help was answered
   int exit_code = 0;
 };

@@ -7,13 +7,24 @@
 
 namespace kformer {
 
-ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank) {
+ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, int shards) {
+  auto close_unit = [&] {
+    ParamUnit& u = units_.back();
+    u.size = (size_ - u.offset + shards - 1) / shards * shards;
+    size_ = u.offset + u.size;
+  };
   for (const auto& s : specs) {
+    if (units_.empty() || units_.back().layer != s.layer) {
+      if (!units_.empty()) close_unit();
+      units_.push_back({s.layer, size_, 0, slots_.size(), 0});
+    }
     ParamSlot p{s, size_, s.local_rows(tp), s.local_cols(tp), s.row0(tp, tp_rank), s.col0(tp, tp_rank)};
     index_[s.name] = slots_.size();
     slots_.push_back(p);
+    ++units_.back().n_slots;
     size_ += p.rows * p.cols;
   }
+  if (!units_.empty()) close_unit();
   values_ = DV<float*>("kformer::params", size_);
   grads_ = DV<float*>("kformer::grads", size_);
 }

@@ -19,15 +19,25 @@ struct ParamSlot {
   std::int64_t row0 = 0, col0 = 0;  // its place in the global tensor
 };
 
+// The tensors of one layer (or the embedding, or the final norm and head): the unit of gradient
+// buckets, ZeRO shards and FSDP gathers. Its range is padded to a multiple of the shard count.
+struct ParamUnit {
+  int layer = 0;
+  std::int64_t offset = 0, size = 0;  // size includes the padding
+  std::size_t first_slot = 0, n_slots = 0;
+};
+
 class ParamStore {
  public:
-  // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
-  ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank);
+  // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks;
+  // every unit is padded so that `shards` ranks can split it evenly.
+  ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, int shards = 1);
 
   void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
   void zero_grads();
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
   const ParamSlot& slot(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   std::int64_t size() const { return size_; }
@@ -47,6 +57,7 @@ class ParamStore {
   DV<float*> vector(const DV<float*>& buf, const std::string& first, int count) const;
 
   std::vector<ParamSlot> slots_;
+  std::vector<ParamUnit> units_;
   std::map<std::string, std::size_t> index_;
   std::int64_t size_ = 0;
   DV<float*> values_, grads_;

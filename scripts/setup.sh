@@ -25,7 +25,8 @@ log() { echo "setup: $*" >&2; }
 # --- Debian packages ------------------------------------------------------------------------
 packages=(cmake g++ make git pkg-config libopenmpi-dev openmpi-bin libopenblas-dev
           libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
-          dpkg-dev xz-utils ca-certificates)
+          dpkg-dev xz-utils ca-certificates shellcheck
+          python3-torch python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,73 @@
+// AdamW, ZeRO-aware (see optimizer.hpp).
+#include "optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "adamw.hpp"
+#include "comm/views.hpp"
+
+namespace kformer {
+
+double learning_rate(const OptimizerSettings& s, int it) {
+  if (s.warmup > 0 && it <= s.warmup) return s.lr * it / s.warmup;
+  const double progress = std::min(1.0, double(it - s.warmup) / std::max(1, s.steps - s.warmup));
+  const double lo = s.lr / 10;
+  return lo + 0.5 * (s.lr - lo) * (1 + std::cos(3.14159265358979323846 * progress));
+}
+
+Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank)
+    : p_(params), s_(s), dp_(dp), tp_rank_(tp_rank) {
+  const int shards = s.zero >= 1 && dp ? dp->size() : 1;
+  const int me = shards > 1 ? dp->rank() : 0;
+  for (const auto& u : p_.units()) {
+    const std::int64_t len = u.size / shards, lo = u.offset + me * len, hi = lo + len;
+    for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i) {
+      const ParamSlot& t = p_.slots()[i];
+      const std::int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.rows * t.cols);
+      if (a >= b) continue;
+      segments_.push_back({a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none});
+      state_size_ += b - a;
+    }
+  }
+  m_ = DV<float*>("kformer::adam_m", state_size_);
+  v_ = DV<float*>("kformer::adam_v", state_size_);
+}
+
+double Optimizer::grad_sq_local() const {
+  // Without ZeRO every data-parallel rank holds the same full gradients: rank 0 of the group
+  // counts them. A tensor replicated over TP is counted by TP rank 0 only.
+  if (s_.zero == 0 && dp_ && dp_->rank() != 0) return 0.0;
+  Exec exec;
+  double sq = 0;
+  for (const auto& g : segments_) {
+    if (g.replicated && tp_rank_ != 0) continue;
+    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.grads().data() + g.param_offset, g.length)));
+  }
+  return sq;
+}
+
+void Optimizer::step(int iteration, double clip_scale) {
+  Exec exec;
+  kernels::AdamWHyper h;
+  h.lr = static_cast<float>(learning_rate(s_, iteration));
+  h.step = iteration;
+  h.grad_scale = static_cast<float>(clip_scale);
+  for (const auto& g : segments_) {
+    h.weight_decay = g.decay ? static_cast<float>(s_.weight_decay) : 0.f;
+    kernels::adamw_update(exec, as_vector(p_.values().data() + g.param_offset, g.length),
+                          as_vector(p_.grads().data() + g.param_offset, g.length),
+                          as_vector(m_.data() + g.state_offset, g.length),
+                          as_vector(v_.data() + g.state_offset, g.length), h);
+  }
+  if (s_.zero >= 1 && dp_ && dp_->size() > 1) {
+    const int n = dp_->size();
+    for (const auto& u : p_.units()) {  // in place: this rank's shard sits at its own offset
+      float* base = p_.values().data() + u.offset;
+      dp_->allgather(base + dp_->rank() * (u.size / n), base, u.size / n, comm::DType::f32);
+    }
+  }
+  exec.fence();
+}
+
+}  // namespace kformer

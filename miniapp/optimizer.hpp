@@ -1,0 +1,51 @@
+// AdamW over a rank's flat parameter buffer, ZeRO-aware: with parallel.zero >= 1 a data-parallel
+// rank keeps moments for, and updates, only its shard of each unit (1/dp of it), then the shards
+// are all-gathered. Also the global gradient norm (each element counted once over the whole
+// mesh) and the warm-up + cosine learning-rate schedule.
+#pragma once
+
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "param_store.hpp"
+
+namespace kformer {
+
+struct OptimizerSettings {
+  double lr = 3e-4, weight_decay = 0.1;
+  int warmup = 0, steps = 1;
+  int zero = 0;
+};
+
+// Linear warm-up to lr over `warmup` iterations, then cosine decay to lr/10 at `steps`.
+double learning_rate(const OptimizerSettings& s, int iteration);
+
+class Optimizer {
+ public:
+  // dp: the data-parallel group (shards are its ranks); tp_rank: replicated tensors count once.
+  Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank);
+
+  // Sum of squares of the gradient elements this rank is responsible for; the caller sums over
+  // the world and takes the root.
+  double grad_sq_local() const;
+  // One AdamW step of this rank's part (gradients scaled by clip_scale), then, under ZeRO, the
+  // all-gather that gives every data-parallel rank the whole updated parameters.
+  void step(int iteration, double clip_scale);
+
+  std::int64_t state_elements() const { return state_size_; }  // moments held: 2 per element
+
+ private:
+  struct Segment {  // a run of elements of one tensor that this rank updates
+    std::int64_t param_offset, state_offset, length;
+    bool decay, replicated;
+  };
+  ParamStore& p_;
+  OptimizerSettings s_;
+  comm::Communicator* dp_;
+  int tp_rank_;
+  std::vector<Segment> segments_;
+  std::int64_t state_size_ = 0;
+  DV<float*> m_, v_;
+};
+
+}  // namespace kformer

@@ -1,0 +1,231 @@
+#!/usr/bin/python3
+"""An independent PyTorch implementation of what kformer trains, for the `reference` tests.
+
+It rebuilds kformer's model from the deck alone: the same counter-based initialisation (keyed by
+seed, parameter name and global element index), the same synthetic data by global sample index,
+the same GPT / Llama blocks, AdamW (betas 0.9/0.95, eps 1e-8, decoupled decay on matrices),
+global-norm clipping and warm-up + cosine schedule, all in float64. Given kformer's JSON report,
+it checks every iteration's loss and gradient norm.
+
+    kformer_ref.py REPORT.json [--rtol 1e-4]     exit 0 when every iteration matches
+"""
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+import torch
+
+M64 = (1 << 64) - 1
+
+
+def mix64(z):
+    z = np.uint64(z) if not isinstance(z, np.ndarray) else z.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def counter_hash(key, counter):
+    with np.errstate(over="ignore"):
+        return mix64(np.uint64(key) ^ mix64(np.asarray(counter, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)))
+
+
+def counter_normal(key, idx):
+    idx = np.asarray(idx, dtype=np.uint64)
+    u1 = ((counter_hash(key, 2 * idx) >> np.uint64(11)).astype(np.float64) + 0.5) / 9007199254740992.0
+    u2 = ((counter_hash(key, 2 * idx + 1) >> np.uint64(11)).astype(np.float64) + 0.5) / 9007199254740992.0
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
+
+
+def stream_key(seed, name):
+    h = 1469598103934665603
+    for c in name.encode():
+        h = ((h ^ c) * 1099511628211) & M64
+    return int(mix64(np.uint64(h) ^ mix64(np.uint64(seed))))
+
+
+class Shape:
+    def __init__(self, cfg):
+        m = cfg["model"]
+        self.gpt = m["family"] == "gpt"
+        self.L, self.C, self.H = m["n_layers"], m["d_model"], m["n_heads"]
+        self.KV = m["n_kv_heads"] or self.H
+        self.hd = self.C // self.H
+        self.F, self.V, self.maxT = m["ffn_dim"], m["vocab_size"], m["max_seq_len"]
+
+
+def param_specs(s):
+    """(name, rows, cols, init, std, decay) in kformer's order (model_spec.cpp)."""
+    C, Q, KV, F = s.C, s.H * s.hd, s.KV * s.hd, s.F
+    std0, std_out = 0.02, 0.02 / math.sqrt(2.0 * s.L)
+    p = [("embed.tokens.weight", s.V, C, "normal", std0, True)]
+    if s.gpt:
+        p.append(("embed.positions.weight", s.maxT, C, "normal", 0.01, True))
+    for l in range(s.L):
+        b = f"layers.{l}."
+        if s.gpt:
+            p += [(b + "ln1.weight", C, 1, "ones", 0, False), (b + "ln1.bias", C, 1, "zeros", 0, False)]
+        else:
+            p.append((b + "attn_norm.weight", C, 1, "ones", 0, False))
+        p += [(b + "attn.wq.weight", Q, C, "normal", std0, True), (b + "attn.wk.weight", KV, C, "normal", std0, True),
+              (b + "attn.wv.weight", KV, C, "normal", std0, True)]
+        if s.gpt:
+            p += [(b + "attn.wq.bias", Q, 1, "zeros", 0, False), (b + "attn.wk.bias", KV, 1, "zeros", 0, False),
+                  (b + "attn.wv.bias", KV, 1, "zeros", 0, False)]
+        p.append((b + "attn.wo.weight", C, Q, "normal", std_out, True))
+        if s.gpt:
+            p += [(b + "attn.wo.bias", C, 1, "zeros", 0, False), (b + "ln2.weight", C, 1, "ones", 0, False),
+                  (b + "ln2.bias", C, 1, "zeros", 0, False), (b + "mlp.fc.weight", F, C, "normal", std0, True),
+                  (b + "mlp.fc.bias", F, 1, "zeros", 0, False), (b + "mlp.proj.weight", C, F, "normal", std_out, True),
+                  (b + "mlp.proj.bias", C, 1, "zeros", 0, False)]
+        else:
+            p += [(b + "mlp_norm.weight", C, 1, "ones", 0, False), (b + "mlp.gate.weight", F, C, "normal", std0, True),
+                  (b + "mlp.up.weight", F, C, "normal", std0, True), (b + "mlp.down.weight", C, F, "normal", std_out, True)]
+    p.append(("final_norm.weight", C, 1, "ones", 0, False))
+    if s.gpt:
+        p.append(("final_norm.bias", C, 1, "zeros", 0, False))
+    else:
+        p.append(("head.weight", s.V, C, "normal", std0, True))
+    return p
+
+
+def init_params(s, seed):
+    params = {}
+    for name, rows, cols, init, std, decay in param_specs(s):
+        if init == "normal":
+            v = std * counter_normal(stream_key(seed, name), np.arange(rows * cols, dtype=np.uint64))
+            v = v.astype(np.float32).astype(np.float64)  # kformer stores float32
+        else:
+            v = np.full(rows * cols, 1.0 if init == "ones" else 0.0)
+        t = torch.tensor(v.reshape(rows, cols) if cols > 1 else v, dtype=torch.float64, requires_grad=True)
+        params[name] = (t, decay)
+    return params
+
+
+def random_tokens(V, seed, first, count, T):
+    key = stream_key(seed, "data.random")
+    mult = 1 + 2 * int(mix64(np.uint64(key)) % np.uint64(97))
+    out = np.zeros((count, T + 1), dtype=np.int64)
+    for s in range(count):
+        base = (first + s) * (T + 1)
+        h = [int(x) for x in counter_hash(key, np.arange(base, base + T + 1, dtype=np.uint64))]
+        prev = h[0] % V
+        out[s, 0] = prev
+        for t in range(1, T + 1):
+            prev = (prev * mult + 7) % V if (h[t] & 3) != 0 else (h[t] >> 2) % V
+            out[s, t] = prev
+    return torch.tensor(out)
+
+
+def rope(x, T, hd):  # x (B,T,heads,hd), rotate_half convention
+    half = hd // 2
+    inv = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64) / hd)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    c, s_ = torch.cos(ang)[None, :, None, :], torch.sin(ang)[None, :, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_], dim=-1)
+
+
+def forward(s, P, tok):
+    w = lambda n: P[n][0]
+    B, T = tok.shape[0], tok.shape[1] - 1
+    inp, tgt = tok[:, :T], tok[:, 1:]
+    x = w("embed.tokens.weight")[inp]
+    if s.gpt:
+        x = x + w("embed.positions.weight")[:T][None]
+    ln = lambda x, n: torch.nn.functional.layer_norm(x, (s.C,), w(n + ".weight"), w(n + ".bias"), 1e-5)
+    rms = lambda x, n: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w(n + ".weight")
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(s.L):
+        b = f"layers.{l}."
+        h = ln(x, b + "ln1") if s.gpt else rms(x, b + "attn_norm")
+        lin = lambda h, n, bias: h @ w(n + ".weight").T + (w(n + ".bias") if bias else 0)
+        q = lin(h, b + "attn.wq", s.gpt).view(B, T, s.H, s.hd)
+        k = lin(h, b + "attn.wk", s.gpt).view(B, T, s.KV, s.hd)
+        v = lin(h, b + "attn.wv", s.gpt).view(B, T, s.KV, s.hd)
+        if not s.gpt:
+            q, k = rope(q, T, s.hd), rope(k, T, s.hd)
+        rep = s.H // s.KV
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(s.hd)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        o = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, s.H * s.hd)
+        x = x + lin(o, b + "attn.wo", s.gpt)
+        h = ln(x, b + "ln2") if s.gpt else rms(x, b + "mlp_norm")
+        if s.gpt:
+            h = torch.nn.functional.gelu(lin(h, b + "mlp.fc", True), approximate="tanh")
+            x = x + lin(h, b + "mlp.proj", True)
+        else:
+            h = torch.nn.functional.silu(lin(h, b + "mlp.gate", False)) * lin(h, b + "mlp.up", False)
+            x = x + lin(h, b + "mlp.down", False)
+    x = ln(x, "final_norm") if s.gpt else rms(x, "final_norm")
+    head = w("embed.tokens.weight") if s.gpt else w("head.weight")
+    logits = x @ head.T
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, s.V), tgt.reshape(-1))
+
+
+def lr_at(it, cfg):
+    t = cfg["train"]
+    lr, warm, steps = t["lr"], t["warmup"], t["steps"]
+    if warm > 0 and it <= warm:
+        return lr * it / warm
+    progress = (it - warm) / max(1, steps - warm)
+    return lr / 10 + 0.5 * (lr - lr / 10) * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def train(cfg, iterations):
+    s, t = Shape(cfg), cfg["train"]
+    P = init_params(s, t["seed"])
+    decay = [p for p, d in P.values() if d]
+    nodecay = [p for p, d in P.values() if not d]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                             {"params": nodecay, "weight_decay": 0.0}], lr=t["lr"], betas=(0.9, 0.95), eps=1e-8)
+    GB, T = t["global_batch"], t["seq_len"]
+    out = []
+    for it in range(1, iterations + 1):
+        tok = random_tokens(s.V, t["seed"], (it - 1) * GB, GB, T)
+        opt.zero_grad()
+        loss = forward(s, P, tok)
+        loss.backward()
+        params = [p for p, _ in P.values()]
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item()
+        if t["grad_clip"] > 0:
+            scale = min(1.0, t["grad_clip"] / (norm + 1e-6))
+            for p in params:
+                p.grad.mul_(scale)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(it, cfg)
+        opt.step()
+        out.append((loss.item(), norm))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    a = ap.parse_args()
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    if cfg["data"]["source"] != "random":
+        sys.exit("kformer_ref.py: only data.source=random is reimplemented here")
+    its = rep["iterations"]
+    ref = train(cfg, len(its))
+    bad = 0
+    print(f"{'iter':>5} {'kformer loss':>14} {'torch loss':>14} {'rel':>9} {'kformer norm':>13} {'torch norm':>11}")
+    for rec, (loss, norm) in zip(its, ref):
+        rel = abs(rec["loss"] - loss) / abs(loss)
+        reln = abs(rec["grad_norm"] - norm) / max(abs(norm), 1e-12)
+        flag = "" if rel <= a.rtol and reln <= 10 * a.rtol else "  <-- MISMATCH"
+        bad += bool(flag)
+        print(f"{rec['iteration']:5d} {rec['loss']:14.8f} {loss:14.8f} {rel:9.2e} {rec['grad_norm']:13.6f} {norm:11.6f}{flag}")
+    print("reference: " + ("all iterations match" if bad == 0 else f"{bad} iteration(s) differ") + f" (rtol {a.rtol})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    sys.exit(main())
