@@ -57,10 +57,16 @@ void Model::forward(const std::vector<std::int32_t>& tokens) {
   Kokkos::deep_copy(exec, targets_, htg);
 
   // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
+  p_.require(-1);
   const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
   kk::embedding_forward(exec, emb_, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
   tp_allreduce(emb_);
-  for (int l = 0; l < s_.n_layers; ++l) blocks_[l].forward(l ? acts_[l - 1].x_out : emb_, acts_[l], scratch_);
+  for (int l = 0; l < s_.n_layers; ++l) {
+    p_.require(l);
+    blocks_[l].forward(l ? acts_[l - 1].x_out : emb_, acts_[l], scratch_);
+  }
+  p_.require(s_.n_layers);
+  p_.require(-1);  // the tied head (gpt) lives in the embedding's unit
   const DV<float**> x_last = s_.n_layers ? acts_.back().x_out : emb_;
   if (s_.gpt)
     kk::layernorm_forward(exec, lnf_, lnf_mean_, lnf_rstd_, x_last, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
@@ -87,6 +93,8 @@ double Model::loss_and_dlogits(float grad_scale) {
 void Model::backward(const std::function<void(int)>& on_unit_done) {
   Exec exec;
   const int L = s_.n_layers;
+  p_.require(L);
+  p_.require(-1);
   kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, head_grad(), DV<float*>(), logits_, lnf_, head_weight());
   tp_allreduce(scratch_.d_ln);
   const DV<float**> x_last = L ? acts_.back().x_out : emb_;
@@ -98,9 +106,11 @@ void Model::backward(const std::function<void(int)>& on_unit_done) {
                          lnf_rstd_);
   if (on_unit_done) on_unit_done(L);
   for (int l = L - 1; l >= 0; --l) {
+    p_.require(l);
     blocks_[l].backward(l ? acts_[l - 1].x_out : emb_, acts_[l], scratch_, dx_);
     if (on_unit_done) on_unit_done(l);
   }
+  p_.require(-1);
   const auto index = kk::make_token_index<Exec>(host_inputs_, v0_, Vl_);
   kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx_, index);
   if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx_, d_.T);

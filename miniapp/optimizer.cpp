@@ -18,15 +18,15 @@ double learning_rate(const OptimizerSettings& s, int it) {
 
 Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank)
     : p_(params), s_(s), dp_(dp), tp_rank_(tp_rank) {
-  const int shards = s.zero >= 1 && dp ? dp->size() : 1;
-  const int me = shards > 1 ? dp->rank() : 0;
-  for (const auto& u : p_.units()) {
+  const int shards = p_.shards(), me = p_.shard_rank();
+  for (std::size_t ui = 0; ui < p_.units().size(); ++ui) {
+    const ParamUnit& u = p_.units()[ui];
     const std::int64_t len = u.size / shards, lo = u.offset + me * len, hi = lo + len;
     for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i) {
       const ParamSlot& t = p_.slots()[i];
       const std::int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.rows * t.cols);
       if (a >= b) continue;
-      segments_.push_back({a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none});
+      segments_.push_back({ui, a - lo, a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none});
       state_size_ += b - a;
     }
   }
@@ -42,7 +42,7 @@ double Optimizer::grad_sq_local() const {
   double sq = 0;
   for (const auto& g : segments_) {
     if (g.replicated && tp_rank_ != 0) continue;
-    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.grads().data() + g.param_offset, g.length)));
+    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.grads().data() + g.grad_offset, g.length)));
   }
   return sq;
 }
@@ -55,18 +55,13 @@ void Optimizer::step(int iteration, double clip_scale) {
   h.grad_scale = static_cast<float>(clip_scale);
   for (const auto& g : segments_) {
     h.weight_decay = g.decay ? static_cast<float>(s_.weight_decay) : 0.f;
-    kernels::adamw_update(exec, as_vector(p_.values().data() + g.param_offset, g.length),
-                          as_vector(p_.grads().data() + g.param_offset, g.length),
+    kernels::adamw_update(exec, as_vector(p_.shard_values(g.unit) + g.shard_offset, g.length),
+                          as_vector(p_.grads().data() + g.grad_offset, g.length),
                           as_vector(m_.data() + g.state_offset, g.length),
                           as_vector(v_.data() + g.state_offset, g.length), h);
   }
-  if (s_.zero >= 1 && dp_ && dp_->size() > 1) {
-    const int n = dp_->size();
-    for (const auto& u : p_.units()) {  // in place: this rank's shard sits at its own offset
-      float* base = p_.values().data() + u.offset;
-      dp_->allgather(base + dp_->rank() * (u.size / n), base, u.size / n, comm::DType::f32);
-    }
-  }
+  p_.allgather_values();  // ZeRO-1/2: every rank gets the updated whole
+  p_.drop_gathered();     // ZeRO-3: gathered copies are stale
   exec.fence();
 }
 

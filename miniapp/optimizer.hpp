@@ -36,7 +36,10 @@ class Optimizer {
 
  private:
   struct Segment {  // a run of elements of one tensor that this rank updates
-    std::int64_t param_offset, state_offset, length;
+    std::size_t unit;
+    std::int64_t shard_offset;  // into the unit's shard of values
+    std::int64_t grad_offset;   // into the flat gradients
+    std::int64_t state_offset, length;
     bool decay, replicated;
   };
   ParamStore& p_;

@@ -1,32 +1,52 @@
-// A rank's parameters in flat buffers (see param_store.hpp).
+// A rank's parameters in flat buffers, ZeRO-3 gathers (see param_store.hpp).
 #include "param_store.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "counter_rng.hpp"
 
 namespace kformer {
+namespace {
+// Gathered units kept at once under ZeRO-3: a block's own, and at the ends of the model the
+// embedding, the final norm and the (tied) head, which are needed together.
+constexpr std::size_t kPoolSize = 3;
+}  // namespace
 
-ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, int shards) {
+ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero)
+    : dp_(dp) {
+  if (zero >= 1 && dp && dp->size() > 1) {
+    shards_ = dp->size();
+    shard_rank_ = dp->rank();
+    sharded_ = zero >= 3;
+  }
   auto close_unit = [&] {
     ParamUnit& u = units_.back();
-    u.size = (size_ - u.offset + shards - 1) / shards * shards;
+    u.size = (size_ - u.offset + shards_ - 1) / shards_ * shards_;
     size_ = u.offset + u.size;
   };
   for (const auto& s : specs) {
     if (units_.empty() || units_.back().layer != s.layer) {
       if (!units_.empty()) close_unit();
+      unit_of_layer_[s.layer] = units_.size();
       units_.push_back({s.layer, size_, 0, slots_.size(), 0});
     }
-    ParamSlot p{s, size_, s.local_rows(tp), s.local_cols(tp), s.row0(tp, tp_rank), s.col0(tp, tp_rank)};
+    ParamSlot p{s, size_, s.local_rows(tp), s.local_cols(tp), s.row0(tp, tp_rank), s.col0(tp, tp_rank),
+                units_.size() - 1};
     index_[s.name] = slots_.size();
     slots_.push_back(p);
     ++units_.back().n_slots;
     size_ += p.rows * p.cols;
   }
   if (!units_.empty()) close_unit();
-  values_ = DV<float*>("kformer::params", size_);
+  values_ = DV<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
   grads_ = DV<float*>("kformer::grads", size_);
+  if (sharded_) {
+    std::int64_t largest = 0;
+    for (const auto& u : units_) largest = std::max(largest, u.size);
+    pool_.resize(std::min(kPoolSize, units_.size()));
+    for (auto& g : pool_) g.buf = DV<float*>("kformer::gathered_params", largest);
+  }
 }
 
 const ParamSlot& ParamStore::slot(const std::string& name) const {
@@ -35,45 +55,118 @@ const ParamSlot& ParamStore::slot(const std::string& name) const {
   return slots_[it->second];
 }
 
-DV<float**> ParamStore::matrix(const DV<float*>& buf, const std::string& first, int count) const {
+float* ParamStore::shard_values(std::size_t u) const {
+  const ParamUnit& unit = units_[u];
+  if (sharded_) return values_.data() + unit.offset / shards_;
+  return values_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+}
+
+float* ParamStore::unit_values(std::size_t u) const {
+  if (!sharded_) return values_.data() + units_[u].offset;
+  for (auto& g : pool_)
+    if (g.valid && g.unit == u) return g.buf.data();
+  throw std::logic_error("kformer: layer " + std::to_string(units_[u].layer) +
+                         " read under ZeRO-3 without require()");
+}
+
+void ParamStore::require(int layer) const {
+  if (!sharded_) return;
+  const std::size_t u = unit_of_layer_.at(layer);
+  ++clock_;
+  for (auto& g : pool_)
+    if (g.valid && g.unit == u) {
+      g.last_use = clock_;
+      return;
+    }
+  auto victim = std::min_element(pool_.begin(), pool_.end(), [](const Gathered& a, const Gathered& b) {
+    return a.valid != b.valid ? !a.valid : a.last_use < b.last_use;
+  });
+  const std::int64_t n = units_[u].size / shards_;
+  dp_->allgather(shard_values(u), victim->buf.data(), n, comm::DType::f32);
+  *victim = {u, true, clock_, victim->buf};
+}
+
+void ParamStore::drop_gathered() const {
+  for (auto& g : pool_) g.valid = false;
+}
+
+void ParamStore::allgather_values() const {
+  if (sharded_ || shards_ == 1) return;
+  for (std::size_t u = 0; u < units_.size(); ++u)  // in place: this rank's shard is at its offset
+    dp_->allgather(shard_values(u), unit_values(u), units_[u].size / shards_, comm::DType::f32);
+}
+
+std::pair<std::int64_t, std::int64_t> ParamStore::block(const std::string& first, int count) const {
   const std::size_t i0 = index_.at(first);
   const ParamSlot& s = slots_[i0];
   std::int64_t rows = 0;
   for (int k = 0; k < count; ++k) {
     const ParamSlot& t = slots_.at(i0 + k);
-    if (t.cols != s.cols) throw std::logic_error("kformer: packed tensors from " + first + " differ in width");
+    if (t.cols != s.cols || t.unit != s.unit)
+      throw std::logic_error("kformer: tensors packed from " + first + " differ in width or layer");
     rows += t.rows;
   }
-  return as_matrix(buf.data() + s.offset, rows, s.cols);
+  return {s.offset, rows};
 }
 
-DV<float*> ParamStore::vector(const DV<float*>& buf, const std::string& first, int count) const {
-  const std::size_t i0 = index_.at(first);
-  std::int64_t n = 0;
-  for (int k = 0; k < count; ++k) n += slots_.at(i0 + k).rows * slots_.at(i0 + k).cols;
-  return as_vector(buf.data() + slots_[i0].offset, n);
+float* ParamStore::value_ptr(const std::string& first) const {
+  const ParamSlot& s = slots_[index_.at(first)];
+  return unit_values(s.unit) + (s.offset - units_[s.unit].offset);
+}
+
+DV<float**> ParamStore::w(const std::string& first, int count) const {
+  return as_matrix(value_ptr(first), block(first, count).second, slot(first).cols);
+}
+DV<float**> ParamStore::dw(const std::string& first, int count) const {
+  const auto b = block(first, count);
+  return as_matrix(grads_.data() + b.first, b.second, slot(first).cols);
+}
+DV<float*> ParamStore::v(const std::string& first, int count) const {
+  return as_vector(value_ptr(first), block(first, count).second * slot(first).cols);
+}
+DV<float*> ParamStore::dv(const std::string& first, int count) const {
+  const auto b = block(first, count);
+  return as_vector(grads_.data() + b.first, b.second * slot(first).cols);
 }
 
 void ParamStore::initialize(std::uint64_t seed) {
   Exec exec;
-  for (const auto& p : slots_) {
-    auto view = as_matrix(values_.data() + p.offset, p.rows, p.cols);
-    if (p.spec.init == Init::normal) {
-      kernels::fill_normal_block(exec, view, kernels::stream_key(seed, p.spec.name), p.spec.cols, p.row0, p.col0,
-                                 p.spec.std_dev);
-    } else {
-      Kokkos::deep_copy(exec, view, p.spec.init == Init::ones ? 1.0f : 0.0f);
+  DV<float*> whole;  // under ZeRO-3 each unit is drawn whole here, then this rank keeps its shard
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const ParamUnit& unit = units_[u];
+    float* base = values_.data() + unit.offset;
+    if (sharded_) {
+      if (whole.extent(0) < std::size_t(unit.size)) whole = DV<float*>("kformer::init_unit", unit.size);
+      Kokkos::deep_copy(exec, whole, 0.0f);
+      base = whole.data();
     }
-    // Rows past the real vocabulary exist only to make the table divide by 64*tp: keep them 0.
-    const std::int64_t first_pad = p.spec.real_rows - p.row0;
-    if (first_pad < p.rows) {
-      const std::int64_t from = first_pad > 0 ? first_pad : 0;
-      Kokkos::deep_copy(exec, Kokkos::subview(view, std::make_pair(from, p.rows), Kokkos::ALL()), 0.0f);
+    for (std::size_t i = unit.first_slot; i < unit.first_slot + unit.n_slots; ++i) {
+      const ParamSlot& p = slots_[i];
+      auto view = as_matrix(base + (p.offset - unit.offset), p.rows, p.cols);
+      if (p.spec.init == Init::normal)
+        kernels::fill_normal_block(exec, view, kernels::stream_key(seed, p.spec.name), p.spec.cols, p.row0, p.col0,
+                                   p.spec.std_dev);
+      else
+        Kokkos::deep_copy(exec, view, p.spec.init == Init::ones ? 1.0f : 0.0f);
+      // Rows past the real vocabulary exist only to make the table divide by 64*tp: keep them 0.
+      const std::int64_t first_pad = std::max<std::int64_t>(0, p.spec.real_rows - p.row0);
+      if (first_pad < p.rows)
+        Kokkos::deep_copy(exec, Kokkos::subview(view, std::make_pair(first_pad, p.rows), Kokkos::ALL()), 0.0f);
+    }
+    if (sharded_) {
+      const std::int64_t n = unit.size / shards_;
+      Kokkos::deep_copy(exec, as_vector(shard_values(u), n), as_vector(base + shard_rank_ * n, n));
     }
   }
   exec.fence();
 }
 
 void ParamStore::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
+
+std::int64_t ParamStore::resident_bytes() const {
+  std::int64_t n = values_.span() + grads_.span();
+  for (const auto& g : pool_) n += g.buf.span();
+  return n * std::int64_t(sizeof(float));
+}
 
 }  // namespace kformer

@@ -1,12 +1,17 @@
-// A rank's parameters, gradients and AdamW moments, each in one flat device buffer (so that
-// data-parallel reductions and ZeRO sharding work on contiguous ranges), with a view per named
-// tensor over its local TP block. Initialisation draws every element from its global index.
+// A rank's parameters and gradients, each in one flat device buffer (so that data-parallel
+// reductions and ZeRO sharding work on contiguous ranges), with a view per named tensor over its
+// local TP block. Initialisation draws every element from its global index.
+//
+// Under ZeRO-3 (FSDP) a rank keeps only its 1/dp shard of each unit's values; require(layer)
+// all-gathers a unit into one of a few reusable buffers before a kernel reads it, and a buffer
+// is reused (the gathered copy freed) when another unit needs the room.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "device.hpp"
 #include "model_spec.hpp"
 
@@ -14,9 +19,10 @@ namespace kformer {
 
 struct ParamSlot {
   ParamSpec spec;
-  std::int64_t offset = 0;     // in the flat buffers
+  std::int64_t offset = 0;          // in the flat (unsharded) layout
   std::int64_t rows = 0, cols = 0;  // local block
   std::int64_t row0 = 0, col0 = 0;  // its place in the global tensor
+  std::size_t unit = 0;
 };
 
 // The tensors of one layer (or the embedding, or the final norm and head): the unit of gradient
@@ -29,9 +35,10 @@ struct ParamUnit {
 
 class ParamStore {
  public:
-  // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks;
-  // every unit is padded so that `shards` ranks can split it evenly.
-  ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, int shards = 1);
+  // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
+  // With zero >= 1 units are padded to split evenly over `dp`; with zero 3 values are sharded.
+  ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp = nullptr,
+             int zero = 0);
 
   void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
   void zero_grads();
@@ -41,26 +48,54 @@ class ParamStore {
   const ParamSlot& slot(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   std::int64_t size() const { return size_; }
+  int shards() const { return shards_; }
+  int shard_rank() const { return shard_rank_; }
+  bool values_sharded() const { return sharded_; }
 
-  DV<float*> values() const { return values_; }
   DV<float*> grads() const { return grads_; }
+  // This rank's shard of unit u's values (the whole unit when not sharded over dp: shards = 1).
+  float* shard_values(std::size_t u) const;
+  // Unit u's whole values (requires it gathered under ZeRO-3).
+  float* unit_values(std::size_t u) const;
+
+  // ZeRO-3: make the unit of `layer` readable (all-gather unless it is still resident).
+  void require(int layer) const;
+  // ZeRO-3: forget the gathered copies (the optimizer changed the shards).
+  void drop_gathered() const;
+  // ZeRO-1/2: after each rank updated its shard, give every rank the whole values.
+  void allgather_values() const;
 
   // Views of a tensor, or of `count` adjacent tensors starting at `first` read as one block of
   // rows (the packed QKV and SwiGLU projections); vectors are 1-D.
-  DV<float**> w(const std::string& first, int count = 1) const { return matrix(values_, first, count); }
-  DV<float**> dw(const std::string& first, int count = 1) const { return matrix(grads_, first, count); }
-  DV<float*> v(const std::string& first, int count = 1) const { return vector(values_, first, count); }
-  DV<float*> dv(const std::string& first, int count = 1) const { return vector(grads_, first, count); }
+  DV<float**> w(const std::string& first, int count = 1) const;
+  DV<float**> dw(const std::string& first, int count = 1) const;
+  DV<float*> v(const std::string& first, int count = 1) const;
+  DV<float*> dv(const std::string& first, int count = 1) const;
+
+  std::int64_t resident_bytes() const;  // values, gradients and gather buffers held now
 
  private:
-  DV<float**> matrix(const DV<float*>& buf, const std::string& first, int count) const;
-  DV<float*> vector(const DV<float*>& buf, const std::string& first, int count) const;
+  std::pair<std::int64_t, std::int64_t> block(const std::string& first, int count) const;  // offset, rows
+  float* value_ptr(const std::string& first) const;
 
   std::vector<ParamSlot> slots_;
   std::vector<ParamUnit> units_;
   std::map<std::string, std::size_t> index_;
+  std::map<int, std::size_t> unit_of_layer_;
   std::int64_t size_ = 0;
-  DV<float*> values_, grads_;
+  comm::Communicator* dp_ = nullptr;
+  int shards_ = 1, shard_rank_ = 0;
+  bool sharded_ = false;
+  DV<float*> values_, grads_;  // values_: the whole layout, or this rank's shards under ZeRO-3
+
+  struct Gathered {
+    std::size_t unit = 0;
+    bool valid = false;
+    long last_use = 0;
+    DV<float*> buf;
+  };
+  mutable std::vector<Gathered> pool_;
+  mutable long clock_ = 0;
 };
 
 }  // namespace kformer

@@ -18,8 +18,7 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
       micro_batch_(cfg.i32("train.micro_batch")), seq_len_(cfg.i32("train.seq_len")),
       global_batch_(cfg.i32("train.global_batch")), microbatches_(cfg.i32("parallel.microbatches")) {
   const int zero = cfg.i32("parallel.zero");
-  const int dp = mesh.shape.dp;
-  params_ = std::make_unique<ParamStore>(model_params(shape_), shape_.tp, mesh.tp_rank, zero >= 1 ? dp : 1);
+  params_ = std::make_unique<ParamStore>(model_params(shape_), shape_.tp, mesh.tp_rank, mesh.dp.get(), zero);
   params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
   KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
                  kernels::attention_kind_from_string(cfg.str("kernels.attention"))};
