@@ -9,6 +9,7 @@
 // GQA: query head h reads kv head h / (H/KV) (Hugging Face's repeat_kv order).
 #pragma once
 
+#include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "attention_common.hpp"
+#include "team_reduce.hpp"
 
 namespace kformer::kernels {
 
@@ -56,13 +57,9 @@ void attention_fused_forward(const ExecSpace& exec, const DView<float***, ExecSp
             detail::row_times_tile(Q + i * hd, KT, BK, hd, nv, s);
             float mx = m[i];
             for (int j = 0; j < nv; ++j) mx = s[j] > mx ? s[j] : mx;
-            const float corr = kmath::exp(m[i] - mx);
-            float sum = 0.f;
-            for (int j = 0; j < nv; ++j) {
-              s[j] = kmath::exp(s[j] - mx);
-              sum += s[j];
-            }
-            l[i] = l[i] * corr + sum;
+            const float corr = detail::fast_exp(m[i] - mx);
+            for (int j = 0; j < nv; ++j) s[j] = detail::fast_exp(s[j] - mx);
+            l[i] = l[i] * corr + detail::sum_by_lanes(nv, [&](int j) { return s[j]; });
             m[i] = mx;
             float* o = O + i * hd;
             for (int d = 0; d < hd; ++d) o[d] *= corr;

@@ -73,7 +73,7 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
               detail::row_times_tile(K + j * hd, QT + i0, BQ, hd, nq - i0, p + i0);
               detail::row_times_tile(V + j * hd, dOT + i0, BQ, hd, nq - i0, ds + i0);
               for (int i = i0; i < nq; ++i) {
-                p[i] = kmath::exp(p[i] - lse(b, h, q0 + i));
+                p[i] = detail::fast_exp(p[i] - lse(b, h, q0 + i));
                 ds[i] = p[i] * (ds[i] - delta(b, h, q0 + i));
               }
               detail::accumulate_rows(p + i0, dO + i0 * hd, hd, nq - i0, dV + j * hd);
@@ -126,7 +126,7 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
             detail::row_times_tile(Q + i * hd, KT, BK, hd, nv, s);
             detail::row_times_tile(dO + i * hd, VT, BK, hd, nv, dp);
             const float li = lse(b, h, q0 + i), di = delta(b, h, q0 + i);
-            for (int j = 0; j < nv; ++j) dp[j] = kmath::exp(s[j] - li) * (dp[j] - di);
+            for (int j = 0; j < nv; ++j) dp[j] = detail::fast_exp(s[j] - li) * (dp[j] - di);
             detail::accumulate_rows(dp, K, hd, nv, dQ + i * hd);
           });
         }

@@ -3,6 +3,7 @@
 // own so its memory traffic can be benchmarked. Deterministic (fixed-grouping team reductions).
 #pragma once
 
+#include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
@@ -21,7 +22,7 @@ void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSp
         float* row = &att(bh / H, bh % H, t, 0);
         const float m = detail::team_row_max(team, t + 1, [&](int j) { return row[j]; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-          row[j] = j <= t ? kmath::exp(row[j] - m) : 0.f;
+          row[j] = j <= t ? detail::fast_exp(row[j] - m) : 0.f;
         });
         team.team_barrier();
         const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return row[j]; });
