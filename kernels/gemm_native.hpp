@@ -10,12 +10,10 @@
 
 #include <cstdint>
 
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDACC__) || defined(__clang__)
 #define KFORMER_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__) && !defined(__clang__)
+#elif defined(__GNUC__)
 #define KFORMER_UNROLL _Pragma("GCC unroll 32")
-#elif defined(__clang__)
-#define KFORMER_UNROLL _Pragma("unroll")
 #else
 #define KFORMER_UNROLL
 #endif
@@ -177,8 +175,9 @@ struct NativeGemm {
     const int m0 = (team.league_rank() / tiles_n) * TM, n0 = (team.league_rank() % tiles_n) * TN;
     const int rows = M - m0 < TM ? M - m0 : TM, cols = N - n0 < TN ? N - n0 : TN;
     const int pm = (rows + MR - 1) / MR, pn = (cols + NR - 1) / NR;
-    float* ap = static_cast<float*>(team.team_scratch(Tiles::scratch_level).get_shmem(sizeof(float) * TM * TK));
-    float* bp = static_cast<float*>(team.team_scratch(Tiles::scratch_level).get_shmem(sizeof(float) * TK * TN));
+    const int level = Tiles::scratch_level;  // a copy: device code cannot take the member's address
+    float* ap = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * TM * TK));
+    float* bp = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * TK * TN));
     int k0 = 0;
     do {  // at least once, so that K == 0 still writes beta C + bias
       const int kc = K - k0 < TK ? K - k0 : TK;
