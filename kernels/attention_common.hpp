@@ -57,6 +57,28 @@ Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>> scratch_team_po
   return Policy(exec, league, Kokkos::AUTO).set_scratch_size(level, Kokkos::PerTeam(bytes));
 }
 
+// The rows a team of the fused kernels owns: batch b, head h (query or kv head), rows
+// [r0, r0 + n) of the sequence, decoded from the league index over (batch, head, tile). With
+// `longest_first` the tiles at the end of the sequence (the most causal work) come first.
+struct Tile {
+  int b, h, r0, n;
+};
+KOKKOS_INLINE_FUNCTION Tile tile_of(int r, int ntiles, int nheads, int edge, int T, bool longest_first) {
+  const int t = longest_first ? ntiles - 1 - r % ntiles : r % ntiles;
+  const int r0 = t * edge;
+  return Tile{r / (ntiles * nheads), (r / ntiles) % nheads, r0, T - r0 < edge ? T - r0 : edge};
+}
+
+// Hands out consecutive arrays of a team's scratch.
+struct ScratchCarver {
+  float* p;
+  KOKKOS_INLINE_FUNCTION float* take(int n) {
+    float* r = p;
+    p += n;
+    return r;
+  }
+};
+
 // Copies rows [r0, r0+n) of the hd-wide head at column c0 of x (B,T,W), times scale, into
 // scratch: row-major dst[i*hd + d] and/or transposed dstT[d*ld + i] (either may be null).
 template <class Member, class V>

@@ -26,17 +26,16 @@ void attention_fused_forward(const ExecSpace& exec, const DView<float***, ExecSp
   const auto policy = detail::scratch_team_policy(exec, B * H * nqt, nfloats, level);
   Kokkos::parallel_for(
       "kformer::attention_fused_forward", policy, KOKKOS_LAMBDA(const typename decltype(policy)::member_type& team) {
-        const int r = team.league_rank();
-        const int qt = nqt - 1 - r % nqt, h = (r / nqt) % H, b = r / (nqt * H);  // longest tiles first
-        const int q0 = qt * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
-        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(level), nfloats);
-        float* Q = buf.data();
-        float* KT = Q + BQ * hd;
-        float* V = KT + hd * BK;
-        float* S = V + BK * hd;
-        float* O = S + BQ * BK;
-        float* m = O + BQ * hd;
-        float* l = m + BQ;
+        const detail::Tile tile = detail::tile_of(team.league_rank(), nqt, H, BQ, T, true);
+        const int b = tile.b, h = tile.h, q0 = tile.r0, nq = tile.n;
+        detail::ScratchCarver sc{detail::ScratchFloats<ExecSpace>(team.team_scratch(level), nfloats).data()};
+        float* Q = sc.take(BQ * hd);
+        float* KT = sc.take(hd * BK);
+        float* V = sc.take(BK * hd);
+        float* S = sc.take(BQ * BK);
+        float* O = sc.take(BQ * hd);
+        float* m = sc.take(BQ);
+        float* l = sc.take(BQ);
         const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
         detail::load_head_rows(team, qkv, b, q0, nq, L.q_col(h), hd, scale, Q, nullptr, 0);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {

@@ -40,20 +40,19 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
   const auto p1 = detail::scratch_team_policy(exec, B * KV * nkt, nf1, lv1);
   Kokkos::parallel_for(
       "kformer::attention_fused_dkv", p1, KOKKOS_LAMBDA(const typename decltype(p1)::member_type& team) {
-        const int r = team.league_rank();
-        const int kt = r % nkt, kvh = (r / nkt) % KV, b = r / (nkt * KV);
-        const int k0 = kt * BK, nk = T - k0 < BK ? T - k0 : BK;
-        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(lv1), nf1);
-        float* K = buf.data();
-        float* V = K + BK * hd;
-        float* dK = V + BK * hd;
-        float* dV = dK + BK * hd;
-        float* Q = dV + BK * hd;
-        float* dO = Q + BQ * hd;
-        float* QT = dO + BQ * hd;
-        float* dOT = QT + hd * BQ;
-        float* P = dOT + hd * BQ;
-        float* dS = P + BK * BQ;
+        const detail::Tile tile = detail::tile_of(team.league_rank(), nkt, KV, BK, T, false);
+        const int b = tile.b, kvh = tile.h, k0 = tile.r0, nk = tile.n;
+        detail::ScratchCarver sc{detail::ScratchFloats<ExecSpace>(team.team_scratch(lv1), nf1).data()};
+        float* K = sc.take(BK * hd);
+        float* V = sc.take(BK * hd);
+        float* dK = sc.take(BK * hd);
+        float* dV = sc.take(BK * hd);
+        float* Q = sc.take(BQ * hd);
+        float* dO = sc.take(BQ * hd);
+        float* QT = sc.take(hd * BQ);
+        float* dOT = sc.take(hd * BQ);
+        float* P = sc.take(BK * BQ);
+        float* dS = sc.take(BK * BQ);
         detail::load_head_rows(team, qkv, b, k0, nk, L.k_col(kvh), hd, 1.f, K, nullptr, 0);
         detail::load_head_rows(team, qkv, b, k0, nk, L.v_col(kvh), hd, 1.f, V, nullptr, 0);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int e) { dK[e] = dV[e] = 0.f; });
@@ -96,18 +95,17 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
   const auto p2 = detail::scratch_team_policy(exec, B * H * nqt, nf2, lv2);
   Kokkos::parallel_for(
       "kformer::attention_fused_dq", p2, KOKKOS_LAMBDA(const typename decltype(p2)::member_type& team) {
-        const int r = team.league_rank();
-        const int qt = nqt - 1 - r % nqt, h = (r / nqt) % H, b = r / (nqt * H);
-        const int q0 = qt * BQ, nq = T - q0 < BQ ? T - q0 : BQ;
-        detail::ScratchFloats<ExecSpace> buf(team.team_scratch(lv2), nf2);
-        float* Q = buf.data();
-        float* dO = Q + BQ * hd;
-        float* dQ = dO + BQ * hd;
-        float* KT = dQ + BQ * hd;
-        float* VT = KT + hd * BK;
-        float* K = VT + hd * BK;
-        float* S = K + BK * hd;
-        float* dP = S + BQ * BK;
+        const detail::Tile tile = detail::tile_of(team.league_rank(), nqt, H, BQ, T, true);
+        const int b = tile.b, h = tile.h, q0 = tile.r0, nq = tile.n;
+        detail::ScratchCarver sc{detail::ScratchFloats<ExecSpace>(team.team_scratch(lv2), nf2).data()};
+        float* Q = sc.take(BQ * hd);
+        float* dO = sc.take(BQ * hd);
+        float* dQ = sc.take(BQ * hd);
+        float* KT = sc.take(hd * BK);
+        float* VT = sc.take(hd * BK);
+        float* K = sc.take(BK * hd);
+        float* S = sc.take(BQ * BK);
+        float* dP = sc.take(BQ * BK);
         const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
         detail::load_head_rows(team, qkv, b, q0, nq, L.q_col(h), hd, scale, Q, nullptr, 0);
         detail::load_head_rows(team, dout, b, q0, nq, h * hd, hd, 1.f, dO, nullptr, 0);

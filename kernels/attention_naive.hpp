@@ -9,38 +9,59 @@
 
 namespace kformer::kernels {
 
+namespace detail {
+// dst(b,h,t,t2) = scale * <a(b, t, h*hd ...), c(b, t2, c0 + kv(h)*hd ...)> for t2 <= t, else 0:
+// the scores (a = q, c = k) and the gradient of the probabilities (a = dout, c = v).
+template <class ExecSpace>
+void causal_head_dots(const ExecSpace& exec, const char* label, const DView<float****, ExecSpace>& dst,
+                      const DView<const float***, ExecSpace>& a, const DView<const float***, ExecSpace>& c, int c0,
+                      const QkvLayout& L, float scale) {
+  const int H = L.H, hd = L.hd;
+  const int64_t BH = int64_t(dst.extent(0)) * H, T = int64_t(dst.extent(2));
+  Kokkos::parallel_for(
+      label, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>(exec, {0, 0, 0}, {BH, T, T}),
+      KOKKOS_LAMBDA(const int64_t bh, const int64_t t, const int64_t t2) {
+        const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
+        float s = 0.f;
+        if (t2 <= t) {
+          const float* x = &a(b, t, h * hd);
+          const float* y = &c(b, t2, c0 + L.kv_of(h) * hd);
+          for (int d = 0; d < hd; ++d) s += x[d] * y[d];
+        }
+        dst(b, h, t, t2) = s * scale;
+      });
+}
+
+// dst(b, t, h*hd + d) = alpha * sum_{j <= t} w(b,h,t,j) * src(b, j, c0 + kv(h)*hd + d): the
+// values weighted by the probabilities (src = v) and dq from d(scores) (src = k).
+template <class ExecSpace>
+void causal_rows_times_heads(const ExecSpace& exec, const char* label, const DView<float***, ExecSpace>& dst,
+                             const DView<const float****, ExecSpace>& w, const DView<const float***, ExecSpace>& src,
+                             int c0, const QkvLayout& L, float alpha) {
+  const int H = L.H, hd = L.hd, T = static_cast<int>(w.extent(2));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      label, Policy(exec, static_cast<int>(w.extent(0)) * T * H, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int r = team.league_rank(), h = r % H, t = (r / H) % T, b = r / (H * T);
+        const int sc = c0 + L.kv_of(h) * hd;
+        team_weighted_rows(
+            team, hd, t + 1, [&](int j) { return w(b, h, t, j); }, [&](int j) { return &src(b, j, sc); }, alpha,
+            [&](int d, float v) { dst(b, t, h * hd + d) = v; });
+      });
+}
+}  // namespace detail
+
 // out (B,T,H*hd) and att (B,H,T,T) (the probabilities) written from qkv.
 template <class ExecSpace>
 void attention_naive_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
                              const DView<float****, ExecSpace>& att, const DView<const float***, ExecSpace>& qkv,
                              int n_heads, int n_kv_heads) {
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
-  const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd;
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  Kokkos::parallel_for(
-      "kformer::attention_naive_scores",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>(exec, {0, 0, 0}, {int64_t(B) * H, int64_t(T), int64_t(T)}),
-      KOKKOS_LAMBDA(const int64_t bh, const int64_t t, const int64_t t2) {
-        const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
-        float s = 0.f;
-        if (t2 <= t) {
-          const float* q = &qkv(b, t, L.q_col(h));
-          const float* k = &qkv(b, t2, L.k_col(L.kv_of(h)));
-          for (int d = 0; d < hd; ++d) s += q[d] * k[d];
-        }
-        att(b, h, t, t2) = s * scale;
-      });
+  const float scale = 1.f / std::sqrt(static_cast<float>(L.hd));
+  detail::causal_head_dots(exec, "kformer::attention_naive_scores", att, qkv, qkv, L.k_col(0), L, scale);
   causal_softmax_forward(exec, att);
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  Kokkos::parallel_for(
-      "kformer::attention_naive_values", Policy(exec, B * T * H, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int r = team.league_rank(), h = r % H, t = (r / H) % T, b = r / (H * T);
-        const int vc = L.v_col(L.kv_of(h));
-        detail::team_weighted_rows(
-            team, hd, t + 1, [&](int j) { return att(b, h, t, j); }, [&](int j) { return &qkv(b, j, vc); }, 1.f,
-            [&](int d, float v) { out(b, t, h * hd + d) = v; });
-      });
+  detail::causal_rows_times_heads(exec, "kformer::attention_naive_values", out, att, qkv, L.v_col(0), L, 1.f);
 }
 
 // dqkv (B,T,(H+2KV)*hd) written from dout (B,T,H*hd), the forward's qkv and att (B,H,T,T);
@@ -54,30 +75,11 @@ void attention_naive_backward(const ExecSpace& exec, const DView<float***, ExecS
   const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
   const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  Kokkos::parallel_for(
-      "kformer::attention_naive_datt",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>(exec, {0, 0, 0}, {int64_t(B) * H, int64_t(T), int64_t(T)}),
-      KOKKOS_LAMBDA(const int64_t bh, const int64_t t, const int64_t t2) {
-        const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
-        float s = 0.f;
-        if (t2 <= t) {
-          const float* g = &dout(b, t, h * hd);
-          const float* v = &qkv(b, t2, L.v_col(L.kv_of(h)));
-          for (int d = 0; d < hd; ++d) s += g[d] * v[d];
-        }
-        datt(b, h, t, t2) = s;
-      });
+  detail::causal_head_dots(exec, "kformer::attention_naive_datt", datt, dout, qkv, L.v_col(0), L, 1.f);
   causal_softmax_backward(exec, datt, datt, att);  // datt now holds d(scores)
+  // dq is written into the q columns of dqkv, which come first: column h*hd as in out.
+  detail::causal_rows_times_heads(exec, "kformer::attention_naive_dq", dqkv, datt, qkv, L.k_col(0), L, scale);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  Kokkos::parallel_for(
-      "kformer::attention_naive_dq", Policy(exec, B * T * H, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int r = team.league_rank(), h = r % H, t = (r / H) % T, b = r / (H * T);
-        const int kc = L.k_col(L.kv_of(h));
-        detail::team_weighted_rows(
-            team, hd, t + 1, [&](int j) { return datt(b, h, t, j); }, [&](int j) { return &qkv(b, j, kc); }, scale,
-            [&](int d, float v) { dqkv(b, t, L.q_col(h) + d) = v; });
-      });
   // dk, dv of kv head `kvh` at key position t2: over the G query heads of the group and the
   // query positions t >= t2, flattened as j = g * (T - t2) + (t - t2).
   Kokkos::parallel_for(
