@@ -32,14 +32,6 @@ MPI_Datatype to_mpi(DType t) {
 
 MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw std::runtime_error(std::string("MPI error in ") + what + ": " + std::string(msg, len));
-}
-
 int mpi_count(const Op& op) {
   if (op.count > static_cast<std::size_t>(INT_MAX))
     throw std::invalid_argument(std::string("comm mpi ") + op_name(op.kind) + ": " + std::to_string(op.count) +
@@ -136,32 +128,32 @@ void post(Prepared& p, MPI_Comm comm, MPI_Request* req) {
   const MPI_Op r = to_mpi(p.op.reduce);
   switch (p.op.kind) {
     case OpKind::allreduce:
-      check(req ? MPI_Iallreduce(p.send, p.recv, p.count, t, r, comm, req)
+      check_mpi(req ? MPI_Iallreduce(p.send, p.recv, p.count, t, r, comm, req)
                 : MPI_Allreduce(p.send, p.recv, p.count, t, r, comm),
             "MPI_Allreduce");
       break;
     case OpKind::reduce_scatter:
-      check(req ? MPI_Ireduce_scatter_block(p.send, p.recv, p.count, t, r, comm, req)
+      check_mpi(req ? MPI_Ireduce_scatter_block(p.send, p.recv, p.count, t, r, comm, req)
                 : MPI_Reduce_scatter_block(p.send, p.recv, p.count, t, r, comm),
             "MPI_Reduce_scatter_block");
       break;
     case OpKind::allgather:
-      check(req ? MPI_Iallgather(p.send, p.count, t, p.recv, p.count, t, comm, req)
+      check_mpi(req ? MPI_Iallgather(p.send, p.count, t, p.recv, p.count, t, comm, req)
                 : MPI_Allgather(p.send, p.count, t, p.recv, p.count, t, comm),
             "MPI_Allgather");
       break;
     case OpKind::broadcast:
-      check(req ? MPI_Ibcast(p.recv, p.count, t, p.op.peer, comm, req)
+      check_mpi(req ? MPI_Ibcast(p.recv, p.count, t, p.op.peer, comm, req)
                 : MPI_Bcast(p.recv, p.count, t, p.op.peer, comm),
             "MPI_Bcast");
       break;
     case OpKind::send:
-      check(req ? MPI_Isend(p.send, p.count, t, p.op.peer, 0, comm, req)
+      check_mpi(req ? MPI_Isend(p.send, p.count, t, p.op.peer, 0, comm, req)
                 : MPI_Send(p.send, p.count, t, p.op.peer, 0, comm),
             "MPI_Send");
       break;
     case OpKind::recv:
-      check(req ? MPI_Irecv(p.recv, p.count, t, p.op.peer, 0, comm, req)
+      check_mpi(req ? MPI_Irecv(p.recv, p.count, t, p.op.peer, 0, comm, req)
                 : MPI_Recv(p.recv, p.count, t, p.op.peer, 0, comm, MPI_STATUS_IGNORE),
             "MPI_Recv");
       break;
@@ -186,12 +178,12 @@ class MpiRequest final : public Request::Impl {
   }
   bool test() override {
     int flag = 0;
-    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+    check_mpi(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
     if (flag) complete();
     return flag != 0;
   }
   void wait() override {
-    check(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    check_mpi(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     complete();
   }
 
@@ -220,35 +212,24 @@ bool MpiComm::cuda_aware() {
 }
 
 MpiComm::MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec)
-    : comm_(comm), owned_(owned), exec_(exec) {
-  check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-}
+    : MpiComm(MpiHandle(comm, owned), exec) {}
 
-MpiComm::~MpiComm() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (owned_ && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+MpiComm::MpiComm(MpiHandle comm, Kokkos::DefaultExecutionSpace exec)
+    : comm_(std::move(comm)), rank_(comm_.rank()), size_(comm_.size()), exec_(exec) {}
 
 std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
-  if (color < 0)
-    throw std::invalid_argument("comm split: color " + std::to_string(color) +
-                                " is negative: every rank needs a color >= 0");
-  MPI_Comm out = MPI_COMM_NULL;
-  check(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
-  return std::make_unique<MpiComm>(out, true, exec_);
+  return std::make_unique<MpiComm>(comm_.split(color, key), exec_);
 }
 
 void MpiComm::barrier() {
   exec_.fence();
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier");
 }
 
 void MpiComm::run(const Op& op) {
   exec_.fence();
   Prepared p = prepare(op, rank_, size_);
-  post(p, comm_, nullptr);
+  post(p, comm_.get(), nullptr);
   finish(p);
 }
 
@@ -261,7 +242,7 @@ Request MpiComm::start_group(const std::vector<Op>& ops) {
   std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     calls.push_back(prepare(ops[i], rank_, size_));
-    post(calls.back(), comm_, &reqs[i]);
+    post(calls.back(), comm_.get(), &reqs[i]);
   }
   return Request(std::make_unique<MpiRequest>(std::move(calls), std::move(reqs)));
 }

@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "communicator.hpp"
+#include "mpi_handle.hpp"
 
 namespace kformer::comm {
 
@@ -16,7 +17,7 @@ class MpiComm final : public Communicator {
   // Wraps `comm`; frees it on destruction only when `owned` (never MPI_COMM_WORLD). `exec` is
   // fenced before MPI touches a buffer, because kernels that write it may still be running.
   MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec = Kokkos::DefaultExecutionSpace());
-  ~MpiComm() override;
+  MpiComm(MpiHandle comm, Kokkos::DefaultExecutionSpace exec);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -27,7 +28,7 @@ class MpiComm final : public Communicator {
   Request start(const Op& op) override;
   Request start_group(const std::vector<Op>& ops) override;
 
-  MPI_Comm handle() const { return comm_; }
+  MPI_Comm handle() const { return comm_.get(); }
 
   // Whether this MPI reads and writes CUDA device memory itself: MPIX_Query_cuda_support where
   // the MPI has it, overridden by KFORMER_MPI_CUDA_AWARE=0/1 (for MPIs that cannot say, e.g.
@@ -35,8 +36,7 @@ class MpiComm final : public Communicator {
   static bool cuda_aware();
 
  private:
-  MPI_Comm comm_;
-  bool owned_;
+  MpiHandle comm_;
   int rank_ = 0;
   int size_ = 1;
   Kokkos::DefaultExecutionSpace exec_;

@@ -20,11 +20,6 @@ void check(cudaError_t rc, const char* what) {
   throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(rc));
 }
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  throw std::runtime_error(std::string("MPI error in ") + what + " while setting up NCCL");
-}
-
 ncclDataType_t to_nccl(DType t) {
   switch (t) {
     case DType::f32: return ncclFloat32;
@@ -51,11 +46,11 @@ void require_device(const void* p, const Op& op) {
 
 ncclComm_t init_over_mpi(MPI_Comm comm) {
   int rank = 0, size = 1;
-  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   ncclUniqueId id{};
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  check(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm), "MPI_Bcast of the NCCL unique id");
+  check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm), "MPI_Bcast of the NCCL unique id");
   ncclComm_t out = nullptr;
   check(ncclCommInitRank(&out, size, id, rank), "ncclCommInitRank");
   return out;
@@ -83,14 +78,13 @@ class NcclRequest final : public Request::Impl {
 }  // namespace
 
 NcclComm::NcclComm(MPI_Comm comm, bool owned, Kokkos::Cuda exec)
-    : NcclComm(comm, owned, exec, init_over_mpi(comm)) {}
+    : NcclComm(MpiHandle(comm, owned), exec, init_over_mpi(comm)) {}
 
-NcclComm::NcclComm(MPI_Comm comm, bool owned, Kokkos::Cuda exec, ncclComm_t nccl)
-    : mpi_(comm), owned_(owned), exec_(exec), nccl_(nccl) {
+NcclComm::NcclComm(MpiHandle mpi, Kokkos::Cuda exec, ncclComm_t nccl)
+    : mpi_(std::move(mpi)), exec_(exec), nccl_(nccl) {
   check(ncclCommUserRank(nccl_, &rank_), "ncclCommUserRank");
   check(ncclCommCount(nccl_, &size_), "ncclCommCount");
-  int mpi_rank = 0;
-  check(MPI_Comm_rank(mpi_, &mpi_rank), "MPI_Comm_rank");
+  const int mpi_rank = mpi_.rank();
   if (mpi_rank != rank_)
     throw std::logic_error("comm nccl: NCCL rank " + std::to_string(rank_) + " differs from MPI rank " +
                            std::to_string(mpi_rank) + " after a split: report this as a kformer bug");
@@ -98,30 +92,23 @@ NcclComm::NcclComm(MPI_Comm comm, bool owned, Kokkos::Cuda exec, ncclComm_t nccl
 
 NcclComm::~NcclComm() {
   if (nccl_) ncclCommDestroy(nccl_);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (owned_ && !finalized && mpi_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_);
 }
 
 std::unique_ptr<Communicator> NcclComm::split(int color, int key) {
-  if (color < 0)
-    throw std::invalid_argument("comm split: color " + std::to_string(color) +
-                                " is negative: every rank needs a color >= 0");
-  MPI_Comm sub = MPI_COMM_NULL;
-  check(MPI_Comm_split(mpi_, color, key, &sub), "MPI_Comm_split");
+  MpiHandle sub = mpi_.split(color, key);  // refuses negative colors: to NCCL they mean "no group"
   ncclComm_t nccl = nullptr;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
   // Shares the parent's resources where NCCL can; same color/key ordering as MPI_Comm_split.
   check(ncclCommSplit(nccl_, color, key, &nccl, nullptr), "ncclCommSplit");
 #else
-  nccl = init_over_mpi(sub);
+  nccl = init_over_mpi(sub.get());
 #endif
-  return std::unique_ptr<Communicator>(new NcclComm(sub, true, exec_, nccl));
+  return std::unique_ptr<Communicator>(new NcclComm(std::move(sub), exec_, nccl));
 }
 
 void NcclComm::barrier() {
   exec_.fence();
-  check(MPI_Barrier(mpi_), "MPI_Barrier");
+  check_mpi(MPI_Barrier(mpi_.get()), "MPI_Barrier");
 }
 
 void NcclComm::enqueue(const Op& op) {

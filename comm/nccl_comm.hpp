@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "communicator.hpp"
+#include "mpi_handle.hpp"
 
 namespace kformer::comm {
 
@@ -36,11 +37,10 @@ class NcclComm final : public Communicator {
   ncclComm_t handle() const { return nccl_; }
 
  private:
-  NcclComm(MPI_Comm comm, bool owned, Kokkos::Cuda exec, ncclComm_t nccl);
+  NcclComm(MpiHandle mpi, Kokkos::Cuda exec, ncclComm_t nccl);
   void enqueue(const Op& op);
 
-  MPI_Comm mpi_;
-  bool owned_;
+  MpiHandle mpi_;
   Kokkos::Cuda exec_;
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;

@@ -112,51 +112,39 @@ Request iallreduce(Communicator& c, const V& inout, ReduceOp op) {
   return iallreduce(c, inout, inout, op);
 }
 
-// --- reduce_scatter: send holds size() blocks of recv's size ----------------------------------
+// --- reduce_scatter (send holds size() blocks of recv's size) and allgather (the reverse) ---
 namespace detail {
 template <class S, class R>
-void check_reduce_scatter(const Communicator& c, const S& send, const R& recv) {
+void check_blocks(const Communicator& c, const S& send, const R& recv, const char* call, bool send_whole) {
   check_same_type<S, R>();
   check_writable<R>();
-  check_flat(send, "reduce_scatter", "send");
-  check_flat(recv, "reduce_scatter", "recv");
-  check_size(send.size() == recv.size() * c.size(), "reduce_scatter",
+  check_flat(send, call, "send");
+  check_flat(recv, call, "recv");
+  const std::size_t whole = send_whole ? send.size() : recv.size(), part = send_whole ? recv.size() : send.size();
+  check_size(whole == part * c.size(), call,
              "send holds " + std::to_string(send.size()) + " elements, recv " + std::to_string(recv.size()) +
-                 ", on " + std::to_string(c.size()) + " ranks: send must hold recv.size() * ranks");
+                 ", on " + std::to_string(c.size()) + " ranks: " +
+                 (send_whole ? "send must hold recv.size() * ranks" : "recv must hold send.size() * ranks"));
 }
 }  // namespace detail
 template <class S, class R>
 void reduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op) {
-  detail::check_reduce_scatter(c, send, recv);
+  detail::check_blocks(c, send, recv, "reduce_scatter", true);
   c.reduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op);
 }
 template <class S, class R>
 Request ireduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op) {
-  detail::check_reduce_scatter(c, send, recv);
+  detail::check_blocks(c, send, recv, "reduce_scatter", true);
   return c.ireduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op);
 }
-
-// --- allgather: recv holds size() blocks of send's size ---------------------------------------
-namespace detail {
-template <class S, class R>
-void check_allgather(const Communicator& c, const S& send, const R& recv) {
-  check_same_type<S, R>();
-  check_writable<R>();
-  check_flat(send, "allgather", "send");
-  check_flat(recv, "allgather", "recv");
-  check_size(recv.size() == send.size() * c.size(), "allgather",
-             "send holds " + std::to_string(send.size()) + " elements, recv " + std::to_string(recv.size()) +
-                 ", on " + std::to_string(c.size()) + " ranks: recv must hold send.size() * ranks");
-}
-}  // namespace detail
 template <class S, class R>
 void allgather(Communicator& c, const S& send, const R& recv) {
-  detail::check_allgather(c, send, recv);
+  detail::check_blocks(c, send, recv, "allgather", false);
   c.allgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>());
 }
 template <class S, class R>
 Request iallgather(Communicator& c, const S& send, const R& recv) {
-  detail::check_allgather(c, send, recv);
+  detail::check_blocks(c, send, recv, "allgather", false);
   return c.iallgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>());
 }
 

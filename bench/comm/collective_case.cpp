@@ -59,17 +59,15 @@ CollectiveCase::CollectiveCase(Collective kind, std::size_t bytes, comm::Communi
   const auto n = static_cast<std::size_t>(size_);
   switch (kind_) {
     case Collective::reduce_scatter:
+    case Collective::allgather: {
+      // reduce_scatter reads the whole and leaves a block; allgather the other way round.
       block_ = std::max<std::size_t>(1, elems / n);
       count_ = block_ * n;
-      send_ = Buf("send", count_);
-      recv_ = Buf("recv", block_);
+      const bool rs = kind_ == Collective::reduce_scatter;
+      send_ = Buf("send", rs ? count_ : block_);
+      recv_ = Buf("recv", rs ? block_ : count_);
       break;
-    case Collective::allgather:
-      block_ = std::max<std::size_t>(1, elems / n);
-      count_ = block_ * n;
-      send_ = Buf("send", block_);
-      recv_ = Buf("recv", count_);
-      break;
+    }
     case Collective::broadcast:
       count_ = elems;
       recv_ = Buf("buf", count_);
