@@ -11,6 +11,8 @@
 #include "team_reduce.hpp"
 #include "view_types.hpp"
 
+#include <string>
+
 namespace kformer::kernels::detail {
 
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
@@ -27,14 +29,17 @@ void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
       "kformer::norm_forward", Policy(exec, N, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank();
-        const float mu = centered ? team_row_sum(team, C, [&](int c) { return x(r, c); }) / C : 0.f;
-        const float var = team_row_sum(team, C, [&](int c) {
-                            const float d = x(r, c) - mu;
-                            return d * d;
-                          }) / C;
+        // Raw row pointers: a store through a view may alias the views' own members in the
+        // compiler's eyes, which keeps it from vectorising the loops.
+        const float* KOKKOS_RESTRICT xr = &x(r, 0);
+        const float* KOKKOS_RESTRICT wp = w.data();
+        const float* KOKKOS_RESTRICT bp = b.data();
+        float* KOKKOS_RESTRICT yr = &out(r, 0);
+        const float mu = centered ? team_row_sum(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
+        const float var = team_row_sum(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
         const float rs = 1.f / kmath::sqrt(var + eps);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-          out(r, c) = (x(r, c) - mu) * rs * w(c) + (has_bias ? b(c) : 0.f);
+          yr[c] = (xr[c] - mu) * rs * wp[c] + (has_bias ? bp[c] : 0.f);
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           if (centered) mean(r) = mu;
@@ -54,42 +59,48 @@ void norm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
                    const DView<const float*, ExecSpace>& rstd, bool centered) {
   const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
   const bool has_bias = db.extent(0) > 0;
+  // Parameter gradients in two passes with a fixed partition: each team owns kRows consecutive
+  // rows (streamed in order, as dx needs them anyway) and writes its partial column sums; then
+  // one work item per column adds the partials in order. Walking a column over all rows instead
+  // strides by C floats per row, which no prefetcher follows.
+  constexpr int kRows = 32;
+  const int nchunk = (N + kRows - 1) / kRows;
+  const DView<float**, ExecSpace> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kformer::norm_dparams")),
+                                       nchunk, 2 * C);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "kformer::norm_backward_dx", Policy(exec, N, Kokkos::AUTO),
+      "kformer::norm_backward", Policy(exec, nchunk, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int r = team.league_rank();
-        const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
-        const float mg = centered ? team_row_sum(team, C, [&](int c) { return dy(r, c) * w(c); }) / C : 0.f;
-        const float mgx = team_row_sum(team, C, [&](int c) {
-                            return dy(r, c) * w(c) * (x(r, c) - mu) * rs;
-                          }) / C;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-          const float xhat = (x(r, c) - mu) * rs;
-          dx(r, c) = rs * (dy(r, c) * w(c) - mg - xhat * mgx);
-        });
-      });
-  // Parameter gradients: each work item owns L adjacent columns and walks the rows in order
-  // (L = 8 on the host for vector lanes over contiguous memory, 1 on a GPU for coalescing).
-  constexpr int L = runs_on_host<ExecSpace> ? 8 : 1;
-  Kokkos::parallel_for(
-      "kformer::norm_backward_dparams", Kokkos::RangePolicy<ExecSpace>(exec, 0, (C + L - 1) / L),
-      KOKKOS_LAMBDA(const int blk) {
-        const int c0 = blk * L, nl = C - c0 < L ? C - c0 : L;
-        float aw[L], ab[L];
-        for (int l = 0; l < L; ++l) aw[l] = ab[l] = 0.f;
-        for (int r = 0; r < N; ++r) {
+        const int k = team.league_rank(), r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
+        const float* KOKKOS_RESTRICT wp = w.data();
+        float* KOKKOS_RESTRICT pw = &part(k, 0);
+        float* KOKKOS_RESTRICT pb = &part(k, C);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * C), [&](int c) { pw[c] = 0.f; });  // pb follows pw
+        for (int r = r0; r < r1; ++r) {
           const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
-          for (int l = 0; l < nl; ++l) {
-            const float g = dy(r, c0 + l);
-            aw[l] += g * (x(r, c0 + l) - mu) * rs;
-            ab[l] += g;
-          }
+          const float* KOKKOS_RESTRICT xr = &x(r, 0);
+          const float* KOKKOS_RESTRICT gr = &dy(r, 0);
+          float* KOKKOS_RESTRICT dxr = &dx(r, 0);
+          const float mg = centered ? team_row_sum(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
+          const float mgx = team_row_sum(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
+          // Separate loops, each with few enough pointers for the compiler's alias checks, so
+          // both vectorise. Each thread keeps its columns from row to row: no barrier needed.
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
+            dxr[c] = rs * (gr[c] * wp[c] - mg - (xr[c] - mu) * rs * mgx);
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] += gr[c] * (xr[c] - mu) * rs; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] += gr[c]; });
         }
-        for (int l = 0; l < nl; ++l) {
-          dw(c0 + l) += aw[l];
-          if (has_bias) db(c0 + l) += ab[l];
+      });
+  Kokkos::parallel_for(
+      "kformer::norm_backward_dparams", Kokkos::RangePolicy<ExecSpace>(exec, 0, C), KOKKOS_LAMBDA(const int c) {
+        float sw = 0.f, sb = 0.f;
+        for (int k = 0; k < nchunk; ++k) {
+          sw += part(k, c);
+          sb += part(k, C + c);
         }
+        dw(c) += sw;
+        if (has_bias) db(c) += sb;
       });
 }
 
