@@ -9,6 +9,7 @@
 #include "comm/mesh.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "reference_export.hpp"
 #include "trainer.hpp"
 #include "validate.hpp"
 
@@ -70,6 +71,13 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
   if (args.dry_run) return 0;
 
   Trainer trainer(cfg, *world, mesh, trace);
+  if (!cfg.str("output.export").empty())
+    trainer.after_backward = [&](int it) {
+      if (it != 1) return;
+      const auto data = make_data_source(cfg.str("data.source"), cfg.i64("model.vocab_size"), cfg.i64("train.seed"));
+      export_reference(cfg.str("output.export"), trainer.params(), *data, 0, cfg.i32("train.global_batch"),
+                       cfg.i32("train.seq_len"));
+    };
   trainer.run();
   if (world->rank() == 0) {
     const auto& recs = trainer.records();

@@ -79,6 +79,8 @@ void validate_layout(Config& cfg, int world) {
     require(cfg.i64("parallel.virtual_stages") >= 2 && pp > 1,
             "parallel.schedule=interleaved needs parallel.pp > 1 and parallel.virtual_stages >= 2");
 
+  require(cfg.str("output.export").empty() || world == 1,
+          "output.export needs a one-rank run (the export holds whole tensors): run it without mpirun -n " + s(world));
   const auto sr = cfg.i64("straggler.rank");
   require(sr < world, "straggler.rank=" + s(sr) + " is not a rank of this " + s(world) + "-rank job: use -1..." +
                           s(world - 1));

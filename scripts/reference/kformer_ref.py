@@ -8,6 +8,8 @@ global-norm clipping and warm-up + cosine schedule, all in float64. Given kforme
 it checks every iteration's loss and gradient norm.
 
     kformer_ref.py REPORT.json [--rtol 1e-4]     exit 0 when every iteration matches
+    kformer_ref.py REPORT.json --export FILE     also: from the weights and batch kformer exported
+                                                 (output.export), the loss and every gradient to 1e-5
 """
 import argparse
 import json
@@ -167,6 +169,45 @@ def forward(s, P, tok):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, s.V), tgt.reshape(-1))
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        dt = {"F32": np.float32, "I32": np.int32}[t["dtype"]]
+        out[name] = np.frombuffer(data[b:e], dtype=dt).reshape(t["shape"])
+    return out
+
+
+def check_export(cfg, path, loss_reported, rtol=1e-5):
+    """Loss and every gradient from kformer's own exported weights and batch."""
+    s, T = Shape(cfg), read_safetensors(path)
+    P = {n: (torch.tensor(T[n].astype(np.float64), requires_grad=True), d) for n, _, _, _, _, d in param_specs(s)}
+    tok = torch.tensor(T["tokens"].astype(np.int64))
+    loss = forward(s, P, tok)
+    loss.backward()
+    total = math.sqrt(sum(float((p.grad ** 2).sum()) for p, _ in P.values()))
+    worst, bad = 0.0, 0
+    for name, (p, _) in P.items():
+        got, ref = torch.tensor(T["grad." + name].astype(np.float64)), p.grad
+        # Relative to the tensor's own size, or to a small share of the whole gradient for tensors
+        # whose exact gradient is ~0 (a key bias, for instance: softmax ignores it).
+        err = float((got - ref).norm()) / max(float(ref.norm()), 1e-3 * total)
+        worst = max(worst, err)
+        if err > rtol:
+            bad += 1
+            print(f"gradient of {name}: relative error {err:.2e} > {rtol}")
+    lrel = abs(loss.item() - loss_reported) / abs(loss.item())
+    print(f"export: loss kformer {loss_reported:.9f} torch {loss.item():.9f} (rel {lrel:.1e}); "
+          f"{len(P)} gradients, worst relative error {worst:.1e}")
+    return bad + (lrel > rtol)
+
+
 def lr_at(it, cfg):
     t = cfg["train"]
     lr, warm, steps = t["lr"], t["warmup"], t["steps"]
@@ -207,14 +248,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--export", help="safetensors file written by output.export")
     a = ap.parse_args()
     rep = json.load(open(a.report))
     cfg = rep["config"]
     if cfg["data"]["source"] != "random":
         sys.exit("kformer_ref.py: only data.source=random is reimplemented here")
     its = rep["iterations"]
+    bad = check_export(cfg, a.export, its[0]["loss"]) if a.export else 0
     ref = train(cfg, len(its))
-    bad = 0
     print(f"{'iter':>5} {'kformer loss':>14} {'torch loss':>14} {'rel':>9} {'kformer norm':>13} {'torch norm':>11}")
     for rec, (loss, norm) in zip(its, ref):
         rel = abs(rec["loss"] - loss) / abs(loss)
