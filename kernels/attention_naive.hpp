@@ -6,6 +6,7 @@
 
 #include "attention_common.hpp"
 #include "softmax.hpp"
+#include "team_reduce.hpp"
 
 namespace kformer::kernels {
 
@@ -26,7 +27,7 @@ void causal_head_dots(const ExecSpace& exec, const char* label, const DView<floa
         if (t2 <= t) {
           const float* x = &a(b, t, h * hd);
           const float* y = &c(b, t2, c0 + L.kv_of(h) * hd);
-          for (int d = 0; d < hd; ++d) s += x[d] * y[d];
+          s = detail::sum_by_lanes(hd, [&](int d) { return x[d] * y[d]; });
         }
         dst(b, h, t, t2) = s * scale;
       });
