@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Each batch script in DRY_RUN=1 mode with a fake 2-node allocation: the launch lines start 8 ranks,
+# 4 per node, bind one GPU per rank and run the study's deck; gpu_affinity.sh maps local ranks to
+# GPUs; missing allocation variables stop with a message.
+#   dryrun_test.sh SOURCE_DIR
+set -euo pipefail
+src=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# Every launch line ('  $ ...') of a dry run must start with $2; there must be $3 of them.
+check_lines() {  # $1 output file, $2 expected prefix, $3 expected count, $4 name
+  local n bad
+  n=$(grep -c '^  \$ ' "$1" || true)
+  [ "$n" -eq "$3" ] || fail "$4: $n launch lines, expected $3"
+  bad=$(grep '^  \$ ' "$1" | grep -vF -- "  \$ $2" | head -1 || true)
+  [ -z "$bad" ] || fail "$4: launch line does not start with '$2': $bad"
+  grep -q "output.json=$tmp/" "$1" || fail "$4: reports are not written under RESULTS=$tmp"
+}
+# Keep the caller's network settings out of what the scripts print.
+unset NCCL_NET NCCL_NET_GDR_LEVEL NCCL_CROSS_NIC NCCL_COLLNET_ENABLE SWEEP_SET STUDY KFORMER_BIN OUTDIR
+deck=$src/input/gpt3-small.yaml
+
+# --- Polaris: PBS_NODEFILE with two nodes ----------------------------------------------------
+printf 'x3000c0s13b0n0.hsn.cm.polaris.alcf.anl.gov\nx3000c0s13b1n0.hsn.cm.polaris.alcf.anl.gov\n' > "$tmp/nodes"
+DRY_RUN=1 RESULTS=$tmp PBS_NODEFILE=$tmp/nodes PBS_O_WORKDIR=$src PBS_JOBID=4242.polaris-pbs \
+  bash "$src/jobscripts/polaris.pbs" > "$tmp/polaris.out" 2>&1 || { cat "$tmp/polaris.out"; fail "polaris.pbs dry run exited non-zero"; }
+check_lines "$tmp/polaris.out" "mpiexec -n 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile $tmp/nodes --env OMP_NUM_THREADS=8 $src/jobscripts/gpu_affinity.sh $src/build/polaris/bin/kformer $deck " 9 polaris
+grep -q "comm.backend=nccl output.json=$tmp/polaris-layouts-4242.polaris-pbs/p000.json" "$tmp/polaris.out" || fail "polaris: no NCCL backend or per-job report path"
+for v in NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1 NCCL_COLLNET_ENABLE=1 "NCCL_NET=AWS Libfabric" FI_MR_CACHE_MONITOR=userfaultfd; do
+  grep -qF "env: $v" "$tmp/polaris.out" || fail "polaris: dry run does not show $v"
+done
+for d in '^#PBS -A ' '^#PBS -q ' '^#PBS -l select=' '^#PBS -l walltime=' '^#PBS -l filesystems='; do
+  grep -q "$d" "$src/jobscripts/polaris.pbs" || fail "polaris.pbs lacks the directive $d"
+done
+# A third node: 12 ranks, and the 1x8 layout no longer divides them.
+echo x3000c0s13b2n0 >> "$tmp/nodes"
+DRY_RUN=1 RESULTS=$tmp PBS_NODEFILE=$tmp/nodes PBS_O_WORKDIR=$src bash "$src/jobscripts/polaris.pbs" > "$tmp/polaris3.out" 2>&1
+grep -q "^  \$ mpiexec -n 12 --ppn 4 " "$tmp/polaris3.out" || fail "polaris: 3 nodes do not give 12 ranks"
+grep -q "sweep: skip p008 layout=1x8: layout 1x8: tp\*pp=8 does not divide 12 ranks" "$tmp/polaris3.out" || fail "polaris: 1x8 on 12 ranks not skipped"
+if PBS_NODEFILE=$tmp/none PBS_O_WORKDIR=$src DRY_RUN=1 bash "$src/jobscripts/polaris.pbs" > "$tmp/err" 2>&1; then
+  fail "polaris.pbs ran without a node file"
+fi
+grep -q "PBS_NODEFILE" "$tmp/err" || fail "polaris.pbs: the missing node file is not named"
+
+# --- Perlmutter: SLURM_* of a two-node job --------------------------------------------------
+DRY_RUN=1 RESULTS=$tmp SLURM_JOB_NUM_NODES=2 SLURM_SUBMIT_DIR=$src SLURM_JOB_ID=777 \
+  bash "$src/jobscripts/perlmutter.slurm" > "$tmp/pm.out" 2>&1 || { cat "$tmp/pm.out"; fail "perlmutter.slurm dry run exited non-zero"; }
+check_lines "$tmp/pm.out" "srun -N 2 -n 8 --ntasks-per-node=4 -c 32 --cpu-bind=cores --gpus-per-node=4 --gpu-bind=none $src/jobscripts/gpu_affinity.sh $src/build/pm/bin/kformer $deck " 9 perlmutter
+grep -q "output.json=$tmp/perlmutter-layouts-777/p000.json" "$tmp/pm.out" || fail "perlmutter: no per-job report path"
+DRY_RUN=1 RESULTS=$tmp SLURM_JOB_NUM_NODES=2 SLURM_SUBMIT_DIR=$src GPU_BIND=slurm STUDY=jobscripts/studies/straggler.json \
+  bash "$src/jobscripts/perlmutter.slurm" > "$tmp/pm2.out" 2>&1
+check_lines "$tmp/pm2.out" "srun -N 2 -n 8 --ntasks-per-node=4 -c 32 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=closest $src/build/pm/bin/kformer $deck " 10 perlmutter-slurm-binding
+for d in '^#SBATCH -C gpu' '^#SBATCH -N ' '^#SBATCH --ntasks-per-node=4' '^#SBATCH -A ' '^#SBATCH -q ' '^#SBATCH -t '; do
+  grep -q "$d" "$src/jobscripts/perlmutter.slurm" || fail "perlmutter.slurm lacks the directive $d"
+done
+
+# --- this machine ---------------------------------------------------------------------------
+DRY_RUN=1 RESULTS=$tmp NP=4 bash "$src/jobscripts/local.sh" > "$tmp/local.out" 2>&1 || { cat "$tmp/local.out"; fail "local.sh dry run exited non-zero"; }
+check_lines "$tmp/local.out" "$src/jobscripts/mpirun_local.sh 4 " 5 local
+
+# --- GPU affinity: local rank r -> GPU 3-r (reverse, default) or r (linear) ------------------
+for r in 0 1 2 3; do
+  got=$(PALS_LOCAL_RANKID=$r "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+  [ "$got" = $((3 - r)) ] || fail "gpu_affinity: PALS local rank $r -> GPU $got, expected $((3 - r))"
+  got=$(env -u PALS_LOCAL_RANKID SLURM_LOCALID=$r KFORMER_GPU_ORDER=linear "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+  [ "$got" = "$r" ] || fail "gpu_affinity: Slurm local rank $r (linear) -> GPU $got"
+done
+if env -u PALS_LOCAL_RANKID -u PMI_LOCAL_RANK -u SLURM_LOCALID -u OMPI_COMM_WORLD_LOCAL_RANK \
+     "$src/jobscripts/gpu_affinity.sh" true 2>/dev/null; then
+  fail "gpu_affinity: ran without a local rank"
+fi
+
+[ "$fails" -eq 0 ] || { echo "dryrun_test: $fails failure(s)" >&2; exit 1; }
+echo "dryrun_test: polaris, perlmutter, local and gpu_affinity OK"
