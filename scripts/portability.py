@@ -9,7 +9,7 @@ the machine's measured ceiling: summary.mfu when the report has it, else
 summary.model_tflops_per_rank / summary.gemm_ceiling_tflops. The metric over the platform set H is
 the harmonic mean  PP = |H| / sum_i 1/e_i,  and 0 when any platform has no result (a missing or
 unreadable report, or no ceiling to compare with). NAME defaults to the report's platform
-(backend and device) or the file name.
+(backend and device or host CPU) or the file name.
 """
 import argparse
 import csv
@@ -66,7 +66,8 @@ def platform(arg):
         return p
     s, plat = rep.get("summary", {}), rep.get("platform", {})
     if not name and plat:
-        p["name"] = " ".join(str(plat[k]) for k in ("backend", "device") if plat.get(k)) or p["name"]
+        where = plat.get("device") or plat.get("host_cpu") or plat.get("host")
+        p["name"] = " ".join(str(x) for x in (plat.get("backend"), where) if x) or p["name"]
     p["e"], p["how"] = efficiency(s)
     p["tflops"], p["ceiling"] = s.get("model_tflops_per_rank"), s.get("gemm_ceiling_tflops")
     p["config"] = {k: v for k, v in flat_config(rep.get("config", {})).items() if k.startswith(SAME_DECK)}
