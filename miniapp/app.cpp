@@ -3,42 +3,18 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <fstream>
 #include <iostream>
 
 #include "comm/mesh.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "memory.hpp"
 #include "reference_export.hpp"
+#include "report.hpp"
 #include "trainer.hpp"
 #include "validate.hpp"
 
 namespace kformer {
-namespace {
-
-nlohmann::json mesh_json(const comm::Mesh& m, int world) {
-  return {{"world", world},
-          {"tp", m.shape.tp},
-          {"pp", m.shape.pp},
-          {"dp", m.shape.dp},
-          {"tp_groups", m.groups.tp},
-          {"dp_groups", m.groups.dp},
-          {"pp_groups", m.groups.pp}};
-}
-
-void write_json(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("output.json=" + path + ": cannot write there; give a path in a writable directory");
-    out << j.dump(2) << '\n';
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("output.json=" + path + ": cannot rename " + tmp + " into place");
-}
-
-}  // namespace
-
 int run_app(const CliArgs& args, comm::Runtime& runtime) {
   Config cfg;
   cfg.load_deck_file(args.deck);
@@ -66,7 +42,8 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
               << " tp=" << mesh.shape.tp << "\n"
               << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
               << "  dp groups " << comm::format_groups(mesh.groups.dp) << "\n"
-              << "  pp groups " << comm::format_groups(mesh.groups.pp) << std::endl;
+              << "  pp groups " << comm::format_groups(mesh.groups.pp) << "\n"
+              << "memory estimate per rank: " << describe(estimate_memory(cfg)) << std::endl;
   }
   if (args.dry_run) return 0;
 
@@ -78,20 +55,12 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
       export_reference(cfg.str("output.export"), trainer.params(), *data, 0, cfg.i32("train.global_batch"),
                        cfg.i32("train.seq_len"));
     };
+  const GemmCeiling ceiling = measure_gemm_ceiling(trainer.model().dims());
   trainer.run();
+  const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);
   if (world->rank() == 0) {
-    const auto& recs = trainer.records();
-    nlohmann::json iters = nlohmann::json::array();
-    for (const auto& r : recs) iters.push_back(iteration_json(r));
-    const double flops = trainer.model().flops().total() * cfg.i64("parallel.microbatches");
-    const nlohmann::json summary =
-        summarize(recs, flops, cfg.i64("train.global_batch") * cfg.i64("train.seq_len"));
-    std::cout << "summary: " << summary.dump() << std::endl;
-    if (!cfg.str("output.json").empty())
-      write_json(cfg.str("output.json"), {{"config", cfg.to_json()},
-                                          {"mesh", mesh_json(mesh, world->size())},
-                                          {"iterations", iters},
-                                          {"summary", summary}});
+    std::cout << "summary: " << report["summary"].dump() << std::endl;
+    if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report);
   }
   world->barrier();
   return 0;

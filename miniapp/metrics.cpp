@@ -56,7 +56,8 @@ nlohmann::json iteration_json(const IterationRecord& r) {
             {"optimizer", r.optimizer_ms},
             {"comm_exposed", r.comm_exposed_ms},
             {"comm_total", r.comm_total_ms}}},
-          {"rank_busy_ms", r.rank_busy_ms}};
+          {"rank_busy_ms", r.rank_busy_ms},
+          {"rank_comm_ms", r.rank_comm_ms}};
 }
 
 }  // namespace kformer
@@ -73,12 +74,16 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
     return median(v);
   };
   const double step_s = med(&IterationRecord::elapsed_s);
-  std::vector<double> busy;
-  for (const auto& r : rs) {
-    if (busy.empty()) busy.assign(r.rank_busy_ms.size(), 0.0);
-    for (std::size_t i = 0; i < busy.size() && i < r.rank_busy_ms.size(); ++i) busy[i] += r.rank_busy_ms[i];
-  }
-  const Straggler s = straggler_of(busy);
+  auto per_rank_sum = [&](std::vector<double> IterationRecord::*f) {
+    std::vector<double> sum;
+    for (const auto& r : rs) {
+      if (sum.empty()) sum.assign((r.*f).size(), 0.0);
+      for (std::size_t i = 0; i < sum.size() && i < (r.*f).size(); ++i) sum[i] += (r.*f)[i];
+    }
+    return sum;
+  };
+  const Straggler s = straggler_of(per_rank_sum(&IterationRecord::rank_busy_ms));
+  const Straggler sc = straggler_of(per_rank_sum(&IterationRecord::rank_comm_ms));
   return {{"step_ms_median", step_s * 1e3},
           {"tokens_per_s", step_s > 0 ? tokens_per_iter / step_s : 0.0},
           {"model_tflops_per_rank", step_s > 0 ? flops_per_iter / step_s / 1e12 : 0.0},
@@ -89,7 +94,8 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
             {"optimizer", med(&IterationRecord::optimizer_ms)},
             {"comm_exposed", med(&IterationRecord::comm_exposed_ms)},
             {"comm_total", med(&IterationRecord::comm_total_ms)}}},
-          {"straggler", {{"slowdown", s.slowdown}, {"delay", s.delay}, {"slowest_rank", s.slowest_rank}}}};
+          {"straggler", {{"slowdown", s.slowdown}, {"delay", s.delay}, {"slowest_rank", s.slowest_rank}}},
+          {"straggler_comm", {{"slowdown", sc.slowdown}, {"delay", sc.delay}, {"slowest_rank", sc.slowest_rank}}}};
 }
 
 }  // namespace kformer

@@ -20,7 +20,7 @@ struct IterationRecord {
   double samples_per_s = 0, tokens_per_s = 0, tflops_per_rank = 0;
   // Time split of this rank (ms) and the per-rank busy times the straggler figures use.
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_total_ms = 0, comm_exposed_ms = 0;
-  std::vector<double> rank_busy_ms;
+  std::vector<double> rank_busy_ms, rank_comm_ms;
 };
 
 // Megatron-DeepSpeed's log line, field by field.

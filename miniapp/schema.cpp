@@ -80,6 +80,7 @@ std::vector<KeySpec> make_schema() {
       text("output.json", "", "path of the JSON report written by rank 0; empty = none"),
       text("output.trace", "", "directory for Chrome trace-event timelines; empty = none"),
       integer("output.log_every", 1, 1, kNoMax, "print a log line every N iterations"),
+      real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
       text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
   };
 }

@@ -108,8 +108,18 @@ IterationRecord Trainer::iterate(int it) {
   r.rank_busy_ms[world_.rank()] = busy_ms;
   world_.allreduce(r.rank_busy_ms.data(), r.rank_busy_ms.data(), r.rank_busy_ms.size(), comm::DType::f64,
                    comm::ReduceOp::sum);
-  if (trace_) r.comm_total_ms = trace_->busy_us() / 1e3;
-  r.comm_exposed_ms = sync_->exposed_ms();
+  // Communication: total = time with a call in flight; exposed = time the caller waited (the
+  // blocking calls, TP's all-reduces among them, and the wait for the data-parallel buckets).
+  if (trace_) {
+    r.comm_total_ms = trace_->busy_us() / 1e3;
+    for (const auto& rec : trace_->records())
+      if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
+  }
+  r.comm_exposed_ms += sync_->exposed_ms();
+  r.rank_comm_ms.assign(world_.size(), 0.0);
+  r.rank_comm_ms[world_.rank()] = r.comm_total_ms;
+  world_.allreduce(r.rank_comm_ms.data(), r.rank_comm_ms.data(), r.rank_comm_ms.size(), comm::DType::f64,
+                   comm::ReduceOp::sum);
 
   r.elapsed_s = step_timer.seconds();
   r.consumed_samples = std::int64_t(it) * global_batch_;

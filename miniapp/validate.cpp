@@ -4,6 +4,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "memory.hpp"
 
 namespace kformer {
 namespace {
@@ -91,6 +92,7 @@ void validate_layout(Config& cfg, int world) {
 void resolve_and_validate(Config& cfg, int world_size) {
   validate_model(cfg);
   validate_layout(cfg, world_size);
+  check_memory_limit(cfg);
 }
 
 }  // namespace kformer

@@ -1,0 +1,133 @@
+// Memory per rank (see memory.hpp).
+#include "memory.hpp"
+
+#include <sys/resource.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "errors.hpp"
+#include "block.hpp"
+#include "model_spec.hpp"
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace kformer {
+namespace {
+
+constexpr double kFloat = 4;
+
+// Stage s of pp holds layers [first, first + count); stage 0 also the embedding, the last the
+// final norm and head. Balanced split unless parallel.stage_layers gives it.
+std::pair<int, int> stage_layers(const Config& cfg, int stage) {
+  const int L = cfg.i32("model.n_layers"), pp = cfg.i32("parallel.pp");
+  const auto& given = cfg.ints("parallel.stage_layers");
+  int first = 0;
+  for (int s = 0; s < stage; ++s)
+    first += given.empty() ? L / pp + (s < L % pp) : static_cast<int>(given[s]);
+  const int count = given.empty() ? L / pp + (stage < L % pp) : static_cast<int>(given[stage]);
+  return {first, count};
+}
+
+MemoryEstimate estimate_stage(const Config& cfg, int stage) {
+  const ModelShape s = model_shape(cfg);
+  const int pp = cfg.i32("parallel.pp"), dp = cfg.i32("parallel.dp"), zero = cfg.i32("parallel.zero");
+  const auto [first, count] = stage_layers(cfg, stage);
+  double P = 0, largest_unit = 0;
+  std::map<int, double> units;
+  for (const auto& p : model_params(s)) {
+    const bool held = (p.layer >= first && p.layer < first + count) || (p.layer < 0 && stage == 0) ||
+                      (p.layer == s.n_layers && stage == pp - 1) ||
+                      (p.layer < 0 && s.gpt && stage == pp - 1);  // the tied head
+    if (!held) continue;
+    P += double(p.local_size(s.tp));
+    units[p.layer] += double(p.local_size(s.tp));
+  }
+  for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
+  MemoryEstimate e;
+  const double shards = zero >= 1 ? dp : 1;
+  e.params = kFloat * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
+  e.grads = kFloat * P;
+  e.optimizer = 2 * kFloat * P / shards;
+  const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
+  const double N = d.N(), att_saved = cfg.str("kernels.attention") == "naive" ? double(d.B) * d.Hl * d.T * d.T
+                                                                              : double(d.B) * d.Hl * d.T;
+  const double per_layer = 4 * N * d.C + N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl +
+                           4 * N + att_saved;
+  const int m = cfg.i32("parallel.microbatches");
+  const std::string sched = cfg.str("parallel.schedule");
+  e.micro_batches_in_flight = pp == 1 ? 1 : sched == "gpipe" ? m : std::min(m, pp - stage);
+  e.activations = kFloat * per_layer * count * e.micro_batches_in_flight;
+  const double Vl = double(s.vocab_padded) / s.tp;
+  e.workspace = kFloat * (4 * N * d.C + N * d.q_width() + N * d.qkv_width() + N * d.mlp_in_width() + N * d.Fl +
+                          att_saved + 3 * N * d.C + N * Vl);  // block scratch, attention scratch, model buffers
+  return e;
+}
+
+}  // namespace
+
+nlohmann::json MemoryEstimate::to_json() const {
+  return {{"estimated_bytes", total()},
+          {"estimate_split_bytes",
+           {{"params", params}, {"grads", grads}, {"optimizer", optimizer}, {"activations", activations},
+            {"workspace", workspace}}},
+          {"micro_batches_in_flight", micro_batches_in_flight}};
+}
+
+MemoryEstimate estimate_memory(const Config& cfg) {
+  MemoryEstimate worst;
+  for (int st = 0; st < cfg.i32("parallel.pp"); ++st) {
+    const MemoryEstimate e = estimate_stage(cfg, st);
+    if (e.total() > worst.total()) worst = e;
+  }
+  return worst;
+}
+
+std::string describe(const MemoryEstimate& e) {
+  std::ostringstream os;
+  os.precision(3);
+  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << ", grads " << e.grads / 1e9 << ", optimizer "
+     << e.optimizer / 1e9 << ", activations " << e.activations / 1e9 << ", workspace " << e.workspace / 1e9 << "; "
+     << e.micro_batches_in_flight << " micro-batch(es) in flight)";
+  return os.str();
+}
+
+void check_memory_limit(const Config& cfg) {
+  const double limit = cfg.f64("memory.limit_gb") * 1e9;
+  if (limit <= 0) return;
+  const MemoryEstimate e = estimate_memory(cfg);
+  if (e.total() <= limit) return;
+  std::ostringstream msg;
+  msg.precision(3);
+  msg << "memory.limit_gb=" << cfg.f64("memory.limit_gb") << " is below the estimate per rank of " << describe(e)
+      << ": ";
+  const int mb = cfg.i32("train.micro_batch");
+  int fits = 0;
+  const std::int64_t per_dp = cfg.i64("train.global_batch") / cfg.i64("parallel.dp");
+  for (int b = mb - 1; b >= 1 && !fits; --b) {
+    if (per_dp % b) continue;  // micro-batches must divide the rank's share of the batch
+    Config c = cfg;
+    c.set_i64("train.micro_batch", b);
+    c.set_i64("parallel.microbatches", per_dp / b);
+    if (estimate_memory(c).total() <= limit) fits = b;
+  }
+  if (fits) msg << "the largest train.micro_batch that fits is " << fits;
+  else msg << "no train.micro_batch fits; raise parallel.zero, parallel.tp or parallel.pp, or memory.limit_gb";
+  throw ConfigError(msg.str());
+}
+
+double measured_peak_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return double(total_b - free_b);
+#endif
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
+}
+
+}  // namespace kformer

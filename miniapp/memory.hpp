@@ -1,0 +1,35 @@
+// Memory per rank: the estimate made from the deck before anything is allocated (parameters,
+// gradients, optimizer states, activations of the micro-batches in flight, work buffers), the
+// check against memory.limit_gb, and the high-water mark measured after the run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config.hpp"
+
+namespace kformer {
+
+struct MemoryEstimate {
+  double params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;  // bytes
+  int micro_batches_in_flight = 1;
+  double total() const { return params + grads + optimizer + activations + workspace; }
+  nlohmann::json to_json() const;
+};
+
+// "12.3 GB (params 1.2, grads 1.2, optimizer 2.4, activations 7.0, workspace 0.5; 1 micro-batch in flight)"
+std::string describe(const MemoryEstimate& e);
+
+// The largest rank of the layout (the first pipeline stage holds the embedding, the last the head).
+MemoryEstimate estimate_memory(const Config& cfg);
+
+// Throws ConfigError when the estimate exceeds memory.limit_gb, naming the largest
+// train.micro_batch that would fit (or what to change when none does).
+void check_memory_limit(const Config& cfg);
+
+// The process's high-water mark: device memory in use under CUDA, else the peak resident set.
+double measured_peak_bytes();
+
+}  // namespace kformer

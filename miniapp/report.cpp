@@ -1,0 +1,86 @@
+// The JSON report (see report.hpp).
+#include "report.hpp"
+
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "kformer_config.hpp"
+#include "memory.hpp"
+
+namespace kformer {
+namespace {
+
+std::string host_cpu() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::json mesh_json(const comm::Mesh& m, int world) {
+  return {{"world", world},         {"tp", m.shape.tp},         {"pp", m.shape.pp},        {"dp", m.shape.dp},
+          {"tp_groups", m.groups.tp}, {"dp_groups", m.groups.dp}, {"pp_groups", m.groups.pp}};
+}
+
+nlohmann::json platform_json(int world) {
+  char host[256] = "unknown";
+  gethostname(host, sizeof(host) - 1);
+  return {{"backend", Exec::name()},
+          {"kokkos_version", KOKKOS_VERSION},
+          {"kformer_version", KFORMER_VERSION},
+          {"git", KFORMER_GIT_HASH},
+          {"host_cpu", host_cpu()},
+          {"host", host},
+          {"ranks", world},
+          {"threads_per_rank", Exec().concurrency()}};
+}
+
+nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
+                            const Trainer& trainer, const GemmCeiling& ceiling) {
+  const auto& recs = trainer.records();
+  const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
+  const double flops_rank = trainer.model().flops().total() * cfg.i64("parallel.microbatches");
+  double flops_all = flops_rank, peak = measured_peak_bytes();
+  world.allreduce(&flops_all, &flops_all, 1, comm::DType::f64, comm::ReduceOp::sum);
+  world.allreduce(&peak, &peak, 1, comm::DType::f64, comm::ReduceOp::max);
+
+  nlohmann::json summary = summarize(recs, flops_rank, tokens);
+  const double achieved = summary["model_tflops_per_rank"].get<double>();
+  summary["gemm_ceiling_tflops"] = ceiling.tflops;
+  summary["gemm_ceiling"] = {{"impl", ceiling.impl}, {"shape", ceiling.shape}};
+  summary["mfu"] = ceiling.tflops > 0 ? achieved / ceiling.tflops : 0.0;
+  if (cfg.f64("output.peak_tflops") > 0) summary["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
+  summary["flops"] = {{"counted_per_iteration_rank", flops_rank},
+                      {"counted_per_iteration_all_ranks", flops_all},
+                      {"closed_form_per_iteration", closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) *
+                                                        double(tokens)}};
+  nlohmann::json memory = estimate_memory(cfg).to_json();
+  memory["peak_bytes"] = peak;
+  summary["memory"] = memory;
+
+  nlohmann::json iters = nlohmann::json::array();
+  for (const auto& r : recs) iters.push_back(iteration_json(r));
+  return {{"config", cfg.to_json()},
+          {"mesh", mesh_json(mesh, world.size())},
+          {"platform", platform_json(world.size())},
+          {"iterations", iters},
+          {"summary", summary}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("output.json=" + path + ": cannot write there; give a path in a writable directory");
+    out << j.dump(2) << '\n';
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("output.json=" + path + ": cannot rename " + tmp + " into place");
+}
+
+}  // namespace kformer

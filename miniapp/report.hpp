@@ -1,0 +1,27 @@
+// The JSON report (output.json, written by rank 0) and the run's closing summary: DESIGN.md's
+// fields (config, mesh, iterations, summary) plus the platform, the GEMM ceiling and MFU, the
+// FLOP count beside its closed form, and memory estimated and measured.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ceiling.hpp"
+#include "comm/mesh.hpp"
+#include "config.hpp"
+#include "trainer.hpp"
+
+namespace kformer {
+
+nlohmann::json mesh_json(const comm::Mesh& m, int world);
+nlohmann::json platform_json(int world);
+
+// Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
+nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
+                            const Trainer& trainer, const GemmCeiling& ceiling);
+
+// Atomic: written to PATH.tmp, then renamed.
+void write_json(const std::string& path, const nlohmann::json& j);
+
+}  // namespace kformer

@@ -1,0 +1,105 @@
+// The figures of a run as pure functions: FLOPs counted per operation against the 6N + attention
+// closed form, the learning-rate schedule, the straggler figures, the Megatron log line, the
+// memory estimate and its limit check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "flops.hpp"
+#include "memory.hpp"
+#include "metrics.hpp"
+#include "optimizer.hpp"
+#include "validate.hpp"
+
+using namespace kformer;
+
+namespace {
+Config deck(std::vector<std::string> overrides, int world = 1) {
+  Config c;
+  c.load_deck_file(KFORMER_SOURCE_DIR "/input/tiny.yaml");
+  for (const auto& o : overrides) c.apply_override(o);
+  resolve_and_validate(c, world);
+  return c;
+}
+}  // namespace
+
+TEST(Flops, CountedPerOperationEqualsTheClosedFormOnEveryTpSlice) {
+  for (const char* family : {"gpt", "llama"})
+    for (int tp : {1, 2, 4}) {
+      const bool gpt = std::string(family) == "gpt";
+      Config c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4",
+                       "parallel.tp=" + std::to_string(tp)}, tp);
+      const ModelShape s = model_shape(c);
+      const BlockDims d = block_dims(s, 3, 32);
+      // Sum over the TP ranks of one micro-batch: every rank counts its slice.
+      const double counted = tp * (s.n_layers * block_flops(d).total() + head_flops(d.N(), s.d_model, s.vocab_padded / tp).total());
+      EXPECT_NEAR(counted, closed_form_flops_per_token(s, 32) * d.N(), 1e-9 * counted) << family << " tp=" << tp;
+    }
+}
+
+TEST(Flops, CausalAttentionCountsHalfTheSquare) {
+  BlockDims d;
+  d.B = 1, d.T = 100, d.C = 8, d.Hl = 2, d.KVl = 2, d.hd = 4, d.Fl = 0, d.gpt = true;
+  const double matmul = 2.0 * 100 * 8 * (d.qkv_width() + d.q_width()) + 0;
+  EXPECT_DOUBLE_EQ(block_flops(d).forward - matmul, 2.0 * 2 * 100 * 100 * 4);  // QK^T + AV, each T*T*hd/2*2
+  EXPECT_DOUBLE_EQ(block_flops(d).backward, 2 * block_flops(d).forward);
+}
+
+TEST(LearningRate, WarmupThenCosineToATenth) {
+  OptimizerSettings s{1e-3, 0, 10, 110, 0};
+  EXPECT_DOUBLE_EQ(learning_rate(s, 1), 1e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 10), 1e-3);
+  EXPECT_NEAR(learning_rate(s, 60), 0.55e-3, 1e-12);  // half way down the cosine
+  EXPECT_NEAR(learning_rate(s, 110), 1e-4, 1e-12);
+  EXPECT_NEAR(learning_rate(s, 500), 1e-4, 1e-12);   // stays at the floor past train.steps
+}
+
+TEST(Straggler, CclBenchDefinitions) {
+  const Straggler s = straggler_of({10, 12, 25, 11});
+  EXPECT_DOUBLE_EQ(s.slowdown, 2.5);
+  EXPECT_DOUBLE_EQ(s.delay, 15.0 / 25.0);
+  EXPECT_EQ(s.slowest_rank, 2);
+  EXPECT_DOUBLE_EQ(straggler_of({7, 7}).slowdown, 1.0);
+  EXPECT_DOUBLE_EQ(median({3, 1, 2, 10}), 2.5);
+}
+
+TEST(LogLine, CarriesMegatronsFields) {
+  IterationRecord r;
+  r.iteration = 7, r.total = 20, r.consumed_samples = 56, r.consumed_tokens = 1792, r.elapsed_s = 0.25;
+  r.lr = 3e-4, r.global_batch = 8, r.loss = 5.25, r.grad_norm = 1.5, r.skipped_total = 1, r.nan_total = 1;
+  r.samples_per_s = 32, r.tokens_per_s = 1024, r.tflops_per_rank = 0.125;
+  const std::string l = format_log_line(r);
+  for (const char* f : {"iteration        7/      20", "consumed samples:           56",
+                        "consumed tokens:           1792", "elapsed time per iteration (s): 0.250",
+                        "learning rate: 3.000E-04", "global batch size:     8", "lm loss: 5.250000E+00",
+                        "grad norm: 1.500", "number of skipped iterations:   1", "number of nan iterations:   1",
+                        "samples per second: 32.000", "tokens per second: 1024.0", "TFLOPs: 0.125"})
+    EXPECT_NE(l.find(f), std::string::npos) << "missing '" << f << "' in\n" << l;
+}
+
+TEST(Memory, ShardingShrinksTheEstimateAndTheLimitNamesWhatFits) {
+  const MemoryEstimate one = estimate_memory(deck({}, 4));
+  const MemoryEstimate z1 = estimate_memory(deck({"parallel.zero=1"}, 4));
+  // ZeRO-3 keeps 1/dp of the parameters plus a pool of three gathered layers: it pays off once
+  // the layers outnumber the pool.
+  const MemoryEstimate z3 = estimate_memory(deck({"parallel.zero=3", "model.n_layers=8"}, 4));
+  const MemoryEstimate z0 = estimate_memory(deck({"model.n_layers=8"}, 4));
+  EXPECT_DOUBLE_EQ(z1.optimizer, one.optimizer / 4);
+  EXPECT_LT(z3.params, z0.params);
+  EXPECT_GT(estimate_memory(deck({"train.micro_batch=4", "train.global_batch=8"})).activations,
+            estimate_memory(deck({"train.micro_batch=2"})).activations);
+  // A limit between the micro-batch 1 and 8 estimates: the message names the largest that fits.
+  const double mb1 = estimate_memory(deck({"train.micro_batch=1"})).total();
+  const double mb8 = estimate_memory(deck({"train.micro_batch=8"})).total();
+  const double limit_gb = (mb1 + mb8) / 2 / 1e9;
+  try {
+    deck({"train.micro_batch=8", "memory.limit_gb=" + std::to_string(limit_gb)});
+    FAIL() << "a layout over memory.limit_gb was accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("memory.limit_gb="), std::string::npos) << m;
+    EXPECT_NE(m.find("the largest train.micro_batch that fits is"), std::string::npos) << m;
+  }
+}
