@@ -86,5 +86,29 @@ class Collect(unittest.TestCase):
             self.assertTrue(os.path.exists(f"{d}/plots/comm.png"))
 
 
+class Plots(unittest.TestCase):
+    def test_bubble_and_network_from_pipeline_rows(self):
+        try:
+            import plot_study
+        except ImportError:
+            self.skipTest("matplotlib is not installed for this interpreter")
+        rows = []
+        for net in ("native", "1ms-5Gbps"):
+            for sched in ("gpipe", "1f1b"):
+                for m in (1, 2, 4, 8):
+                    rows.append({"status": "ok", "point": f"p{len(rows):03d}", "mesh.layout": "1x4x2",
+                                 "mesh.pp": "4", "parallel.schedule": sched, "microbatches": str(m),
+                                 "network": net, "varied": f"network={net} schedule={sched}",
+                                 "summary.step_ms_median": str(10 + m), "summary.pipeline.bubble_analytic":
+                                 str(3 / (m + 3)), "summary.pipeline.bubble_measured": str(3.3 / (m + 3))})
+        with tempfile.TemporaryDirectory() as d:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                plot_study.plot_bubble(rows, ["network", "schedule"], d)
+                plot_study.plot_network(rows, ["network", "schedule"], d)
+            self.assertTrue(os.path.exists(f"{d}/bubble.png"), out.getvalue())
+            self.assertTrue(os.path.exists(f"{d}/network.png"), out.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()
