@@ -1,0 +1,121 @@
+// Pipeline schedules (see schedule.hpp).
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace kformer {
+namespace {
+
+std::vector<Action> gpipe(int r, int m) {
+  std::vector<Action> a;
+  for (int i = 0; i < m; ++i) a.push_back({Phase::forward, i, r});
+  for (int i = 0; i < m; ++i) a.push_back({Phase::backward, i, r});
+  return a;
+}
+
+std::vector<Action> one_f_one_b(int r, int pp, int m) {
+  std::vector<Action> a;
+  const int warmup = std::min(pp - r - 1, m);
+  for (int i = 0; i < warmup; ++i) a.push_back({Phase::forward, i, r});
+  for (int i = 0; i < m - warmup; ++i) {
+    a.push_back({Phase::forward, warmup + i, r});
+    a.push_back({Phase::backward, i, r});
+  }
+  for (int i = m - warmup; i < m; ++i) a.push_back({Phase::backward, i, r});
+  return a;
+}
+
+// Megatron's interleaved 1F1B: virtual steps k = 0 .. m*v-1 visit micro-batches in groups of pp,
+// cycling through the rank's chunks; backwards visit the chunks in reverse.
+std::vector<Action> interleaved(int r, int pp, int m, int v) {
+  const int total = m * v;
+  auto at = [&](int k, bool forward) {
+    const int group = k / pp, local = forward ? group % v : v - 1 - group % v;
+    const int micro = (k / (pp * v)) * pp + k % pp;
+    return Action{forward ? Phase::forward : Phase::backward, micro, local * pp + r};
+  };
+  std::vector<Action> a;
+  const int warmup = std::min(total, (pp - r - 1) * 2 + (v - 1) * pp);
+  for (int k = 0; k < warmup; ++k) a.push_back(at(k, true));
+  for (int k = 0; k < total - warmup; ++k) {
+    a.push_back(at(warmup + k, true));
+    a.push_back(at(k, false));
+  }
+  for (int k = total - warmup; k < total; ++k) a.push_back(at(k, false));
+  return a;
+}
+
+}  // namespace
+
+Schedule make_schedule(const std::string& kind, int pp, int m, int v) {
+  Schedule s(pp);
+  for (int r = 0; r < pp; ++r) {
+    if (kind == "gpipe") s[r] = gpipe(r, m);
+    else if (kind == "1f1b") s[r] = one_f_one_b(r, pp, m);
+    else if (kind == "interleaved") {
+      if (m % pp) throw std::invalid_argument("parallel.schedule=interleaved needs parallel.microbatches a multiple of parallel.pp");
+      s[r] = interleaved(r, pp, m, v);
+    } else {
+      throw std::invalid_argument("parallel.schedule=" + kind + " is not one of gpipe, 1f1b, interleaved");
+    }
+  }
+  if (kind != "interleaved" && v != 1)
+    throw std::invalid_argument("parallel.virtual_stages > 1 needs parallel.schedule=interleaved");
+  return s;
+}
+
+std::string check_schedule(const Schedule& s, int pp, int m, int v) {
+  const int S = pp * v;
+  std::set<std::tuple<int, int, int>> seen;
+  for (int r = 0; r < pp; ++r) {
+    std::set<std::pair<int, int>> forwarded;
+    for (const auto& a : s[r]) {
+      if (a.chunk % pp != r || a.chunk >= S || a.micro < 0 || a.micro >= m) return "rank " + std::to_string(r) + " runs a chunk or micro-batch it does not hold";
+      if (!seen.insert({int(a.phase), a.micro, a.chunk}).second) return "an action appears twice";
+      if (a.phase == Phase::forward) forwarded.insert({a.micro, a.chunk});
+      else if (!forwarded.count({a.micro, a.chunk})) return "a backward comes before its forward on rank " + std::to_string(r);
+    }
+  }
+  if (int(seen.size()) != 2 * m * S) return "not every (micro-batch, chunk) is forwarded and backwarded";
+  // Simulate: a forward of chunk c > 0 receives from c-1's rank, a backward of c < S-1 from c+1's;
+  // outputs go the other way. Channels are FIFO per ordered pair of ranks.
+  std::map<std::pair<int, int>, std::deque<std::tuple<int, int, int>>> chan;  // (from,to) -> (phase,micro,chunk)
+  std::vector<std::size_t> next(pp, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      if (next[r] == s[r].size()) continue;
+      const Action& a = s[r][next[r]];
+      const bool fwd = a.phase == Phase::forward;
+      const bool needs = fwd ? a.chunk > 0 : a.chunk < S - 1;
+      if (needs) {
+        const int from = fwd ? (a.chunk - 1) % pp : (a.chunk + 1) % pp;
+        auto& q = chan[{from, r}];
+        if (q.empty()) continue;  // waits
+        if (q.front() != std::make_tuple(int(a.phase), a.micro, fwd ? a.chunk - 1 : a.chunk + 1))
+          return "rank " + std::to_string(r) + " would receive another message than the one it expects (order)";
+        q.pop_front();
+      }
+      if (fwd ? a.chunk < S - 1 : a.chunk > 0) {
+        const int to = fwd ? (a.chunk + 1) % pp : (a.chunk - 1 + S) % pp;
+        chan[{r, to}].push_back({int(a.phase), a.micro, a.chunk});
+      }
+      ++next[r];
+      progress = true;
+    }
+  }
+  for (int r = 0; r < pp; ++r)
+    if (next[r] != s[r].size()) return "deadlock: rank " + std::to_string(r) + " waits forever";
+  for (const auto& c : chan)
+    if (!c.second.empty()) return "a message is sent that nobody receives";
+  return "";
+}
+
+double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
+
+}  // namespace kformer
