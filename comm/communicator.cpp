@@ -150,15 +150,19 @@ Request Communicator::irecv(void* buf, std::size_t count, DType type, int peer) 
 void Communicator::group(const std::vector<Op>& ops) { igroup(ops).wait(); }
 
 Request Communicator::igroup(const std::vector<Op>& ops) {
-  std::vector<Op> live;
-  live.reserve(ops.size());
+  std::size_t empty = 0;
   for (const Op& op : ops) {
     if (op.kind != OpKind::send && op.kind != OpKind::recv)
       bad(op, "only send and recv can be grouped: issue collectives as calls of their own");
     validate(op);
-    if (op.count > 0) live.push_back(op);
+    empty += op.count == 0;
   }
-  return live.empty() ? Request() : start_group(live);
+  if (empty == ops.size()) return Request();
+  if (empty == 0) return start_group(ops);  // the usual case: no copy on the per-message path
+  std::vector<Op> live;
+  for (const Op& op : ops)
+    if (op.count > 0) live.push_back(op);
+  return start_group(live);
 }
 
 }  // namespace kformer::comm

@@ -240,10 +240,15 @@ Request MpiComm::start_group(const std::vector<Op>& ops) {
   std::vector<Prepared> calls;
   calls.reserve(ops.size());
   std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    calls.push_back(prepare(ops[i], rank_, size_));
-    post(calls.back(), comm_.get(), &reqs[i]);
-  }
+  // Receives are posted before sends, as MPI_Sendrecv does, so that a message finds its receive
+  // already posted rather than waiting in the unexpected-message queue. Members of a group have
+  // no order between them, and sends (receives) keep theirs among themselves.
+  for (const bool receives : {true, false})
+    for (const Op& op : ops) {
+      if ((op.kind == OpKind::recv) != receives) continue;
+      calls.push_back(prepare(op, rank_, size_));
+      post(calls.back(), comm_.get(), &reqs[calls.size() - 1]);
+    }
   return Request(std::make_unique<MpiRequest>(std::move(calls), std::move(reqs)));
 }
 

@@ -194,8 +194,11 @@ int main(int argc, char** argv) {
     for (kb::Collective kind : kinds) {
       if (root) print_header(kb::collective_name(kind));
       std::vector<double> bus_bytes, times;
+      std::size_t last = 0;
       for (std::size_t bytes = lo; bytes <= hi; bytes *= static_cast<std::size_t>(o.factor)) {
         const Row r = measure(kind, bytes, *world, raw, o, baseline);
+        if (r.bytes == last) continue;  // rounded up to one element per rank: already reported
+        last = r.bytes;
         if (root) print_row(r, baseline);
         bus_bytes.push_back(r.bytes * kc::bus_factor(kb::op_kind(kind), world->size()));
         times.push_back(r.time_us);
