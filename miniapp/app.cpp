@@ -11,6 +11,7 @@
 #include "memory.hpp"
 #include "reference_export.hpp"
 #include "report.hpp"
+#include "timeline.hpp"
 #include "trainer.hpp"
 #include "validate.hpp"
 
@@ -55,8 +56,17 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
       export_reference(cfg.str("output.export"), trainer.params(), *data, 0, cfg.i32("train.global_batch"),
                        cfg.i32("train.seq_len"));
     };
-  const GemmCeiling ceiling = measure_gemm_ceiling(trainer.model().dims());
+  std::unique_ptr<Timeline> timeline;
+  if (!cfg.str("output.trace").empty()) {
+    timeline = std::make_unique<Timeline>(cfg.str("output.trace"), world->rank());
+    trainer.after_iteration = [&](const IterationRecord& r) {
+      timeline->add_iteration(int(r.iteration), trainer.pipeline().spans, *trace, r.optimizer_start_us,
+                              r.optimizer_end_us);
+    };
+  }
+  const GemmCeiling ceiling = measure_gemm_ceiling(trainer.stages().front()->dims());
   trainer.run();
+  if (timeline) timeline->write(*world);
   const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);
   if (world->rank() == 0) {
     std::cout << "summary: " << report["summary"].dump() << std::endl;

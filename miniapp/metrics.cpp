@@ -57,7 +57,8 @@ nlohmann::json iteration_json(const IterationRecord& r) {
             {"comm_exposed", r.comm_exposed_ms},
             {"comm_total", r.comm_total_ms}}},
           {"rank_busy_ms", r.rank_busy_ms},
-          {"rank_comm_ms", r.rank_comm_ms}};
+          {"rank_comm_ms", r.rank_comm_ms},
+          {"rank_bubble", r.rank_bubble}};
 }
 
 }  // namespace kformer
@@ -84,6 +85,12 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
   };
   const Straggler s = straggler_of(per_rank_sum(&IterationRecord::rank_busy_ms));
   const Straggler sc = straggler_of(per_rank_sum(&IterationRecord::rank_comm_ms));
+  std::vector<double> bubble;  // the mean over ranks of each iteration's idle fraction
+  for (const auto& r : rs) {
+    double b = 0;
+    for (double x : r.rank_bubble) b += x;
+    bubble.push_back(r.rank_bubble.empty() ? 0.0 : b / double(r.rank_bubble.size()));
+  }
   return {{"step_ms_median", step_s * 1e3},
           {"tokens_per_s", step_s > 0 ? tokens_per_iter / step_s : 0.0},
           {"model_tflops_per_rank", step_s > 0 ? flops_per_iter / step_s / 1e12 : 0.0},
@@ -95,6 +102,7 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
             {"comm_exposed", med(&IterationRecord::comm_exposed_ms)},
             {"comm_total", med(&IterationRecord::comm_total_ms)}}},
           {"straggler", {{"slowdown", s.slowdown}, {"delay", s.delay}, {"slowest_rank", s.slowest_rank}}},
+          {"pipeline_bubble_measured", median(bubble)},
           {"straggler_comm", {{"slowdown", sc.slowdown}, {"delay", sc.delay}, {"slowest_rank", sc.slowest_rank}}}};
 }
 

@@ -20,6 +20,9 @@ struct IterationRecord {
   double samples_per_s = 0, tokens_per_s = 0, tflops_per_rank = 0;
   // Time split of this rank (ms) and the per-rank busy times the straggler figures use.
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_total_ms = 0, comm_exposed_ms = 0;
+  double pipeline_wall_ms = 0, pipeline_compute_ms = 0;  // this rank: bubble = 1 - compute / wall
+  std::vector<double> rank_bubble;                       // 1 - compute / wall of each rank
+  double optimizer_start_us = 0, optimizer_end_us = 0;   // for the timeline
   std::vector<double> rank_busy_ms, rank_comm_ms;
 };
 

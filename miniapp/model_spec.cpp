@@ -78,6 +78,36 @@ std::vector<ParamSpec> model_params(const ModelShape& s) {
   return p;
 }
 
+std::vector<std::pair<int, int>> chunk_layers(const Config& cfg) {
+  const int L = cfg.i32("model.n_layers"), S = cfg.i32("parallel.pp") * cfg.i32("parallel.virtual_stages");
+  const auto& given = cfg.ints("parallel.stage_layers");
+  std::vector<std::pair<int, int>> out;
+  int first = 0;
+  for (int c = 0; c < S; ++c) {
+    const int n = given.empty() ? L / S + (c < L % S) : static_cast<int>(given[c]);
+    out.emplace_back(first, n);
+    first += n;
+  }
+  return out;
+}
+
+std::vector<ParamSpec> rank_params(const ModelShape& s, const std::vector<std::pair<int, int>>& chunks, int pp,
+                                   int pp_rank) {
+  const int S = static_cast<int>(chunks.size());
+  auto held_layer = [&](int layer) {
+    for (int c = pp_rank; c < S; c += pp)
+      if (layer >= chunks[c].first && layer < chunks[c].first + chunks[c].second) return true;
+    return false;
+  };
+  const bool first = pp_rank == 0, last = (S - 1) % pp == pp_rank;
+  std::vector<ParamSpec> out;
+  for (const auto& p : model_params(s))
+    if ((p.layer < 0 && (first || (last && s.gpt))) || (p.layer == s.n_layers && last) ||
+        (p.layer >= 0 && p.layer < s.n_layers && held_layer(p.layer)))
+      out.push_back(p);
+  return out;
+}
+
 std::int64_t count_params(const std::vector<ParamSpec>& specs) {
   std::int64_t n = 0;
   for (const auto& p : specs) n += p.real_rows * p.cols;

@@ -49,6 +49,16 @@ struct ParamSpec {
 // wq, wk, wv (and their biases) form a rank's QKV projection; gate and up its SwiGLU input.
 std::vector<ParamSpec> model_params(const ModelShape& s);
 
+// The model cut into pp * v chunks: (first layer, layer count) of each, from
+// parallel.stage_layers or as even as possible.
+std::vector<std::pair<int, int>> chunk_layers(const Config& cfg);
+
+// The parameters a pipeline rank holds: the blocks of its chunks (rank r: chunks r, r+pp, ...),
+// the embedding with chunk 0, the final norm and head with the last chunk, and, for gpt, a copy
+// of the embedding unit on the last chunk's rank (the tied head).
+std::vector<ParamSpec> rank_params(const ModelShape& s, const std::vector<std::pair<int, int>>& chunks, int pp,
+                                   int pp_rank);
+
 // Parameters in the model (real rows only; the vocabulary padding is not counted).
 std::int64_t count_params(const std::vector<ParamSpec>& specs);
 

@@ -16,7 +16,8 @@ double learning_rate(const OptimizerSettings& s, int it) {
   return lo + 0.5 * (s.lr - lo) * (1 + std::cos(3.14159265358979323846 * progress));
 }
 
-Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank)
+Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank,
+                     int mirror_layer)
     : p_(params), s_(s), dp_(dp), tp_rank_(tp_rank) {
   const int shards = p_.shards(), me = p_.shard_rank();
   for (std::size_t ui = 0; ui < p_.units().size(); ++ui) {
@@ -26,7 +27,8 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
       const ParamSlot& t = p_.slots()[i];
       const std::int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.rows * t.cols);
       if (a >= b) continue;
-      segments_.push_back({ui, a - lo, a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none});
+      segments_.push_back(
+          {ui, a - lo, a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none, u.layer == mirror_layer});
       state_size_ += b - a;
     }
   }
@@ -41,7 +43,7 @@ double Optimizer::grad_sq_local() const {
   Exec exec;
   double sq = 0;
   for (const auto& g : segments_) {
-    if (g.replicated && tp_rank_ != 0) continue;
+    if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
     sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.grads().data() + g.grad_offset, g.length)));
   }
   return sq;

@@ -22,8 +22,12 @@ double learning_rate(const OptimizerSettings& s, int iteration);
 
 class Optimizer {
  public:
-  // dp: the data-parallel group (shards are its ranks); tp_rank: replicated tensors count once.
-  Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank);
+  static constexpr int kNoMirror = -1000;
+  // dp: the data-parallel group (shards are its ranks); tp_rank: replicated tensors count once;
+  // mirror_layer: a unit this rank holds as a copy of another stage's (the tied embedding on the
+  // last pipeline stage), left out of the gradient norm.
+  Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank,
+            int mirror_layer = kNoMirror);
 
   // Sum of squares of the gradient elements this rank is responsible for; the caller sums over
   // the world and takes the root.
@@ -40,7 +44,7 @@ class Optimizer {
     std::int64_t shard_offset;  // into the unit's shard of values
     std::int64_t grad_offset;   // into the flat gradients
     std::int64_t state_offset, length;
-    bool decay, replicated;
+    bool decay, replicated, mirror;
   };
   ParamStore& p_;
   OptimizerSettings s_;

@@ -9,6 +9,7 @@
 
 #include "kformer_config.hpp"
 #include "memory.hpp"
+#include "schedule.hpp"
 
 namespace kformer {
 namespace {
@@ -44,7 +45,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                             const Trainer& trainer, const GemmCeiling& ceiling) {
   const auto& recs = trainer.records();
   const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
-  const double flops_rank = trainer.model().flops().total() * cfg.i64("parallel.microbatches");
+  const double flops_rank = trainer.flops_per_iteration().total();
   double flops_all = flops_rank, peak = measured_peak_bytes();
   world.allreduce(&flops_all, &flops_all, 1, comm::DType::f64, comm::ReduceOp::sum);
   world.allreduce(&peak, &peak, 1, comm::DType::f64, comm::ReduceOp::max);
@@ -59,6 +60,19 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                       {"counted_per_iteration_all_ranks", flops_all},
                       {"closed_form_per_iteration", closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) *
                                                         double(tokens)}};
+  const int pp = cfg.i32("parallel.pp"), v = cfg.i32("parallel.virtual_stages");
+  std::size_t slots = 0;
+  for (const auto& st : trainer.stages()) slots = std::max(slots, st->slots_allocated());
+  double slots_all = double(slots);
+  world.allreduce(&slots_all, &slots_all, 1, comm::DType::f64, comm::ReduceOp::max);
+  summary["pipeline"] = {{"schedule", cfg.str("parallel.schedule")},
+                         {"stages", pp},
+                         {"virtual_stages", v},
+                         {"microbatches", cfg.i64("parallel.microbatches")},
+                         {"bubble_measured", summary["pipeline_bubble_measured"]},
+                         {"bubble_analytic", analytic_bubble(pp, cfg.i32("parallel.microbatches"), v)},
+                         {"micro_batches_in_flight_measured", slots_all}};
+  summary.erase("pipeline_bubble_measured");
   nlohmann::json memory = estimate_memory(cfg).to_json();
   memory["peak_bytes"] = peak;
   summary["memory"] = memory;

@@ -16,18 +16,43 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
                  std::shared_ptr<comm::TraceLog> trace)
     : cfg_(cfg), world_(world), mesh_(mesh), trace_(std::move(trace)), shape_(model_shape(cfg)),
       micro_batch_(cfg.i32("train.micro_batch")), seq_len_(cfg.i32("train.seq_len")),
-      global_batch_(cfg.i32("train.global_batch")), microbatches_(cfg.i32("parallel.microbatches")) {
-  const int zero = cfg.i32("parallel.zero");
-  params_ = std::make_unique<ParamStore>(model_params(shape_), shape_.tp, mesh.tp_rank, mesh.dp.get(), zero);
+      global_batch_(cfg.i32("train.global_batch")), microbatches_(cfg.i32("parallel.microbatches")),
+      zero_(cfg.i32("parallel.zero")) {
+  const int pp = mesh.shape.pp, v = cfg.i32("parallel.virtual_stages");
+  const auto chunks = chunk_layers(cfg);
+  params_ = std::make_unique<ParamStore>(rank_params(shape_, chunks, pp, mesh.pp_rank), shape_.tp, mesh.tp_rank,
+                                         mesh.dp.get(), zero_);
   params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
   KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
                  kernels::attention_kind_from_string(cfg.str("kernels.attention"))};
-  model_ = std::make_unique<Model>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get());
+  const int S = static_cast<int>(chunks.size());
+  for (int c = mesh.pp_rank; c < S; c += pp)
+    stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
+                                              ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
+  const Schedule schedule = make_schedule(cfg.str("parallel.schedule"), pp, microbatches_, v);
+  pipeline_ = std::make_unique<Pipeline>(stages_, schedule[mesh.pp_rank], mesh.pp.get());
+
+  // The tied table (gpt) lives on the first and the last stage: one group per (dp, tp) pair of
+  // them sums its gradient; the last stage's copy is left out of the gradient norm.
+  const bool last = (S - 1) % pp == mesh.pp_rank;
+  const bool tied = shape_.gpt && pp > 1 && (mesh.pp_rank == 0 || last);
+  const int pair = mesh.dp_rank * mesh.shape.tp + mesh.tp_rank;
+  embedding_group_ = world.split(tied ? pair : mesh.shape.dp * mesh.shape.tp + world.rank(), mesh.pp_rank);
+  if (!tied) embedding_group_.reset();
   OptimizerSettings os{cfg.f64("train.lr"), cfg.f64("train.weight_decay"), cfg.i32("train.warmup"),
-                       cfg.i32("train.steps"), zero};
-  optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank);
-  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero);
+                       cfg.i32("train.steps"), zero_};
+  optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
+                                           tied && mesh.pp_rank != 0 ? -1 : Optimizer::kNoMirror);
+  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_);
   data_ = make_data_source(cfg.str("data.source"), shape_.vocab, static_cast<std::uint64_t>(cfg.i64("train.seed")));
+}
+
+Flops Trainer::flops_per_iteration() const {
+  Flops f;
+  for (const auto& s : stages_) f += s->flops();
+  f.forward *= microbatches_;
+  f.backward *= microbatches_;
+  return f;
 }
 
 void Trainer::run(int first_iteration) {
@@ -35,11 +60,24 @@ void Trainer::run(int first_iteration) {
   for (int it = first_iteration; it <= steps; ++it) {
     IterationRecord r = iterate(it);
     records_.push_back(r);
+    if (after_iteration) after_iteration(r);
     if (world_.rank() == 0 && (it % log_every == 0 || it == steps)) std::cout << format_log_line(r) << std::endl;
     if (nan_in_a_row_ >= cfg_.i64("train.max_nan"))
       throw std::runtime_error("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
                                " iterations in a row (train.max_nan): lower train.lr or raise train.warmup");
   }
+}
+
+void Trainer::sync_tied_embedding() {
+  if (!embedding_group_) return;
+  const ParamUnit* unit = nullptr;
+  for (const auto& u : params_->units())
+    if (u.layer == -1) unit = &u;
+  // Under ZeRO-2/3 each rank holds the reduced gradient of its own shard only; both stages shard
+  // the unit alike, so the shards line up.
+  const std::int64_t n = zero_ >= 2 ? unit->size / params_->shards() : unit->size;
+  float* g = params_->grads().data() + unit->offset + (zero_ >= 2 ? params_->shard_rank() * n : 0);
+  embedding_group_->allreduce(g, g, n, comm::DType::f32, comm::ReduceOp::sum);
 }
 
 IterationRecord Trainer::iterate(int it) {
@@ -51,33 +89,29 @@ IterationRecord Trainer::iterate(int it) {
   r.global_batch = global_batch_;
   const int T = seq_len_, dp = mesh_.shape.dp;
   const std::int64_t tokens_per_iter = std::int64_t(global_batch_) * T;
-  const float grad_scale = 1.0f / static_cast<float>(tokens_per_iter);
-  const bool straggler = cfg_.i64("straggler.rank") == world_.rank();
-  const double slowdown = cfg_.f64("straggler.slowdown");
 
   params_->zero_grads();
-  double loss_sum = 0, busy_ms = 0;
-  std::vector<std::int32_t> tokens(std::size_t(micro_batch_) * (T + 1));
   const std::int64_t first = std::int64_t(it - 1) * global_batch_ + std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
-  for (int m = 0; m < microbatches_; ++m) {
-    data_->fill(first + std::int64_t(m) * micro_batch_, micro_batch_, T, tokens.data());
-    const bool last = m == microbatches_ - 1;
-    loss_sum += model_->forward_backward(tokens, grad_scale,
-                                         last ? std::function<void(int)>([this](int l) { sync_->unit_done(l); })
-                                              : std::function<void(int)>());
-    double compute = model_->last_forward_ms + model_->last_backward_ms;
-    if (straggler && slowdown > 1) {  // stretch this rank's compute by waiting: same numbers, later
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((slowdown - 1) * compute));
-      compute *= slowdown;
-    }
-    r.forward_ms += model_->last_forward_ms;
-    r.backward_ms += model_->last_backward_ms;
-    busy_ms += compute;
+  pipeline_->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
+                 [this](int l) { sync_->unit_done(l); });
+  double loss_sum = 0, busy_ms = pipeline_->compute_ms;
+  for (const auto& s : stages_) {
+    loss_sum += s->loss_sum;
+    r.forward_ms += s->forward_ms;
+    r.backward_ms += s->backward_ms;
+  }
+  if (cfg_.i64("straggler.rank") == world_.rank() && cfg_.f64("straggler.slowdown") > 1) {
+    // Stretch this rank's compute by waiting: the same numbers, later.
+    const double extra = (cfg_.f64("straggler.slowdown") - 1) * busy_ms;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(extra));
+    busy_ms += extra;
   }
   sync_->finish();
+  sync_tied_embedding();
   if (after_backward) after_backward(it);
 
-  // Loss over the global token count: the TP ranks hold the same sum, the DP ranks add up.
+  // Loss over the global token count: only the last stage has it; TP ranks hold the same sum.
+  if (mesh_.pp->size() > 1) mesh_.pp->allreduce(&loss_sum, &loss_sum, 1, comm::DType::f64, comm::ReduceOp::sum);
   if (mesh_.dp->size() > 1) mesh_.dp->allreduce(&loss_sum, &loss_sum, 1, comm::DType::f64, comm::ReduceOp::sum);
   r.loss = loss_sum / double(tokens_per_iter);
   double sq = optimizer_->grad_sq_local();
@@ -85,37 +119,42 @@ IterationRecord Trainer::iterate(int it) {
   r.grad_norm = std::sqrt(sq);
 
   Kokkos::Timer opt_timer;
+  r.optimizer_start_us = comm::TraceLog::now_us();
   const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (finite) {
     const double clip = cfg_.f64("train.grad_clip");
-    const double scale = clip > 0 && r.grad_norm > clip ? clip / (r.grad_norm + 1e-6) : 1.0;
-    optimizer_->step(it, scale);
+    optimizer_->step(it, clip > 0 && r.grad_norm > clip ? clip / (r.grad_norm + 1e-6) : 1.0);
     nan_in_a_row_ = 0;
   } else {
-    ++skipped_;
-    ++nan_;
-    ++nan_in_a_row_;
+    ++skipped_, ++nan_, ++nan_in_a_row_;
   }
   r.optimizer_ms = opt_timer.seconds() * 1e3;
+  r.optimizer_end_us = comm::TraceLog::now_us();
   busy_ms += r.optimizer_ms;
   r.skipped = !finite;
   r.skipped_total = skipped_;
   r.nan_total = nan_;
   r.lr = learning_rate({cfg_.f64("train.lr"), 0, cfg_.i32("train.warmup"), cfg_.i32("train.steps"), 0}, it);
+  r.pipeline_wall_ms = pipeline_->wall_ms;
+  r.pipeline_compute_ms = pipeline_->compute_ms;
 
-  // Per-rank busy times, gathered for the straggler figures.
+  // Per-rank busy and communication times, gathered for the straggler figures. Communication:
+  // total = time with a call in flight; exposed = time the caller waited (blocking calls, TP's
+  // all-reduces and the pipeline's receives among them, and the wait for the DP buckets).
   r.rank_busy_ms.assign(world_.size(), 0.0);
   r.rank_busy_ms[world_.rank()] = busy_ms;
   world_.allreduce(r.rank_busy_ms.data(), r.rank_busy_ms.data(), r.rank_busy_ms.size(), comm::DType::f64,
                    comm::ReduceOp::sum);
-  // Communication: total = time with a call in flight; exposed = time the caller waited (the
-  // blocking calls, TP's all-reduces among them, and the wait for the data-parallel buckets).
   if (trace_) {
     r.comm_total_ms = trace_->busy_us() / 1e3;
     for (const auto& rec : trace_->records())
       if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
   }
   r.comm_exposed_ms += sync_->exposed_ms();
+  r.rank_bubble.assign(world_.size(), 0.0);
+  r.rank_bubble[world_.rank()] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
+  world_.allreduce(r.rank_bubble.data(), r.rank_bubble.data(), r.rank_bubble.size(), comm::DType::f64,
+                   comm::ReduceOp::sum);
   r.rank_comm_ms.assign(world_.size(), 0.0);
   r.rank_comm_ms[world_.rank()] = r.comm_total_ms;
   world_.allreduce(r.rank_comm_ms.data(), r.rank_comm_ms.data(), r.rank_comm_ms.size(), comm::DType::f64,
@@ -126,7 +165,7 @@ IterationRecord Trainer::iterate(int it) {
   r.consumed_tokens = r.consumed_samples * T;
   r.samples_per_s = global_batch_ / r.elapsed_s;
   r.tokens_per_s = tokens_per_iter / r.elapsed_s;
-  r.tflops_per_rank = model_->flops().total() * microbatches_ / r.elapsed_s / 1e12;
+  r.tflops_per_rank = flops_per_iteration().total() / r.elapsed_s / 1e12;
   return r;
 }
 

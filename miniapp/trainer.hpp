@@ -1,13 +1,12 @@
-// The training loop: for each iteration, the micro-batches of this data-parallel rank through the
-// model (gradient accumulation), the bucketed data-parallel reduction, the global gradient norm,
-// clipping, AdamW, and the figures of the iteration (log line, JSON record, time split,
-// stragglers). Every layout sees the same global batch: samples [(i-1)*GB, i*GB) of iteration i.
+// The training loop: for each iteration, this rank's schedule of micro-batch forwards and
+// backwards over its model chunks (the pipeline executor; with pp = 1 it is plain gradient
+// accumulation), the bucketed data-parallel reduction, the tied-embedding sync between the first
+// and last pipeline stage, the global gradient norm, clipping, AdamW, and the figures of the
+// iteration. Every layout sees the same global batch: samples [(i-1)*GB, i*GB) of iteration i.
 #pragma once
 
 #include <memory>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/mesh.hpp"
 #include "comm/trace_log.hpp"
@@ -15,8 +14,9 @@
 #include "data.hpp"
 #include "grad_sync.hpp"
 #include "metrics.hpp"
-#include "model.hpp"
 #include "optimizer.hpp"
+#include "pipeline.hpp"
+#include "stage.hpp"
 
 namespace kformer {
 
@@ -29,24 +29,31 @@ class Trainer {
 
   const std::vector<IterationRecord>& records() const { return records_; }
   const ParamStore& params() const { return *params_; }
-  const Model& model() const { return *model_; }
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
+  const Pipeline& pipeline() const { return *pipeline_; }
+  Flops flops_per_iteration() const;  // this rank's model FLOPs
   // Called after the backward of `iteration`, before the optimizer (the reference export).
   std::function<void(int iteration)> after_backward;
+  // Called after each iteration with its record (the timeline writer).
+  std::function<void(const IterationRecord&)> after_iteration;
 
  private:
   IterationRecord iterate(int it);
+  void sync_tied_embedding();
 
   const Config& cfg_;
   comm::Communicator& world_;
   comm::Mesh& mesh_;
   std::shared_ptr<comm::TraceLog> trace_;
   ModelShape shape_;
-  int micro_batch_, seq_len_, global_batch_, microbatches_;
+  int micro_batch_, seq_len_, global_batch_, microbatches_, zero_;
   std::unique_ptr<ParamStore> params_;
-  std::unique_ptr<Model> model_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<DataSource> data_;
+  std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
 };

@@ -76,9 +76,17 @@ void validate_layout(Config& cfg, int world) {
             "parallel.stage_layers has " + s(static_cast<std::int64_t>(stages.size())) + " entries summing to " +
                 s(sum) + ": give pp*virtual_stages entries that sum to model.n_layers=" + s(cfg.i64("model.n_layers")));
   }
-  if (cfg.str("parallel.schedule") == "interleaved")
-    require(cfg.i64("parallel.virtual_stages") >= 2 && pp > 1,
-            "parallel.schedule=interleaved needs parallel.pp > 1 and parallel.virtual_stages >= 2");
+  const auto v = cfg.i64("parallel.virtual_stages");
+  if (cfg.str("parallel.schedule") == "interleaved") {
+    require(v >= 2 && pp > 1, "parallel.schedule=interleaved needs parallel.pp > 1 and parallel.virtual_stages >= 2");
+    require(m % pp == 0, "parallel.schedule=interleaved needs parallel.microbatches (" + s(m) +
+                             ") to be a multiple of parallel.pp=" + s(pp) + ": change train.global_batch or train.micro_batch");
+  } else {
+    require(v == 1, "parallel.virtual_stages=" + s(v) + " needs parallel.schedule=interleaved");
+  }
+  require(pp * v <= cfg.i64("model.n_layers"),
+          "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
+              s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");
 
   require(cfg.str("output.export").empty() || world == 1,
           "output.export needs a one-rank run (the export holds whole tensors): run it without mpirun -n " + s(world));

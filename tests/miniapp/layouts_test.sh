@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Layout invariance: the same deck gives the same losses on every (tp, dp, zero) layout of 4
-# ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4), for both
-# families; and one layout run twice gives bitwise-identical losses.
+# Layout invariance: the same deck gives the same losses on every (tp, pp, dp, zero, schedule)
+# layout of 4 ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4),
+# for both families; gradient accumulation over 8 micro-batches matches one batch of 8; and one
+# layout run twice gives bitwise-identical losses.
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
@@ -35,14 +36,18 @@ for family in gpt llama; do
   fam=(model.family="$family")
   [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
   run "$family-1" 1 "${fam[@]}" || continue
-  for layout in "tp=2 dp=2 zero=0" "tp=4 dp=1 zero=0" "tp=1 dp=4 zero=0" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3"; do
-    read -r tp dp zero <<<"$layout"
-    name="$family-${tp}-${dp}-${zero}"
-    run "$name" 4 "${fam[@]}" "parallel.$tp" "parallel.$dp" "parallel.$zero" && compare "$family-1" "$name" 1e-6 1e-4
+  for layout in "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3" \
+                "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1" \
+                "pp=2 tp=2 schedule=interleaved virtual_stages=2"; do
+    args=()
+    for kv in $layout; do args+=("parallel.$kv"); done
+    name="$family-${layout// /-}"
+    run "$name" 4 "${fam[@]}" "${args[@]}" && compare "$family-1" "$name" 1e-6 1e-4
   done
+  run "$family-accumulate" 1 "${fam[@]}" train.micro_batch=1 && compare "$family-1" "$family-accumulate" 1e-6 1e-4
+  run "$family-one-batch" 1 "${fam[@]}" train.micro_batch=8 && compare "$family-1" "$family-one-batch" 1e-6 1e-4
   # Determinism: the same layout twice, bitwise.
-  run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 parallel.zero=0 &&
-    compare "$family-tp=2-dp=2-zero=0" "$family-again" 0 0
+  run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 && compare "$family-tp=2-dp=2" "$family-again" 0 0
 done
 [ $fails -eq 0 ] && echo "layouts: all checks passed"
 exit $((fails > 0))

@@ -1,0 +1,169 @@
+// One model chunk on one rank (see stage.hpp).
+#include "stage.hpp"
+
+#include <Kokkos_Timer.hpp>
+
+#include "comm/views.hpp"
+#include "cross_entropy.hpp"
+#include "embedding.hpp"
+#include "layernorm.hpp"
+#include "rmsnorm.hpp"
+
+namespace kformer {
+namespace kk = kernels;
+
+Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice kernels, const ParamStore& params,
+             comm::Communicator* tp, ChunkSpec chunk)
+    : s_(shape), d_(block_dims(shape, micro_batch, seq_len)), k_(kernels), p_(params), tp_(tp), c_(chunk),
+      tp_rank_(tp ? tp->rank() : 0), scratch_(d_, kernels.attention) {
+  Vl_ = s_.vocab_padded / s_.tp;
+  v0_ = tp_rank_ * Vl_;
+  const int N = d_.N();
+  for (int l = c_.first_layer; l < c_.first_layer + c_.n_layers; ++l) blocks_.emplace_back(l, d_, params, tp, kernels);
+  if (c_.first()) inputs_ = scratch<std::int32_t*>("inputs", N);
+  if (c_.last()) {
+    targets_ = scratch<std::int32_t*>("targets", N);
+    lnf_ = scratch_view("lnf", N, d_.C);
+    logits_ = scratch_view("logits", N, Vl_);
+    stats_ = scratch_view("xent_stats", 2, N);
+    lnf_mean_ = scratch<float*>("lnf_mean", N);
+    lnf_rstd_ = scratch<float*>("lnf_rstd", N);
+    lmax_ = scratch<float*>("xent_max", N);
+    loss_ = scratch<float*>("loss", N);
+  }
+}
+
+void Stage::tp_allreduce(const DV<float**>& x, comm::ReduceOp op) const {
+  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, op);
+}
+
+Stage::Slot& Stage::slot(int micro) { return slots_[slot_of_.at(micro)]; }
+const Stage::Slot& Stage::slot(int micro) const { return slots_[slot_of_.at(micro)]; }
+
+DV<float**> Stage::input(int micro) {
+  std::size_t i = 0;
+  while (i < slots_.size() && slots_[i].busy) ++i;
+  if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
+    Slot s;
+    for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att);
+    s.x_in = scratch_view("x_in", d_.N(), d_.C);
+    s.dx = scratch_view("dx", d_.N(), d_.C);
+    slots_.push_back(std::move(s));
+  }
+  slots_[i].busy = true;
+  slot_of_[micro] = i;
+  return slots_[i].x_in;
+}
+
+void Stage::release(int micro) {
+  slot(micro).busy = false;
+  slot_of_.erase(micro);
+}
+
+DV<float**> Stage::x_last(const Slot& s) const { return c_.n_layers ? s.acts.back().x_out : s.x_in; }
+DV<float**> Stage::output(int micro) const { return x_last(slot(micro)); }
+DV<float**> Stage::output_grad(int micro) const { return slot(micro).dx; }
+DV<float**> Stage::input_grad(int micro) const { return slot(micro).dx; }
+
+void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float grad_scale) {
+  Kokkos::Timer timer;
+  Exec exec;
+  Slot& s = slot(micro);
+  const int B = d_.B, T = d_.T;
+  if (c_.first()) {
+    s.inputs.resize(std::size_t(B) * T);
+    auto h = Kokkos::create_mirror_view(inputs_);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) s.inputs[b * T + t] = h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t];
+    Kokkos::deep_copy(exec, inputs_, h);
+    p_.require(-1);
+    // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
+    const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
+    kk::embedding_forward(exec, s.x_in, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
+    tp_allreduce(s.x_in);
+  }
+  for (int i = 0; i < c_.n_layers; ++i) {
+    p_.require(c_.first_layer + i);
+    blocks_[i].forward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_);
+  }
+  if (c_.last()) {
+    auto h = Kokkos::create_mirror_view(targets_);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t + 1];
+    Kokkos::deep_copy(exec, targets_, h);
+    head_forward_backward(s, grad_scale);
+  }
+  exec.fence();
+  forward_ms += timer.seconds() * 1e3;
+}
+
+// Final norm, vocab-parallel head and cross-entropy, then straight back through the head and
+// the final norm: what the backward needs is the gradient of the last block's output (N,C).
+void Stage::head_forward_backward(Slot& s, float grad_scale) {
+  Exec exec;
+  const int L = s_.n_layers;
+  p_.require(L);
+  if (s_.gpt) p_.require(-1);  // gpt's head is the embedding table
+  const DV<float**> head = p_.w(s_.gpt ? "embed.tokens.weight" : "head.weight");
+  const DV<float**> x = x_last(s);
+  if (s_.gpt)
+    kk::layernorm_forward(exec, lnf_, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
+  else
+    kk::rmsnorm_forward(exec, lnf_, lnf_rstd_, x, p_.v("final_norm.weight"));
+  kk::matmul_forward(exec, k_.gemm, logits_, lnf_, head);
+
+  kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
+  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
+  kk::xent_local_sums(exec, stats_, logits_, targets_, lmax_, v0_, s_.vocab);
+  tp_allreduce(stats_);
+  kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+  double sum = 0;
+  const auto l = loss_;
+  Kokkos::parallel_reduce(
+      "kformer::loss_sum", Kokkos::RangePolicy<Exec>(exec, 0, l.extent(0)),
+      KOKKOS_LAMBDA(const int i, double& acc) { acc += l(i); }, sum);
+  loss_sum += sum;
+
+  kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(s_.gpt ? "embed.tokens.weight" : "head.weight"),
+                      DV<float*>(), logits_, lnf_, head);
+  tp_allreduce(scratch_.d_ln);
+  if (s_.gpt)
+    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), scratch_.d_ln, x,
+                           p_.v("final_norm.weight"), lnf_mean_, lnf_rstd_);
+  else
+    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), scratch_.d_ln, x, p_.v("final_norm.weight"),
+                         lnf_rstd_);
+}
+
+void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
+  Kokkos::Timer timer;
+  Exec exec;
+  Slot& s = slot(micro);
+  if (c_.last() && on_unit_done) {
+    on_unit_done(s_.n_layers);                       // final norm and head: done in forward
+    if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
+  }
+  for (int i = c_.n_layers - 1; i >= 0; --i) {
+    p_.require(c_.first_layer + i);
+    blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_, s.dx);
+    if (on_unit_done) on_unit_done(c_.first_layer + i);
+  }
+  if (c_.first()) {
+    p_.require(-1);
+    const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
+    if (on_unit_done) on_unit_done(-1);
+  }
+  exec.fence();
+  backward_ms += timer.seconds() * 1e3;
+}
+
+Flops Stage::flops() const {
+  Flops f;
+  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_);
+  if (c_.last()) f += head_flops(d_.N(), d_.C, Vl_);
+  return f;
+}
+
+}  // namespace kformer

@@ -1,0 +1,78 @@
+// One model chunk on one rank: the embedding (first chunk), blocks [first_layer, first_layer +
+// n_layers), and the final norm, head and loss (last chunk); with one chunk it is the whole model.
+// Forward and backward run per micro-batch, each with its own activations (a slot), so that a
+// pipeline schedule can keep several micro-batches in flight. Shapes: N = B*T tokens, C = d_model;
+// under tensor parallelism the embedding, head and loss are vocab-parallel (vocab_padded/tp rows).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "block.hpp"
+#include "flops.hpp"
+
+namespace kformer {
+
+struct ChunkSpec {
+  int chunk = 0, n_chunks = 1;        // this chunk's index among all of the model's
+  int first_layer = 0, n_layers = 0;  // its blocks
+  bool first() const { return chunk == 0; }
+  bool last() const { return chunk == n_chunks - 1; }
+};
+
+class Stage {
+ public:
+  Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice kernels, const ParamStore& params,
+        comm::Communicator* tp, ChunkSpec chunk);
+
+  const ChunkSpec& chunk() const { return c_; }
+  const BlockDims& dims() const { return d_; }
+
+  // The buffer the previous chunk's activation (N,C) is received into; takes a slot for `micro`.
+  DV<float**> input(int micro);
+  // tokens (B, T+1) host: read by the first chunk (inputs) and the last (targets). The last chunk
+  // also computes the loss and runs the head's backward here, so logits never outlive the call.
+  void forward(int micro, const std::vector<std::int32_t>& tokens, float grad_scale);
+  DV<float**> output(int micro) const;       // (N,C) for the next chunk
+  DV<float**> output_grad(int micro) const;  // the buffer its gradient is received into
+  // on_unit_done(layer): the unit's gradients are complete (hook for data-parallel buckets).
+  void backward(int micro, const std::function<void(int)>& on_unit_done);
+  DV<float**> input_grad(int micro) const;  // (N,C) for the previous chunk
+  void release(int micro);                  // the slot may be reused
+
+  double loss_sum = 0;                      // of the token losses of the last chunk's micro-batches
+  double forward_ms = 0, backward_ms = 0;   // accumulated; the trainer resets them
+  Flops flops() const;                      // per micro-batch
+  std::size_t slots_allocated() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    std::vector<BlockActs> acts;
+    DV<float**> x_in, dx;  // the chunk's input and the gradient flowing back through it
+    std::vector<std::int32_t> inputs;
+    bool busy = false;
+  };
+  Slot& slot(int micro);
+  const Slot& slot(int micro) const;
+  void head_forward_backward(Slot& s, float grad_scale);
+  DV<float**> x_last(const Slot& s) const;
+  void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
+
+  ModelShape s_;
+  BlockDims d_;
+  KernelChoice k_;
+  const ParamStore& p_;
+  comm::Communicator* tp_;
+  ChunkSpec c_;
+  int tp_rank_ = 0, v0_ = 0, Vl_ = 0;
+  std::vector<Block> blocks_;
+  BlockScratch scratch_;
+  std::vector<Slot> slots_;
+  std::map<int, std::size_t> slot_of_;
+  DV<std::int32_t*> inputs_, targets_;
+  DV<float**> lnf_, logits_, stats_;
+  DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
+};
+
+}  // namespace kformer

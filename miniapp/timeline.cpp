@@ -1,0 +1,66 @@
+// The timeline (see timeline.hpp).
+#include "timeline.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <stdexcept>
+
+namespace kformer {
+namespace {
+
+nlohmann::json span(const std::string& name, const char* cat, int pid, int tid, double start, double end,
+                    nlohmann::json args) {
+  return {{"name", name}, {"cat", cat},       {"ph", "X"},         {"pid", pid},
+          {"tid", tid},   {"ts", start},      {"dur", end - start}, {"args", std::move(args)}};
+}
+
+void write_file(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path + ".tmp");
+  if (!out) throw std::runtime_error("output.trace: cannot write " + path + ": give a writable directory");
+  out << j.dump() << '\n';
+  out.close();
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    throw std::runtime_error("output.trace: cannot rename " + path + ".tmp");
+}
+
+}  // namespace
+
+Timeline::Timeline(std::string dir, int rank) : dir_(std::move(dir)), rank_(rank) {
+  ::mkdir(dir_.c_str(), 0755);  // every rank may try; existing is fine
+}
+
+void Timeline::add_iteration(int iteration, const std::vector<ActionSpan>& spans, const comm::TraceLog& comm,
+                             double optimizer_start_us, double optimizer_end_us) {
+  for (const auto& s : spans)
+    events_.push_back(span(s.phase == Phase::forward ? "forward" : "backward", "compute", rank_, 0, s.start_us,
+                           s.end_us, {{"micro_batch", s.micro}, {"chunk", s.chunk}, {"iteration", iteration}}));
+  for (const auto& r : comm.records())
+    if (r.end_us >= 0)
+      events_.push_back(span(r.op, "comm", rank_, 1, r.start_us, r.end_us,
+                             {{"bytes", r.bytes}, {"group_size", r.group_size}, {"blocking", r.blocking},
+                              {"iteration", iteration}}));
+  events_.push_back(span("optimizer", "compute", rank_, 0, optimizer_start_us, optimizer_end_us,
+                         {{"iteration", iteration}}));
+}
+
+void Timeline::write(comm::Communicator& world) {
+  nlohmann::json meta = {{{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}},
+                         {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "compute"}}}},
+                         {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 1}, {"args", {{"name", "communication"}}}}};
+  for (auto& e : meta) events_.push_back(e);
+  write_file(dir_ + "/rank" + std::to_string(rank_) + ".json", {{"traceEvents", events_}});
+  world.barrier();
+  if (world.rank() != 0) return;
+  nlohmann::json all = nlohmann::json::array();
+  for (int r = 0; r < world.size(); ++r) {
+    std::ifstream in(dir_ + "/rank" + std::to_string(r) + ".json");
+    if (!in) throw std::runtime_error("output.trace: rank " + std::to_string(r) + "'s file is missing in " + dir_ +
+                                      ": the directory must be on a file system every rank shares");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& e : j["traceEvents"]) all.push_back(e);
+  }
+  write_file(dir_ + "/trace.json", {{"traceEvents", all}, {"displayTimeUnit", "ms"}});
+}
+
+}  // namespace kformer
