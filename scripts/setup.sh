@@ -23,7 +23,7 @@ done
 log() { echo "setup: $*" >&2; }
 
 # --- Debian packages ------------------------------------------------------------------------
-packages=(cmake g++ make git pkg-config libopenmpi-dev openmpi-bin libopenblas-dev
+packages=(cmake g++ make git pkg-config libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev
           libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
           dpkg-dev xz-utils ca-certificates shellcheck
           python3-torch python3-numpy python3-matplotlib)
