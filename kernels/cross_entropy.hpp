@@ -76,6 +76,16 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
       });
 }
 
+// The sum of the per-token losses (N), in double.
+template <class ExecSpace>
+double xent_loss_sum(const ExecSpace& exec, const DView<const float*, ExecSpace>& loss) {
+  double sum = 0;
+  Kokkos::parallel_reduce(
+      "kformer::xent_loss_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, loss.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i, double& acc) { acc += loss(i); }, sum);
+  return sum;
+}
+
 // All three passes on one rank (the whole vocabulary held here, v0 = 0).
 template <class ExecSpace>
 void xent_forward_backward(const ExecSpace& exec, const DView<float*, ExecSpace>& loss,

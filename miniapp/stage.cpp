@@ -117,12 +117,7 @@ void Stage::head_forward_backward(Slot& s, float grad_scale) {
   kk::xent_local_sums(exec, stats_, logits_, targets_, lmax_, v0_, s_.vocab);
   tp_allreduce(stats_);
   kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
-  double sum = 0;
-  const auto l = loss_;
-  Kokkos::parallel_reduce(
-      "kformer::loss_sum", Kokkos::RangePolicy<Exec>(exec, 0, l.extent(0)),
-      KOKKOS_LAMBDA(const int i, double& acc) { acc += l(i); }, sum);
-  loss_sum += sum;
+  loss_sum += kk::xent_loss_sum(exec, DV<const float*>(loss_));
 
   kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(s_.gpt ? "embed.tokens.weight" : "head.weight"),
                       DV<float*>(), logits_, lnf_, head);
