@@ -102,7 +102,7 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
             {"comm_exposed", med(&IterationRecord::comm_exposed_ms)},
             {"comm_total", med(&IterationRecord::comm_total_ms)}}},
           {"straggler", {{"slowdown", s.slowdown}, {"delay", s.delay}, {"slowest_rank", s.slowest_rank}}},
-          {"pipeline_bubble_measured", median(bubble)},
+          {"pipeline", {{"bubble_measured", median(bubble)}}},
           {"straggler_comm", {{"slowdown", sc.slowdown}, {"delay", sc.delay}, {"slowest_rank", sc.slowest_rank}}}};
 }
 

@@ -65,14 +65,12 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   for (const auto& st : trainer.stages()) slots = std::max(slots, st->slots_allocated());
   double slots_all = double(slots);
   world.allreduce(&slots_all, &slots_all, 1, comm::DType::f64, comm::ReduceOp::max);
-  summary["pipeline"] = {{"schedule", cfg.str("parallel.schedule")},
-                         {"stages", pp},
-                         {"virtual_stages", v},
-                         {"microbatches", cfg.i64("parallel.microbatches")},
-                         {"bubble_measured", summary["pipeline_bubble_measured"]},
-                         {"bubble_analytic", analytic_bubble(pp, cfg.i32("parallel.microbatches"), v)},
-                         {"micro_batches_in_flight_measured", slots_all}};
-  summary.erase("pipeline_bubble_measured");
+  summary["pipeline"].update({{"schedule", cfg.str("parallel.schedule")},
+                              {"stages", pp},
+                              {"virtual_stages", v},
+                              {"microbatches", cfg.i64("parallel.microbatches")},
+                              {"bubble_analytic", analytic_bubble(pp, cfg.i32("parallel.microbatches"), v)},
+                              {"micro_batches_in_flight_measured", slots_all}});
   nlohmann::json memory = estimate_memory(cfg).to_json();
   memory["peak_bytes"] = peak;
   summary["memory"] = memory;
