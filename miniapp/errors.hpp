@@ -6,10 +6,27 @@
 
 namespace kformer {
 
-// Bad input that every rank sees identically (deck, overrides, layout): rank 0 reports it.
-class ConfigError : public std::runtime_error {
+// A verdict every rank reaches identically, from the same global numbers: rank 0 reports it once
+// and every rank exits with `exit_code`, without tearing the job down.
+class CollectiveError : public std::runtime_error {
  public:
-  explicit ConfigError(const std::string& what) : std::runtime_error(what) {}
+  CollectiveError(const std::string& what, int exit_code) : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// Bad input (deck, overrides, layout): exit code 2.
+class ConfigError : public CollectiveError {
+ public:
+  explicit ConfigError(const std::string& what) : CollectiveError(what, 2) {}
+};
+
+// Training cannot go on (train.max_nan non-finite iterations in a row): exit code 3.
+class TrainingStopped : public CollectiveError {
+ public:
+  explicit TrainingStopped(const std::string& what) : CollectiveError(what, 3) {}
 };
 
 }  // namespace kformer

@@ -22,10 +22,10 @@ int main(int argc, char** argv) {
     }
     Kokkos::ScopeGuard kokkos(argc, argv);
     rc = kformer::run_app(args, runtime);
-  } catch (const kformer::ConfigError& e) {
-    // Every rank sees the same bad input: one line, from rank 0.
+  } catch (const kformer::CollectiveError& e) {
+    // Every rank reached the same verdict: one line, from rank 0.
     if (root) std::cerr << "kformer: error: " << e.what() << std::endl;
-    rc = 2;
+    rc = e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "kformer: error on rank " << runtime.world_rank() << ": " << e.what() << std::endl;
     runtime.abort(1);

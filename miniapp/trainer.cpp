@@ -63,8 +63,9 @@ void Trainer::run(int first_iteration) {
     if (after_iteration) after_iteration(r);
     if (world_.rank() == 0 && (it % log_every == 0 || it == steps)) std::cout << format_log_line(r) << std::endl;
     if (nan_in_a_row_ >= cfg_.i64("train.max_nan"))
-      throw std::runtime_error("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
-                               " iterations in a row (train.max_nan): lower train.lr or raise train.warmup");
+      throw TrainingStopped("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
+                            " iterations in a row (train.max_nan=" + std::to_string(cfg_.i64("train.max_nan")) +
+                            "), each skipped on every rank: lower train.lr or raise train.warmup");
   }
 }
 

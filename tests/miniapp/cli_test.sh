@@ -46,6 +46,16 @@ PY
   expect nonzero "does not divide the 4 ranks" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 parallel.pp=1 model.n_heads=6 model.d_model=96
   # shellcheck disable=SC2086
   expect nonzero "comm.backend=self runs one rank" -- "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" comm.backend=self
+  # A learning rate that blows up: the non-finite iterations are skipped and counted on every
+  # rank, then train.max_nan in a row stop the run with one line and exit code 3.
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" train.lr=1e6 train.steps=20 train.max_nan=3 \
+    >"$tmp/nan.out" 2>"$tmp/nan.err"
+  rc=$?
+  [ $rc -eq 3 ] || fail "lr=1e6 should stop with exit code 3, got $rc"
+  grep -q "number of nan iterations:   3" "$tmp/nan.out" || fail "lr=1e6: the NaN counter did not reach 3"
+  [ "$(grep -c "kformer: error" "$tmp/nan.err")" -eq 1 ] || { fail "lr=1e6: the stop should be reported once"; cat "$tmp/nan.err"; }
+  grep -q "train.max_nan=3" "$tmp/nan.err" || fail "lr=1e6: the message should name train.max_nan"
   # shellcheck disable=SC2086
   "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 2>"$tmp/err4" >/dev/null
   n=$(grep -c "kformer: error" "$tmp/err4")
