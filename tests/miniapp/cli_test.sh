@@ -27,6 +27,11 @@ expect nonzero "parallel.tp=3 does not divide model.n_heads=4" -- "$kformer" "$s
 expect nonzero "model.n_layers='two' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=two
 expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
 expect nonzero "no deck given" -- "$kformer"
+# Every deck key is documented in the user guide's key table (the guide must follow the schema).
+"$kformer" --keys | grep -v '^ ' | cut -d' ' -f1 | while read -r key; do
+  grep -qF "\`$key\`" "$src/docs/user-guide.md" || echo "$key"
+done >"$tmp/undocumented"
+[ -s "$tmp/undocumented" ] && fail "keys missing from docs/user-guide.md: $(tr '\n' ' ' <"$tmp/undocumented")"
 # Bad input gives exactly one line on stderr.
 "$kformer" "$src/input/tiny.yaml" model.n_laeyrs=2 2>"$tmp/err1" >/dev/null
 [ "$(wc -l <"$tmp/err1")" -eq 1 ] || { fail "an unknown key should print one line, got:"; cat "$tmp/err1"; }
