@@ -21,29 +21,16 @@ namespace {
 
 constexpr double kFloat = 4;
 
-// Stage s of pp holds layers [first, first + count); stage 0 also the embedding, the last the
-// final norm and head. Balanced split unless parallel.stage_layers gives it.
-std::pair<int, int> stage_layers(const Config& cfg, int stage) {
-  const int L = cfg.i32("model.n_layers"), pp = cfg.i32("parallel.pp");
-  const auto& given = cfg.ints("parallel.stage_layers");
-  int first = 0;
-  for (int s = 0; s < stage; ++s)
-    first += given.empty() ? L / pp + (s < L % pp) : static_cast<int>(given[s]);
-  const int count = given.empty() ? L / pp + (stage < L % pp) : static_cast<int>(given[stage]);
-  return {first, count};
-}
-
 MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const ModelShape s = model_shape(cfg);
   const int pp = cfg.i32("parallel.pp"), dp = cfg.i32("parallel.dp"), zero = cfg.i32("parallel.zero");
-  const auto [first, count] = stage_layers(cfg, stage);
+  const int v = cfg.i32("parallel.virtual_stages");
+  const auto chunks = chunk_layers(cfg);
+  int count = 0;  // blocks on this pipeline rank, over its chunks
+  for (std::size_t c = stage; c < chunks.size(); c += pp) count += chunks[c].second;
   double P = 0, largest_unit = 0;
   std::map<int, double> units;
-  for (const auto& p : model_params(s)) {
-    const bool held = (p.layer >= first && p.layer < first + count) || (p.layer < 0 && stage == 0) ||
-                      (p.layer == s.n_layers && stage == pp - 1) ||
-                      (p.layer < 0 && s.gpt && stage == pp - 1);  // the tied head
-    if (!held) continue;
+  for (const auto& p : rank_params(s, chunks, pp, stage)) {
     P += double(p.local_size(s.tp));
     units[p.layer] += double(p.local_size(s.tp));
   }
@@ -60,8 +47,14 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
                            4 * N + att_saved;
   const int m = cfg.i32("parallel.microbatches");
   const std::string sched = cfg.str("parallel.schedule");
-  e.micro_batches_in_flight = pp == 1 ? 1 : sched == "gpipe" ? m : std::min(m, pp - stage);
-  e.activations = kFloat * per_layer * count * e.micro_batches_in_flight;
+  // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
+  // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks.
+  const int in_flight = pp == 1                ? 1
+                        : sched == "gpipe"     ? m * v
+                        : sched == "1f1b"      ? std::min(m, pp - stage)
+                                               : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1);
+  e.micro_batches_in_flight = in_flight;
+  e.activations = kFloat * per_layer * (double(count) / v) * in_flight;
   const double Vl = double(s.vocab_padded) / s.tp;
   e.workspace = kFloat * (4 * N * d.C + N * d.q_width() + N * d.qkv_width() + N * d.mlp_in_width() + N * d.Fl +
                           att_saved + 3 * N * d.C + N * Vl);  // block scratch, attention scratch, model buffers
