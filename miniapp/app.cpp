@@ -70,7 +70,7 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
   const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);
   if (world->rank() == 0) {
     std::cout << "summary: " << report["summary"].dump() << std::endl;
-    if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report);
+    if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report, "output.json", 2);
   }
   world->barrier();
   return 0;

@@ -52,7 +52,7 @@ double Optimizer::grad_sq_local() const {
 void Optimizer::step(int iteration, double clip_scale) {
   Exec exec;
   kernels::AdamWHyper h;
-  h.lr = static_cast<float>(learning_rate(s_, iteration));
+  h.lr = static_cast<float>(kformer::learning_rate(s_, iteration));
   h.step = iteration;
   h.grad_scale = static_cast<float>(clip_scale);
   for (const auto& g : segments_) {

@@ -36,6 +36,7 @@ class Optimizer {
   // all-gather that gives every data-parallel rank the whole updated parameters.
   void step(int iteration, double clip_scale);
 
+  double learning_rate(int iteration) const { return kformer::learning_rate(s_, iteration); }
   std::int64_t state_elements() const { return state_size_; }  // moments held: 2 per element
 
  private:

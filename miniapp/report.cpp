@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
-#include <cstdio>
 #include <fstream>
 
 #include "kformer_config.hpp"
@@ -82,17 +81,6 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
           {"platform", platform_json(world.size())},
           {"iterations", iters},
           {"summary", summary}};
-}
-
-void write_json(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("output.json=" + path + ": cannot write there; give a path in a writable directory");
-    out << j.dump(2) << '\n';
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("output.json=" + path + ": cannot rename " + tmp + " into place");
 }
 
 }  // namespace kformer

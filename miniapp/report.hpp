@@ -10,6 +10,7 @@
 #include "ceiling.hpp"
 #include "comm/mesh.hpp"
 #include "config.hpp"
+#include "json_file.hpp"
 #include "trainer.hpp"
 
 namespace kformer {
@@ -20,8 +21,5 @@ nlohmann::json platform_json(int world);
 // Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
 nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
                             const Trainer& trainer, const GemmCeiling& ceiling);
-
-// Atomic: written to PATH.tmp, then renamed.
-void write_json(const std::string& path, const nlohmann::json& j);
 
 }  // namespace kformer

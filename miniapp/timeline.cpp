@@ -1,6 +1,8 @@
 // The timeline (see timeline.hpp).
 #include "timeline.hpp"
 
+#include "json_file.hpp"
+
 #include <sys/stat.h>
 
 #include <fstream>
@@ -13,15 +15,6 @@ nlohmann::json span(const std::string& name, const char* cat, int pid, int tid, 
                     nlohmann::json args) {
   return {{"name", name}, {"cat", cat},       {"ph", "X"},         {"pid", pid},
           {"tid", tid},   {"ts", start},      {"dur", end - start}, {"args", std::move(args)}};
-}
-
-void write_file(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path + ".tmp");
-  if (!out) throw std::runtime_error("output.trace: cannot write " + path + ": give a writable directory");
-  out << j.dump() << '\n';
-  out.close();
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
-    throw std::runtime_error("output.trace: cannot rename " + path + ".tmp");
 }
 
 }  // namespace
@@ -49,7 +42,7 @@ void Timeline::write(comm::Communicator& world) {
                          {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "compute"}}}},
                          {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 1}, {"args", {{"name", "communication"}}}}};
   for (auto& e : meta) events_.push_back(e);
-  write_file(dir_ + "/rank" + std::to_string(rank_) + ".json", {{"traceEvents", events_}});
+  write_json(dir_ + "/rank" + std::to_string(rank_) + ".json", {{"traceEvents", events_}}, "output.trace");
   world.barrier();
   if (world.rank() != 0) return;
   nlohmann::json all = nlohmann::json::array();
@@ -60,7 +53,7 @@ void Timeline::write(comm::Communicator& world) {
     const nlohmann::json j = nlohmann::json::parse(in);
     for (const auto& e : j["traceEvents"]) all.push_back(e);
   }
-  write_file(dir_ + "/trace.json", {{"traceEvents", all}, {"displayTimeUnit", "ms"}});
+  write_json(dir_ + "/trace.json", {{"traceEvents", all}, {"displayTimeUnit", "ms"}}, "output.trace");
 }
 
 }  // namespace kformer

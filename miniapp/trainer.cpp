@@ -135,31 +135,29 @@ IterationRecord Trainer::iterate(int it) {
   r.skipped = !finite;
   r.skipped_total = skipped_;
   r.nan_total = nan_;
-  r.lr = learning_rate({cfg_.f64("train.lr"), 0, cfg_.i32("train.warmup"), cfg_.i32("train.steps"), 0}, it);
+  r.lr = optimizer_->learning_rate(it);
   r.pipeline_wall_ms = pipeline_->wall_ms;
   r.pipeline_compute_ms = pipeline_->compute_ms;
 
-  // Per-rank busy and communication times, gathered for the straggler figures. Communication:
-  // total = time with a call in flight; exposed = time the caller waited (blocking calls, TP's
-  // all-reduces and the pipeline's receives among them, and the wait for the DP buckets).
-  r.rank_busy_ms.assign(world_.size(), 0.0);
-  r.rank_busy_ms[world_.rank()] = busy_ms;
-  world_.allreduce(r.rank_busy_ms.data(), r.rank_busy_ms.data(), r.rank_busy_ms.size(), comm::DType::f64,
-                   comm::ReduceOp::sum);
+  // Communication: total = time with a call in flight; exposed = time the caller waited (blocking
+  // calls, TP's all-reduces and the pipeline's receives among them, and the wait for the DP buckets).
   if (trace_) {
     r.comm_total_ms = trace_->busy_us() / 1e3;
     for (const auto& rec : trace_->records())
       if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
   }
   r.comm_exposed_ms += sync_->exposed_ms();
-  r.rank_bubble.assign(world_.size(), 0.0);
-  r.rank_bubble[world_.rank()] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
-  world_.allreduce(r.rank_bubble.data(), r.rank_bubble.data(), r.rank_bubble.size(), comm::DType::f64,
-                   comm::ReduceOp::sum);
-  r.rank_comm_ms.assign(world_.size(), 0.0);
-  r.rank_comm_ms[world_.rank()] = r.comm_total_ms;
-  world_.allreduce(r.rank_comm_ms.data(), r.rank_comm_ms.data(), r.rank_comm_ms.size(), comm::DType::f64,
-                   comm::ReduceOp::sum);
+  // Every rank's busy time, bubble and communication time, for the straggler and bubble figures:
+  // one all-reduce of a (3, world) table in which each rank fills its own column.
+  const int n = world_.size(), me = world_.rank();
+  std::vector<double> table(3 * std::size_t(n), 0.0);
+  table[me] = busy_ms;
+  table[n + me] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
+  table[2 * n + me] = r.comm_total_ms;
+  world_.allreduce(table.data(), table.data(), table.size(), comm::DType::f64, comm::ReduceOp::sum);
+  r.rank_busy_ms.assign(table.begin(), table.begin() + n);
+  r.rank_bubble.assign(table.begin() + n, table.begin() + 2 * n);
+  r.rank_comm_ms.assign(table.begin() + 2 * n, table.end());
 
   r.elapsed_s = step_timer.seconds();
   r.consumed_samples = std::int64_t(it) * global_batch_;
