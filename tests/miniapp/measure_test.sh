@@ -18,8 +18,9 @@ run() {  # name overrides...
 # Two ranks, so that each has a core: with more ranks than cores, time-sharing stretches compute
 # spans more than the injected factor. The straggler runs data-parallel, where every rank does the
 # same work (under PP the stage holding the head is slower by design: see docs/studies.md).
-run base parallel.dp=2
-run straggler parallel.dp=2 straggler.rank=1 straggler.slowdown=2
+# d_model 256 gives each step tens of milliseconds of compute, well above scheduling jitter.
+run base parallel.dp=2 model.d_model=256 model.n_heads=8
+run straggler parallel.dp=2 model.d_model=256 model.n_heads=8 straggler.rank=1 straggler.slowdown=2
 run network parallel.pp=2 comm.emulate.latency_us=20000 output.trace="$tmp/trace"
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
