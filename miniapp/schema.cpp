@@ -55,6 +55,8 @@ std::vector<KeySpec> make_schema() {
       real("train.grad_clip", 1.0, 0, kNoMax, "global gradient-norm clip; 0 = off"),
       integer("train.seed", 1234, 0, kNoMax, "seed of parameter initialisation and random data"),
       integer("train.max_nan", 5, 1, kNoMax, "stop after this many non-finite iterations in a row"),
+      integer("train.stop_at", 0, 0, kNoMax,
+              "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),
       real("memory.limit_gb", 0, 0, kNoMax, "refuse a layout whose per-rank estimate exceeds it; 0 = no limit"),
       text("data.source", "random", "'random' (tokens from the global sample index) or a uint16 token file (llm.c header)"),
       integer("parallel.tp", 1, 1, 4096, "tensor-parallel ranks (must divide n_heads and n_kv_heads)"),
