@@ -6,11 +6,13 @@
 #include <iostream>
 
 #include "comm/mesh.hpp"
+#include "checkpoint.hpp"
 #include "config.hpp"
 #include "errors.hpp"
 #include "memory.hpp"
 #include "reference_export.hpp"
 #include "report.hpp"
+#include "stop_signals.hpp"
 #include "timeline.hpp"
 #include "trainer.hpp"
 #include "validate.hpp"
@@ -49,12 +51,29 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
   if (args.dry_run) return 0;
 
   Trainer trainer(cfg, *world, mesh, trace);
+  if (!cfg.str("checkpoint.load").empty()) {
+    const TrainingPosition at = load_checkpoint(cfg.str("checkpoint.load"), trainer.checkpoint_context());
+    if (at.iteration >= std::min(cfg.i32("train.steps"), cfg.i32("train.stop_at") > 0 ? cfg.i32("train.stop_at") : 1 << 30))
+      throw ConfigError("checkpoint " + resolve_checkpoint_dir(cfg.str("checkpoint.load")) + " is at iteration " +
+                        std::to_string(at.iteration) + " and train.steps counts from the start of the run: raise train.steps above " +
+                        std::to_string(at.iteration));
+    trainer.resume(at);
+    if (world->rank() == 0)
+      std::cout << "checkpoint: resumed from " << resolve_checkpoint_dir(cfg.str("checkpoint.load")) << " after iteration "
+                << at.iteration << " (" << at.consumed_samples << " samples consumed); continuing at iteration "
+                << at.iteration + 1 << std::endl;
+  }
+  if (!cfg.str("checkpoint.save").empty())
+    trainer.save_checkpoint = [&](const TrainingPosition& at) {
+      save_checkpoint(cfg.str("checkpoint.save"), at, trainer.checkpoint_context());
+    };
+  install_stop_signals();
   if (!cfg.str("output.export").empty())
-    trainer.after_backward = [&](int it) {
-      if (it != 1) return;
+    trainer.after_backward = [&](int it) {  // the first iteration of this run, from its first sample
+      if (it != trainer.first_iteration()) return;
       const auto data = make_data_source(cfg.str("data.source"), cfg.i64("model.vocab_size"), cfg.i64("train.seed"));
-      export_reference(cfg.str("output.export"), trainer.params(), *data, 0, cfg.i32("train.global_batch"),
-                       cfg.i32("train.seq_len"));
+      export_reference(cfg.str("output.export"), trainer.params(), *data, trainer.first_sample(),
+                       cfg.i32("train.global_batch"), cfg.i32("train.seq_len"));
     };
   std::unique_ptr<Timeline> timeline;
   if (!cfg.str("output.trace").empty()) {

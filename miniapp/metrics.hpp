@@ -24,6 +24,7 @@ struct IterationRecord {
   std::vector<double> rank_bubble;                       // 1 - compute / wall of each rank
   double optimizer_start_us = 0, optimizer_end_us = 0;   // for the timeline
   std::vector<double> rank_busy_ms, rank_comm_ms;
+  int stop_signal = 0, stop_rank = -1;  // a walltime signal any rank got during this iteration
 };
 
 // Megatron-DeepSpeed's log line, field by field.

@@ -28,7 +28,7 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
       const std::int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.rows * t.cols);
       if (a >= b) continue;
       segments_.push_back(
-          {ui, a - lo, a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none, u.layer == mirror_layer});
+          {ui, i, a - lo, a, state_size_, b - a, t.spec.decay, t.spec.split == Split::none, u.layer == mirror_layer});
       state_size_ += b - a;
     }
   }

@@ -37,16 +37,22 @@ class Optimizer {
   void step(int iteration, double clip_scale);
 
   double learning_rate(int iteration) const { return kformer::learning_rate(s_, iteration); }
+  const OptimizerSettings& settings() const { return s_; }
   std::int64_t state_elements() const { return state_size_; }  // moments held: 2 per element
 
- private:
   struct Segment {  // a run of elements of one tensor that this rank updates
-    std::size_t unit;
+    std::size_t unit, slot;
     std::int64_t shard_offset;  // into the unit's shard of values
     std::int64_t grad_offset;   // into the flat gradients
     std::int64_t state_offset, length;
     bool decay, replicated, mirror;
   };
+  // What the checkpoints read and write: the segments and the two moments (state_elements() each).
+  const std::vector<Segment>& segments() const { return segments_; }
+  DV<float*> first_moment() const { return m_; }
+  DV<float*> second_moment() const { return v_; }
+
+ private:
   ParamStore& p_;
   OptimizerSettings s_;
   comm::Communicator* dp_;

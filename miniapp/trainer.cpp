@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "errors.hpp"
+#include "stop_signals.hpp"
 
 namespace kformer {
 
@@ -55,17 +56,48 @@ Flops Trainer::flops_per_iteration() const {
   return f;
 }
 
-void Trainer::run(int first_iteration) {
+void Trainer::resume(const TrainingPosition& at) {
+  first_iteration_ = at.iteration + 1;
+  sample_base_ = at.consumed_samples;
+  skipped_ = at.skipped;
+  nan_ = at.nan;
+}
+
+TrainingPosition Trainer::position(int it) const {
+  TrainingPosition at;
+  at.iteration = it;
+  at.consumed_samples = sample_base_ + std::int64_t(it - first_iteration_ + 1) * global_batch_;
+  at.consumed_tokens = at.consumed_samples * seq_len_;
+  at.skipped = skipped_;
+  at.nan = nan_;
+  return at;
+}
+
+void Trainer::run() {
   const int steps = cfg_.i32("train.steps"), log_every = cfg_.i32("output.log_every");
-  for (int it = first_iteration; it <= steps; ++it) {
+  const int stop_at = cfg_.i32("train.stop_at"), every = cfg_.i32("checkpoint.every");
+  const int last = stop_at > 0 ? std::min(stop_at, steps) : steps;
+  for (int it = first_iteration_; it <= last; ++it) {
     IterationRecord r = iterate(it);
     records_.push_back(r);
     if (after_iteration) after_iteration(r);
-    if (world_.rank() == 0 && (it % log_every == 0 || it == steps)) std::cout << format_log_line(r) << std::endl;
+    stop_signal_ = r.stop_signal;
+    const bool end = it == last || stop_signal_ != 0;
+    if (world_.rank() == 0 && (it % log_every == 0 || end)) std::cout << format_log_line(r) << std::endl;
     if (nan_in_a_row_ >= cfg_.i64("train.max_nan"))
       throw TrainingStopped("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
                             " iterations in a row (train.max_nan=" + std::to_string(cfg_.i64("train.max_nan")) +
                             "), each skipped on every rank: lower train.lr or raise train.warmup");
+    if (save_checkpoint && (end || (every > 0 && it % every == 0))) save_checkpoint(position(it));
+    if (stop_signal_ != 0) {
+      if (world_.rank() == 0)
+        std::cout << "kformer: stopped after iteration " << it << " of " << steps << " on " << signal_name(stop_signal_)
+                  << " (rank " << r.stop_rank << " got it first)"
+                  << (save_checkpoint ? "; resume with checkpoint.load=" + cfg_.str("checkpoint.save")
+                                      : std::string("; no checkpoint.save was set, so nothing was saved"))
+                  << std::endl;
+      return;
+    }
   }
 }
 
@@ -92,7 +124,8 @@ IterationRecord Trainer::iterate(int it) {
   const std::int64_t tokens_per_iter = std::int64_t(global_batch_) * T;
 
   params_->zero_grads();
-  const std::int64_t first = std::int64_t(it - 1) * global_batch_ + std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
+  const std::int64_t first = sample_base_ + std::int64_t(it - first_iteration_) * global_batch_ +
+                             std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
   pipeline_->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
                  [this](int l) { sync_->unit_done(l); });
   double loss_sum = 0, busy_ms = pipeline_->compute_ms;
@@ -147,20 +180,24 @@ IterationRecord Trainer::iterate(int it) {
       if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
   }
   r.comm_exposed_ms += sync_->exposed_ms();
-  // Every rank's busy time, bubble and communication time, for the straggler and bubble figures:
-  // one all-reduce of a (3, world) table in which each rank fills its own column.
+  // Every rank's busy time, bubble and communication time, for the straggler and bubble figures,
+  // and the stop signal it may have received: one all-reduce of a (4, world) table in which each
+  // rank fills its own column, so every rank learns of a signal after the same iteration.
   const int n = world_.size(), me = world_.rank();
-  std::vector<double> table(3 * std::size_t(n), 0.0);
+  std::vector<double> table(4 * std::size_t(n), 0.0);
   table[me] = busy_ms;
   table[n + me] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
   table[2 * n + me] = r.comm_total_ms;
+  table[3 * n + me] = stop_signal();
   world_.allreduce(table.data(), table.data(), table.size(), comm::DType::f64, comm::ReduceOp::sum);
   r.rank_busy_ms.assign(table.begin(), table.begin() + n);
   r.rank_bubble.assign(table.begin() + n, table.begin() + 2 * n);
-  r.rank_comm_ms.assign(table.begin() + 2 * n, table.end());
+  r.rank_comm_ms.assign(table.begin() + 2 * n, table.begin() + 3 * n);
+  for (int k = 0; k < n && r.stop_signal == 0; ++k)
+    if (table[3 * n + k] != 0) r.stop_signal = int(table[3 * n + k]), r.stop_rank = k;
 
   r.elapsed_s = step_timer.seconds();
-  r.consumed_samples = std::int64_t(it) * global_batch_;
+  r.consumed_samples = sample_base_ + std::int64_t(it - first_iteration_ + 1) * global_batch_;
   r.consumed_tokens = r.consumed_samples * T;
   r.samples_per_s = global_batch_ / r.elapsed_s;
   r.tokens_per_s = tokens_per_iter / r.elapsed_s;

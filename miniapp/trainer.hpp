@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm/mesh.hpp"
 #include "comm/trace_log.hpp"
 #include "config.hpp"
@@ -24,8 +25,18 @@ class Trainer {
  public:
   Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace);
 
-  // Runs iterations first..train.steps; rank 0 prints a log line every output.log_every.
-  void run(int first_iteration = 1);
+  // Continue from a checkpoint: the next iteration is at.iteration + 1, at sample at.consumed_samples.
+  void resume(const TrainingPosition& at);
+  // Runs iterations up to train.steps (or train.stop_at, or the iteration in which a stop signal
+  // reached any rank); rank 0 prints a log line every output.log_every. Calls save_checkpoint
+  // every checkpoint.every iterations and after the last one, when it is set.
+  void run();
+
+  int first_iteration() const { return first_iteration_; }
+  std::int64_t first_sample() const { return sample_base_; }  // of first_iteration()
+  int stopped_by_signal() const { return stop_signal_; }       // 0: ran to its end
+  TrainingPosition position(int iteration) const;              // after `iteration` completed
+  CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *params_, *optimizer_}; }
 
   const std::vector<IterationRecord>& records() const { return records_; }
   const ParamStore& params() const { return *params_; }
@@ -36,6 +47,8 @@ class Trainer {
   std::function<void(int iteration)> after_backward;
   // Called after each iteration with its record (the timeline writer).
   std::function<void(const IterationRecord&)> after_iteration;
+  // Called with the position to save (checkpoint.save).
+  std::function<void(const TrainingPosition&)> save_checkpoint;
 
  private:
   IterationRecord iterate(int it);
@@ -56,6 +69,8 @@ class Trainer {
   std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
+  int first_iteration_ = 1, stop_signal_ = 0;
+  std::int64_t sample_base_ = 0;  // global sample at which first_iteration_ starts
 };
 
 }  // namespace kformer

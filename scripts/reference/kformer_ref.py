@@ -217,17 +217,28 @@ def lr_at(it, cfg):
     return lr / 10 + 0.5 * (lr - lr / 10) * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-def train(cfg, iterations):
+def train(cfg, iterations, start=None):
+    """Losses and gradient norms of `iterations` iterations. start: None (from initialisation at
+    iteration 1), or (P, moments, last_iteration, consumed_samples) from a checkpoint, where
+    moments maps a name to (exp_avg, exp_avg_sq) as numpy arrays."""
     s, t = Shape(cfg), cfg["train"]
-    P = init_params(s, t["seed"])
+    P = init_params(s, t["seed"]) if start is None else start[0]
     decay = [p for p, d in P.values() if d]
     nodecay = [p for p, d in P.values() if not d]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
                              {"params": nodecay, "weight_decay": 0.0}], lr=t["lr"], betas=(0.9, 0.95), eps=1e-8)
     GB, T = t["global_batch"], t["seq_len"]
+    first, sample = 1, 0
+    if start is not None:
+        _, moments, last, sample = start
+        first = last + 1
+        for name, (p, _) in P.items():
+            m, v = moments[name]
+            opt.state[p] = {"step": torch.tensor(float(last)), "exp_avg": torch.tensor(m.astype(np.float64)),
+                            "exp_avg_sq": torch.tensor(v.astype(np.float64))}
     out = []
-    for it in range(1, iterations + 1):
-        tok = random_tokens(s.V, t["seed"], (it - 1) * GB, GB, T)
+    for it in range(first, first + iterations):
+        tok = random_tokens(s.V, t["seed"], sample + (it - first) * GB, GB, T)
         opt.zero_grad()
         loss = forward(s, P, tok)
         loss.backward()
