@@ -53,10 +53,11 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
   Trainer trainer(cfg, *world, mesh, trace);
   if (!cfg.str("checkpoint.load").empty()) {
     const TrainingPosition at = load_checkpoint(cfg.str("checkpoint.load"), trainer.checkpoint_context());
-    if (at.iteration >= std::min(cfg.i32("train.steps"), cfg.i32("train.stop_at") > 0 ? cfg.i32("train.stop_at") : 1 << 30))
+    const int steps = cfg.i32("train.steps"), stop_at = cfg.i32("train.stop_at");
+    if (at.iteration >= steps || (stop_at > 0 && at.iteration >= stop_at))
       throw ConfigError("checkpoint " + resolve_checkpoint_dir(cfg.str("checkpoint.load")) + " is at iteration " +
-                        std::to_string(at.iteration) + " and train.steps counts from the start of the run: raise train.steps above " +
-                        std::to_string(at.iteration));
+                        std::to_string(at.iteration) + " and " + (at.iteration >= steps ? "train.steps" : "train.stop_at") +
+                        " counts from the start of the run: raise it above " + std::to_string(at.iteration));
     trainer.resume(at);
     if (world->rank() == 0)
       std::cout << "checkpoint: resumed from " << resolve_checkpoint_dir(cfg.str("checkpoint.load")) << " after iteration "

@@ -3,6 +3,7 @@
 # python3-torch): from kformer's exported weights and batch, the loss and every parameter gradient
 # to 1e-5; and over 5 training steps rebuilt from the deck alone, every loss to 1e-5. Both
 # families, and both kernel variants (gpt: native GEMM + naive attention; llama: vendor + fused).
+# Then PyTorch reads a kformer checkpoint and trains on from it as kformer does.
 #   reference_test.sh KFORMER SOURCE_DIR
 set -u
 kformer=$1; src=$2
@@ -21,5 +22,17 @@ check() {  # name overrides...
 }
 check gpt model.family=gpt kernels.gemm=native kernels.attention=naive
 check llama model.family=llama model.n_kv_heads=2 kernels.gemm=vendor kernels.attention=fused
+# PyTorch reads a kformer checkpoint (checksums, then 5 more iterations from its weights, moments
+# and data position) and gets the losses kformer gets when it resumes from it.
+for family in gpt llama; do
+  "$kformer" "$src/input/tiny.yaml" model.family=$family train.steps=10 train.stop_at=5 checkpoint.save="$tmp/ck-$family" \
+    >"$tmp/ck-$family.log" 2>&1 &&
+  "$kformer" "$src/input/tiny.yaml" model.family=$family train.steps=10 checkpoint.load="$tmp/ck-$family" \
+    output.json="$tmp/resumed-$family.json" >>"$tmp/ck-$family.log" 2>&1 ||
+    { echo "FAIL: checkpoint runs ($family)"; tail -5 "$tmp/ck-$family.log"; fails=$((fails + 1)); continue; }
+  echo "== checkpoint read by PyTorch ($family)"
+  /usr/bin/python3 "$src/scripts/reference/check_checkpoint.py" "$tmp/ck-$family" "$tmp/resumed-$family.json" ||
+    fails=$((fails + 1))
+done
 [ $fails -eq 0 ] && echo "reference: all checks passed"
 exit $((fails > 0))

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Universal checkpoints (issue 7), on 4 ranks:
+#  - continuity: 20 iterations straight on one rank; 10 at tp=2 pp=2, saved; resumed at pp=4,
+#    tp=4, dp=4 zero=3 to 20: iterations 11-20 within 1e-5 of the straight run, and bitwise equal
+#    where the layout is the same (tp=2 pp=2 straight vs resumed, one rank straight vs resumed);
+#    a llama run saved at tp=2 dp=2 zero=1, resumed at pp=2 dp=2 zero=2 interleaved;
+#  - a save interrupted by SIGKILL of one rank leaves the previous checkpoint loadable and identical;
+#  - missing, truncated, corrupted and mismatched checkpoints: exit 2, one line naming the tensor
+#    or file and the fix, nothing overwritten.
+#   checkpoint_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
+set -u
+kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+deck=$src/input/tiny.yaml
+fails=0
+
+run() {  # name ranks overrides...   (train.steps=20 always: the schedule's length)
+  local name=$1 np=$2; shift 2
+  # shellcheck disable=SC2086  # the flags are a list
+  if ! "$mpiexec" -n "$np" $mpiflags "$kformer" "$deck" train.steps=20 output.json="$tmp/$name.json" "$@" \
+      >"$tmp/$name.log" 2>&1; then
+    echo "FAIL: $name ($*) did not run:"; tail -5 "$tmp/$name.log"; fails=$((fails + 1)); return 1
+  fi
+}
+
+compare() {  # straight resumed rtol ("0" = bitwise)
+  /usr/bin/python3 - "$tmp/$1.json" "$tmp/$2.json" "$3" "$2" <<'PY' || fails=$((fails + 1))
+import json, sys
+a = {r["iteration"]: r["loss"] for r in json.load(open(sys.argv[1]))["iterations"]}
+b = json.load(open(sys.argv[2]))["iterations"]
+rtol, name = float(sys.argv[3]), sys.argv[4]
+its = [r["iteration"] for r in b]
+worst = max(abs(r["loss"] - a[r["iteration"]]) / abs(a[r["iteration"]]) for r in b)
+ok = its == list(range(11, 21)) and worst <= rtol
+what = "bitwise" if rtol == 0 else f"rtol {rtol:g}"
+print(f"{'ok  ' if ok else 'FAIL'} {name:22s} iterations {its[0]}-{its[-1]}: worst rel {worst:.1e} ({what})")
+sys.exit(0 if ok else 1)
+PY
+}
+
+# Continuity across layouts.
+run straight 1
+run straight22 4 parallel.tp=2 parallel.pp=2
+run first 4 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.save="$tmp/ck"
+if [ "$(cat "$tmp/ck/latest" 2>/dev/null)" != iter_0000010 ]; then echo "FAIL: no ck/latest -> iter_0000010"; fails=$((fails + 1)); fi
+run pp4 4 parallel.pp=4 checkpoint.load="$tmp/ck" && compare straight pp4 1e-5
+run tp4 4 parallel.tp=4 checkpoint.load="$tmp/ck" && compare straight tp4 1e-5
+run dp4z3 4 parallel.dp=4 parallel.zero=3 checkpoint.load="$tmp/ck" && compare straight dp4z3 1e-5
+run same22 4 parallel.tp=2 parallel.pp=2 checkpoint.load="$tmp/ck/iter_0000010" && compare straight22 same22 0
+run one10 1 train.stop_at=10 checkpoint.save="$tmp/ck1" && run one 1 checkpoint.load="$tmp/ck1" && compare straight one 0
+grep -q "continuing at iteration 11" "$tmp/pp4.log" || { echo "FAIL: no resume line"; fails=$((fails + 1)); }
+llama=(model.family=llama model.n_kv_heads=2)
+run lstraight 1 "${llama[@]}"
+run lfirst 4 "${llama[@]}" parallel.tp=2 parallel.dp=2 parallel.zero=1 train.stop_at=10 checkpoint.save="$tmp/lck"
+run linter 4 "${llama[@]}" parallel.pp=2 parallel.dp=2 parallel.zero=2 parallel.schedule=interleaved \
+  parallel.virtual_stages=2 checkpoint.load="$tmp/lck" && compare lstraight linter 1e-5
+
+# An interrupted save: rank 1 is killed halfway through writing the save of iteration 10; the one
+# of iteration 5 stays as an uninterrupted run wrote it, `latest` names it, and it resumes.
+run full 4 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/full"
+# shellcheck disable=SC2086
+KFORMER_TEST_KILL_IN_SAVE=1@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" \
+  train.steps=20 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/killed" \
+  >"$tmp/killed.log" 2>&1
+rc=$?
+same=$(cd "$tmp" && cmp -s full/iter_0000005/model.safetensors killed/iter_0000005/model.safetensors &&
+       cmp -s full/iter_0000005/optimizer.safetensors killed/iter_0000005/optimizer.safetensors && echo yes)
+latest=$(cat "$tmp/killed/latest" 2>/dev/null)
+if [ $rc -ne 0 ] && [ "$same" = yes ] && [ "$latest" = iter_0000005 ] && [ ! -e "$tmp/killed/iter_0000010" ]; then
+  echo "ok   killed mid-save (exit $rc): iter_0000005 byte-identical, latest -> $latest, no iter_0000010"
+else
+  echo "FAIL: killed mid-save: exit $rc, iter_0000005 identical: ${same:-no}, latest: $latest"; fails=$((fails + 1))
+fi
+run after_kill 4 parallel.dp=2 parallel.tp=2 checkpoint.load="$tmp/killed" train.stop_at=6 &&
+  /usr/bin/python3 - "$tmp/straight.json" "$tmp/after_kill.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+a = {r["iteration"]: r["loss"] for r in json.load(open(sys.argv[1]))["iterations"]}
+b = json.load(open(sys.argv[2]))["iterations"]
+ok = [r["iteration"] for r in b] == [6] and abs(b[0]["loss"] - a[6]) <= 1e-5 * abs(a[6])
+print(f"{'ok  ' if ok else 'FAIL'} resumed after the kill at iteration {b[0]['iteration']}: loss {b[0]['loss']:.9f} vs {a[6]:.9f}")
+sys.exit(0 if ok else 1)
+PY
+
+# Bad checkpoints: one line, exit 2, the files as they were.
+cp -r "$tmp/ck" "$tmp/bad"
+bad=$tmp/bad/iter_0000010
+expect() {  # name "pattern" overrides...
+  local name=$1 pattern=$2; shift 2
+  local before after
+  before=$(cat "$tmp"/bad/*/* 2>/dev/null | sha256sum)
+  "$kformer" "$deck" train.steps=20 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  local rc=$?
+  after=$(cat "$tmp"/bad/*/* 2>/dev/null | sha256sum)
+  local msg; msg=$(grep -v "^$" "$tmp/$name.err")
+  if [ $rc -eq 2 ] && [ "$(echo "$msg" | wc -l)" -eq 1 ] && echo "$msg" | grep -q -- "$pattern" && [ "$before" = "$after" ]; then
+    echo "ok   $name: $msg"
+  else
+    echo "FAIL: $name: exit $rc (want 2), stderr: $msg (want one line matching '$pattern'), files unchanged: $([ "$before" = "$after" ] && echo yes || echo no)"
+    fails=$((fails + 1))
+  fi
+}
+expect missing "no such directory" checkpoint.load="$tmp/nowhere"
+expect empty_dir "neither checkpoint.json nor" checkpoint.load="$tmp"
+expect shape "model.d_model is 64 in the checkpoint, 128 in the deck" checkpoint.load="$tmp/bad" model.d_model=128
+expect layers "has no tensor 'layers.4" checkpoint.load="$tmp/bad" model.n_layers=6
+expect done "train.steps counts from the start of the run: raise it above 10" checkpoint.load="$tmp/bad" train.steps=10
+/usr/bin/python3 - "$bad/model.safetensors" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-1000] ^= 0x10; open(p, "wb").write(b)
+PY
+expect corrupt "fails its checksum" checkpoint.load="$tmp/bad" checkpoint.save="$tmp/bad"
+cp "$tmp/ck/iter_0000010/model.safetensors" "$bad/model.safetensors"
+truncate -s -4096 "$bad/optimizer.safetensors"
+expect truncated "optimizer.safetensors is truncated" checkpoint.load="$tmp/bad" checkpoint.save="$tmp/bad"
+echo "not json" >"$bad/checkpoint.json"
+expect metadata "checkpoint.json is corrupted" checkpoint.load="$tmp/bad"
+
+[ $fails -eq 0 ] && echo "checkpoint: all checks passed"
+exit $((fails > 0))
