@@ -68,7 +68,7 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
     trainer.save_checkpoint = [&](const TrainingPosition& at) {
       save_checkpoint(cfg.str("checkpoint.save"), at, trainer.checkpoint_context());
     };
-  install_stop_signals();
+  install_stop_signals(world->rank());
   if (!cfg.str("output.export").empty())
     trainer.after_backward = [&](int it) {  // the first iteration of this run, from its first sample
       if (it != trainer.first_iteration()) return;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 
@@ -11,21 +12,29 @@ namespace kformer {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+// The handler's lines, made before any signal: a handler may only write().
+char g_first[3][160], g_second[3][160];
+
+int slot(int sig) { return sig == SIGTERM ? 0 : sig == SIGUSR1 ? 1 : 2; }
 
 void on_signal(int sig) {
-  if (g_signal != 0) {
-    const char msg[] = "kformer: second signal: exiting now, without a checkpoint\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    ::_exit(128 + sig);
-  }
+  const char* msg = g_signal != 0 ? g_second[slot(sig)] : g_first[slot(sig)];
+  (void)!::write(2, msg, std::strlen(msg));
+  if (g_signal != 0) ::_exit(128 + sig);
   g_signal = sig;
-  const char msg[] = "kformer: signal received: stopping after this iteration (a second signal exits at once)\n";
-  (void)!::write(2, msg, sizeof msg - 1);
 }
 
 }  // namespace
 
-void install_stop_signals() {
+void install_stop_signals(int rank) {
+  for (int sig : {SIGTERM, SIGUSR1, SIGINT}) {
+    std::snprintf(g_first[slot(sig)], sizeof g_first[0],
+                  "kformer: rank %d got %s: stopping after this iteration (a second signal exits at once)\n", rank,
+                  signal_name(sig));
+    std::snprintf(g_second[slot(sig)], sizeof g_second[0],
+                  "kformer: rank %d got a second signal (%s): exiting now, without a checkpoint\n", rank,
+                  signal_name(sig));
+  }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;

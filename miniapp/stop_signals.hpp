@@ -7,7 +7,7 @@
 
 namespace kformer {
 
-void install_stop_signals();
+void install_stop_signals(int rank);  // rank: named in the lines the handler writes
 int stop_signal();  // the first signal received, 0 if none
 const char* signal_name(int sig);
 
