@@ -56,6 +56,20 @@ for d in '^#SBATCH -C gpu' '^#SBATCH -N ' '^#SBATCH --ntasks-per-node=4' '^#SBAT
   grep -q "$d" "$src/jobscripts/perlmutter.slurm" || fail "perlmutter.slurm lacks the directive $d"
 done
 
+# --- MODE=train: one run with checkpoints, resumed when a checkpoint exists, early signal -----
+printf 'x3000c0s13b0n0\nx3000c0s13b1n0\n' > "$tmp/nodes2"
+DRY_RUN=1 MODE=train RESULTS=$tmp WALLTIME=01:00:00 DECK=input/tiny.yaml PBS_NODEFILE=$tmp/nodes2 PBS_O_WORKDIR=$src \
+  bash "$src/jobscripts/polaris.pbs" > "$tmp/ptrain.out" 2>&1 || { cat "$tmp/ptrain.out"; fail "polaris.pbs MODE=train dry run exited non-zero"; }
+grep -q "signal in 3420 s" "$tmp/ptrain.out" || fail "polaris train: walltime 1 h does not give a signal at 3420 s"
+grep -qF "  \$ mpiexec -n 8 --ppn 4 " "$tmp/ptrain.out" || fail "polaris train: no 8-rank launch line"
+grep -qF "input/tiny.yaml checkpoint.save=$tmp/polaris-train-tiny/checkpoints checkpoint.every=100 " "$tmp/ptrain.out" ||
+  fail "polaris train: no checkpoint.save"
+grep -q "checkpoint.load=" "$tmp/ptrain.out" && fail "polaris train: loads a checkpoint that does not exist"
+mkdir -p "$tmp/pm-train-ck" && echo iter_0000100 > "$tmp/pm-train-ck/latest"
+DRY_RUN=1 MODE=train RESULTS=$tmp CHECKPOINTS=$tmp/pm-train-ck SLURM_JOB_NUM_NODES=2 SLURM_SUBMIT_DIR=$src \
+  bash "$src/jobscripts/perlmutter.slurm" > "$tmp/pmtrain.out" 2>&1 || { cat "$tmp/pmtrain.out"; fail "perlmutter.slurm MODE=train dry run exited non-zero"; }
+grep -qF "checkpoint.load=$tmp/pm-train-ck comm.backend=nccl" "$tmp/pmtrain.out" || fail "perlmutter train: does not resume from the checkpoint"
+
 # --- this machine ---------------------------------------------------------------------------
 DRY_RUN=1 RESULTS=$tmp NP=4 bash "$src/jobscripts/local.sh" > "$tmp/local.out" 2>&1 || { cat "$tmp/local.out"; fail "local.sh dry run exited non-zero"; }
 check_lines "$tmp/local.out" "$src/jobscripts/mpirun_local.sh 4 " 5 local

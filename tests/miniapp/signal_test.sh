@@ -88,5 +88,27 @@ if start twice parallel.tp=2 parallel.dp=2 straggler.rank=0 straggler.slowdown=3
   fi
 fi
 
+# 4. The batch-script path (jobscripts/train.sh, what polaris.pbs and perlmutter.slurm run with
+#    MODE=train): a walltime timer sends SIGUSR1 to the launcher after 4 s; kformer checkpoints
+#    and exits 0; the same command again resumes from the checkpoint.
+train_job() {  # extra TRAIN_SET overrides
+  # shellcheck disable=SC2016,SC2086  # $0/$@ expand in the child shell; the flags are a list
+  KFORMER_HOME=$src DECK=input/tiny.yaml CHECKPOINTS="$tmp/walltime" RESULTS="$tmp" SIGNAL_AT_S=4 \
+    TRAIN_SET="train.steps=5000 output.log_every=1 parallel.tp=2 parallel.dp=2 $*" \
+    bash -c 'source "$KFORMER_HOME/jobscripts/train.sh"; train_run local "$0" "$@"' "$kformer" "$mpiexec" -n 4 $mpiflags
+}
+train_job >"$tmp/walltime1.log" 2>&1; rc=$?
+n=$(sed -n 's/^kformer: stopped after iteration \([0-9]*\) of 5000 on SIGUSR1.*/\1/p' "$tmp/walltime1.log")
+if [ $rc -eq 0 ] && [ -n "$n" ] && [ -s "$tmp/walltime/latest" ]; then
+  train_job train.stop_at=$((n + 2)) >"$tmp/walltime2.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ] && grep -q "continuing at iteration $((n + 1))" "$tmp/walltime2.log"; then
+    echo "ok   jobscripts/train.sh: the walltime timer stopped the run after iteration $n with a checkpoint; resubmitted, it resumed"
+  else
+    fail "jobscripts/train.sh resubmission: exit $rc"; tail -5 "$tmp/walltime2.log"
+  fi
+else
+  fail "jobscripts/train.sh with SIGNAL_AT_S=4: exit $rc, stopped after '${n}'"; tail -5 "$tmp/walltime1.log"
+fi
+
 [ $fails -eq 0 ] && echo "signal: all checks passed"
 exit $((fails > 0))
