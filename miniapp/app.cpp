@@ -2,6 +2,7 @@
 #include "app.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <Kokkos_Timer.hpp>
 
 #include <iostream>
 
@@ -52,7 +53,9 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
 
   Trainer trainer(cfg, *world, mesh, trace);
   if (!cfg.str("checkpoint.load").empty()) {
+    Kokkos::Timer load_timer;
     const TrainingPosition at = load_checkpoint(cfg.str("checkpoint.load"), trainer.checkpoint_context());
+    const double load_s = load_timer.seconds();
     const int steps = cfg.i32("train.steps"), stop_at = cfg.i32("train.stop_at");
     if (at.iteration >= steps || (stop_at > 0 && at.iteration >= stop_at))
       throw ConfigError("checkpoint " + resolve_checkpoint_dir(cfg.str("checkpoint.load")) + " is at iteration " +
@@ -61,8 +64,8 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
     trainer.resume(at);
     if (world->rank() == 0)
       std::cout << "checkpoint: resumed from " << resolve_checkpoint_dir(cfg.str("checkpoint.load")) << " after iteration "
-                << at.iteration << " (" << at.consumed_samples << " samples consumed); continuing at iteration "
-                << at.iteration + 1 << std::endl;
+                << at.iteration << " (" << at.consumed_samples << " samples consumed) in " << load_s
+                << " s; continuing at iteration " << at.iteration + 1 << std::endl;
   }
   if (!cfg.str("checkpoint.save").empty())
     trainer.save_checkpoint = [&](const TrainingPosition& at) {
