@@ -72,6 +72,15 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual void barrier() = 0;
 
+  // The world rank of each member, in rank order, where the backend knows them without
+  // communicating (mpi and nccl ask MPI's groups); empty where it does not. The watchdog names
+  // groups and peers with them.
+  virtual std::vector<int> world_ranks() const { return {}; }
+  // Called from the watchdog's thread as the job is being ended: cut short the calls blocked on
+  // this communicator (nccl: ncclCommAbort, so its kernels stop before the process goes). The
+  // communicator is unusable afterwards. Default: nothing (MPI_Abort ends MPI's own calls).
+  virtual void abort_calls() noexcept {}
+
   // --- The type-erased core. Ops reaching it are validated and non-empty. -------------------
   virtual void run(const Op& op) = 0;
   virtual Request start(const Op& op) = 0;

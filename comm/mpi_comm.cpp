@@ -199,6 +199,21 @@ class MpiRequest final : public Request::Impl {
 
 }  // namespace
 
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm, &group), "MPI_Comm_group");
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  int n = 0;
+  MPI_Group_size(group, &n);
+  std::vector<int> mine(n), out(n);
+  for (int i = 0; i < n; ++i) mine[i] = i;
+  const int rc = MPI_Group_translate_ranks(group, n, mine.data(), world, out.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  check_mpi(rc, "MPI_Group_translate_ranks");
+  return out;
+}
+
 bool MpiComm::cuda_aware() {
   static const bool aware = [] {
     if (const char* env = std::getenv("KFORMER_MPI_CUDA_AWARE")) return std::strcmp(env, "0") != 0;

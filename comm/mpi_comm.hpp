@@ -7,10 +7,15 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <vector>
+
 #include "communicator.hpp"
 #include "mpi_handle.hpp"
 
 namespace kformer::comm {
+
+// The MPI_COMM_WORLD rank of each member of `comm`, in rank order (no communication).
+std::vector<int> world_ranks_of(MPI_Comm comm);
 
 class MpiComm final : public Communicator {
  public:
@@ -22,6 +27,7 @@ class MpiComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  std::vector<int> world_ranks() const override { return world_ranks_of(comm_.get()); }
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
   void run(const Op& op) override;

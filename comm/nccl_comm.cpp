@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mpi_comm.hpp"  // world_ranks_of
+
 namespace kformer::comm {
 namespace {
 
@@ -91,7 +93,13 @@ NcclComm::NcclComm(MpiHandle mpi, Kokkos::Cuda exec, ncclComm_t nccl)
 }
 
 NcclComm::~NcclComm() {
-  if (nccl_) ncclCommDestroy(nccl_);
+  if (nccl_ && !aborted_) ncclCommDestroy(nccl_);
+}
+
+std::vector<int> NcclComm::world_ranks() const { return world_ranks_of(mpi_.get()); }
+
+void NcclComm::abort_calls() noexcept {
+  if (nccl_ && !aborted_.exchange(true)) ncclCommAbort(nccl_);
 }
 
 std::unique_ptr<Communicator> NcclComm::split(int color, int key) {

@@ -13,6 +13,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
+#include <vector>
+
 #include "communicator.hpp"
 #include "mpi_handle.hpp"
 
@@ -28,11 +31,14 @@ class NcclComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
+  std::vector<int> world_ranks() const override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;
   Request start_group(const std::vector<Op>& ops) override;
+  // ncclCommAbort: the watchdog's way to stop kernels that wait for a dead or hung peer.
+  void abort_calls() noexcept override;
 
   ncclComm_t handle() const { return nccl_; }
 
@@ -45,6 +51,7 @@ class NcclComm final : public Communicator {
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  std::atomic<bool> aborted_{false};  // after abort_calls, the NCCL communicator is gone
 };
 
 }  // namespace kformer::comm

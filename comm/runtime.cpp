@@ -1,13 +1,17 @@
 // Process-wide communication set-up and the backend factory.
 #include "runtime.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include "emulated_comm.hpp"
 #include "kformer_config.hpp"
 #include "self_comm.hpp"
 #include "traced_comm.hpp"
+#include "watchdog.hpp"
 #if KFORMER_ENABLE_MPI
 #include <mpi.h>
 
@@ -59,8 +63,31 @@ std::vector<std::string> compiled_backends() {
   return out;
 }
 
+void end_job_on_timeout(Watchdog& dog, const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  // MPI_THREAD_FUNNELED does not promise that MPI_Abort works from this thread (Open MPI's
+  // does), and ncclCommAbort may block: if neither ends the process, this does.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::_Exit(kTimeoutExitCode);
+  }).detach();
+  dog.abort_communicators();
+#if KFORMER_ENABLE_MPI
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+#endif
+  std::_Exit(kTimeoutExitCode);
+}
+
 std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> comm, const WorldOptions& options) {
   check_network_model(options.emulate);
+  if (!(options.timeout_s >= 0))
+    throw std::runtime_error("comm.timeout_s=" + std::to_string(options.timeout_s) +
+                             " is not valid: expected a number of seconds >= 0 (0: no watchdog)");
+  if (options.timeout_s > 0) comm = watch(std::move(comm), options.timeout_s, end_job_on_timeout);
   if (options.emulate.enabled()) comm = std::make_unique<EmulatedComm>(std::move(comm), options.emulate);
   if (options.trace) comm = std::make_unique<TracedComm>(std::move(comm), options.trace);
   return comm;

@@ -12,6 +12,7 @@
 namespace kformer::comm {
 
 class TraceLog;
+class Watchdog;
 
 class Runtime {
  public:
@@ -36,14 +37,17 @@ class Runtime {
 // Backends compiled into this build, in the order a user would prefer them.
 std::vector<std::string> compiled_backends();
 
-// What goes around the backend. The deck's comm.emulate.* keys map onto `emulate`.
+// What goes around the backend. The deck's comm.emulate.* keys map onto `emulate`, comm.timeout_s
+// onto `timeout_s`.
 struct WorldOptions {
   NetworkModel emulate;             // off while latency and bandwidth are both 0
   std::shared_ptr<TraceLog> trace;  // when set, every call of the world and its splits lands here
+  double timeout_s = 0;             // > 0: a call not completed after this long ends the job (watchdog.hpp)
 };
 
 // The world communicator of `backend` ("self", "mpi", "nccl"), wrapped as `options` say:
-// tracing outermost, so traced times include the emulated network. Throws with the fix when the
+// tracing outermost, so traced times include the emulated network; the watchdog innermost, so
+// it times the real network and not the emulated wait. Throws with the fix when the
 // backend is unknown, not compiled in, or does not fit the launch (self on several ranks).
 std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,
                                          const WorldOptions& options = {});
@@ -51,5 +55,10 @@ std::unique_ptr<Communicator> make_world(const std::string& backend, const Runti
 // The decorators of `options` around any communicator (make_world uses it; tests and the
 // benchmark wrap communicators of their own).
 std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> comm, const WorldOptions& options);
+
+// What the watchdog of make_world does with an overdue call: prints its line on stderr, aborts
+// the NCCL communicators, and ends the job with exit code 4 (MPI_Abort; std::_Exit when MPI is
+// absent, or has not ended the process 10 s later).
+[[noreturn]] void end_job_on_timeout(Watchdog& dog, const std::string& line);
 
 }  // namespace kformer::comm

@@ -31,6 +31,7 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
     comm::WorldOptions options;
     options.emulate = {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")};
     options.trace = trace;
+    options.timeout_s = cfg.f64("comm.timeout_s");
     world = comm::make_world(cfg.str("comm.backend"), runtime, options);
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // the same verdict on every rank: report it once
