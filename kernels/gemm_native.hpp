@@ -1,126 +1,35 @@
 // The portable GEMM behind `kernels.gemm=native`: C(M,N) = alpha op(A) op(B) [+ beta C] [+ bias]
-// in plain Kokkos. Each team owns one TM x TN tile of C and walks K in chunks of TK: the team
-// packs the A chunk into MR-row panels and the B chunk into NR-column panels in scratch memory
-// (zero-padded at the edges, so any shape works), then every thread runs an MR x NR register
-// micro-kernel over its micro-tiles and adds the result into C. Each element of C is owned by
-// one thread and summed in a fixed order, so the result is bitwise reproducible run to run.
+// in plain Kokkos, from the micro-kernel and packing of gemm_micro_kernel.hpp. Two drivers,
+// picked by GemmTiles<ExecSpace>::shared_pack:
+//
+// - Shared packing (host). Per chunk of K, one parallel_for packs all of op(A) into MR-row
+//   panels and all of op(B) into NR-column panels in a workspace; then one team per TM x TN
+//   tile of C runs the micro-kernels over those panels. Each operand element is packed once per
+//   call; packing per team instead re-packed A N/TN times and B M/TM times and took half the
+//   time. Tiles are taken dynamically (teams of a loaded core simply take fewer tiles).
+// - Team packing (GPU). One team per TM x TN tile walks K in chunks of TK, packing its A and B
+//   chunks into scratch (shared memory) and running its threads' micro-tiles from there.
+//
+// Each element of C is owned by one thread of one team and summed in a fixed order (K chunk by
+// K chunk, k in order within one), so the result is bitwise reproducible run to run, whatever
+// team takes which tile.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__clang__)
-#define KFORMER_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define KFORMER_UNROLL _Pragma("GCC unroll 32")
-#else
-#define KFORMER_UNROLL
-#endif
+#include "gemm_micro_kernel.hpp"
+#include "gemm_workspace.hpp"
 
 namespace kformer::kernels {
 
-// Tile sizes per execution space. Host: MR x NR accumulators fill the vector registers (6 x 2
-// zmm rows with AVX-512, 6 x 2 ymm with AVX2), the packed A block (TM x TK) and B block (TK x TN)
-// stay in L2 and one B panel (TK x NR) in L1. Scratch level 1 on the host: level 0 is capped at
-// 32 KiB there.
-template <class ExecSpace>
-struct GemmTiles {
-  static constexpr int MR = 6;
-#if defined(__AVX512F__)
-  static constexpr int NR = 32;
-#else
-  static constexpr int NR = 16;
-#endif
-  static constexpr int TM = 192, TN = 256, TK = 256;
-  static constexpr int scratch_level = 1;
-};
-#if defined(KOKKOS_ENABLE_CUDA)
-// GPU: 64 x 64 tile, 4 x 4 per thread, 16 KiB of shared memory per team.
-template <>
-struct GemmTiles<Kokkos::Cuda> {
-  static constexpr int MR = 4, NR = 4, TM = 64, TN = 64, TK = 32;
-  static constexpr int scratch_level = 0;
-};
-#endif
-
 namespace detail {
 
-// acc = A panel (kc x MR, packed k-major) * B panel (kc x NR, packed k-major). Written so that
-// GCC emits the loop of a hand-written micro-kernel (acc in 12 vector registers, one broadcast
-// and two FMAs per row and k): kept out of line on the host (inlined into the team functor it
-// fell back to scalar code), only the MR loops unrolled by pragma (unrolling the NR loops too
-// made GCC vectorise across them with permutes and spills). Checked in the assembly.
-#if defined(__GNUC__) && !defined(KOKKOS_ENABLE_CUDA)
-#define KFORMER_HOST_NOINLINE __attribute__((noinline))
-#else
-#define KFORMER_HOST_NOINLINE
-#endif
-template <int MR, int NR>
-KOKKOS_FUNCTION KFORMER_HOST_NOINLINE void gemm_micro_kernel(int kc, const float* KOKKOS_RESTRICT ap,
-                                                             const float* KOKKOS_RESTRICT bp,
-                                                             float (&out)[MR][NR]) {
-  float acc[MR][NR];
-  KFORMER_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
-  }
-  for (int k = 0; k < kc; ++k) {
-    const float* ak = ap + k * MR;
-    const float* bk = bp + k * NR;
-    KFORMER_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      const float ai = ak[i];
-      for (int j = 0; j < NR; ++j) acc[i][j] += ai * bk[j];
-    }
-  }
-  KFORMER_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) out[i][j] = acc[i][j];
-  }
-}
-
-// Packs rows [r0, r0 + rows) x k [k0, k0 + kc) of a logical matrix L(r, k) into panels of R rows:
-// dst[(p * kc + k) * R + r % R], zero past `nrows` (the real row count). L(r, k) = src[r * sr + k * sk]:
-// one of sr, sk is 1 (row-major source, transposed or not); the loops run along that one.
-template <int R, class Member>
-KOKKOS_INLINE_FUNCTION void gemm_pack(const Member& team, float* dst, const float* src, std::int64_t sr,
-                                      std::int64_t sk, int r0, int rows, int nrows, int k0, int kc) {
-  const int npanels = (rows + R - 1) / R;
-  if (sk == 1) {
-    // Contiguous along k: a transpose. In blocks of 16 k (one cache line of each source row) so
-    // that the strided writes of a block stay in L1; one row per thread within a block.
-    constexpr int KB = 16;
-    for (int kb = 0; kb < kc; kb += KB) {
-      const int w = kc - kb < KB ? kc - kb : KB;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npanels * R), [&](const int r) {
-        float* d = dst + ((r / R) * kc + kb) * R + r % R;
-        const int row = r0 + r;
-        if (row < nrows) {
-          const float* s = src + row * sr + k0 + kb;
-          for (int k = 0; k < w; ++k) d[k * R] = s[k];
-        } else {
-          for (int k = 0; k < w; ++k) d[k * R] = 0.0f;
-        }
-      });
-    }
-  } else {  // contiguous along r: one k per thread, rows innermost
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int k) {
-      const float* s = src + (k0 + k) * sk;
-      for (int p = 0; p < npanels; ++p) {
-        float* d = dst + (p * kc + k) * R;
-        for (int i = 0; i < R; ++i) {
-          const int row = r0 + p * R + i;
-          d[i] = row < nrows ? s[row * sr] : 0.0f;
-        }
-      }
-    });
-  }
-}
-
-// The team functor. Operands are raw row-major pointers with their (row, k) strides.
+// Team-packing driver: one team per TM x TN tile of C, operands packed into team scratch.
 template <class ExecSpace>
-struct NativeGemm {
+struct TeamPackedGemm {
   using Tiles = GemmTiles<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   static constexpr int MR = Tiles::MR, NR = Tiles::NR, TM = Tiles::TM, TN = Tiles::TN, TK = Tiles::TK;
@@ -129,51 +38,49 @@ struct NativeGemm {
   std::int64_t a_sm, a_sk;
   const float* b;  // op(B)(k, n) = b[n * b_sn + k * b_sk]
   std::int64_t b_sn, b_sk;
-  float* c;  // C(m, n) = c[m * ldc + n]
-  std::int64_t ldc;
-  const float* bias;  // nullptr or N entries, added to every row
-  int M, N, K, tiles_n;
-  float alpha, beta;
+  GemmOut out;
+  int K, tiles_n;
 
   static std::size_t scratch_bytes() { return sizeof(float) * (std::size_t(TM) * TK + std::size_t(TK) * TN); }
 
-  // C tile at (m, n) gets alpha acc: on the first K chunk as C = alpha acc [+ beta C] [+ bias], on
-  // later ones C += alpha acc. Every index into acc is a compile-time constant after unrolling,
-  // which is what lets the compiler keep acc in registers: edge tiles go through a copy.
-  KOKKOS_INLINE_FUNCTION void store(int m, int n, const float (&acc)[MR][NR], bool first) const {
-    if (M - m >= MR && N - n >= NR) {
-      KFORMER_UNROLL
-      for (int i = 0; i < MR; ++i) store_row<NR>(c + (m + i) * ldc + n, n, acc[i], first);
-      return;
-    }
-    float tmp[MR][NR];
-    KFORMER_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      KFORMER_UNROLL
-      for (int j = 0; j < NR; ++j) tmp[i][j] = acc[i][j];
-    }
-    const int mr = M - m < MR ? M - m : MR, nr = N - n < NR ? N - n : NR;
-    for (int i = 0; i < mr; ++i) store_row(c + (m + i) * ldc + n, n, tmp[i], first, nr);
-  }
-  template <int W = 0>
-  KOKKOS_INLINE_FUNCTION void store_row(float* ci, int n, const float* acc, bool first, int w = W) const {
-    if (!first) {
-      KFORMER_UNROLL
-      for (int j = 0; j < (W ? W : w); ++j) ci[j] += alpha * acc[j];
-      return;
-    }
-    KFORMER_UNROLL
-    for (int j = 0; j < (W ? W : w); ++j) {
-      float v = alpha * acc[j];
-      if (beta != 0.0f) v += beta * ci[j];  // beta == 0 never reads C (it may hold NaN)
-      if (bias) v += bias[n + j];
-      ci[j] = v;
+  // Packs rows [r0, r0 + rows) x k [k0, k0 + kc) into panels of R rows, one panel row-block per
+  // thread (see gemm_pack_panel for the layout).
+  template <int R>
+  KOKKOS_INLINE_FUNCTION static void pack(const Member& team, float* dst, const float* src, std::int64_t sr,
+                                          std::int64_t sk, int r0, int rows, int nrows, int k0, int kc) {
+    const int npanels = (rows + R - 1) / R;
+    if (sk == 1) {  // contiguous along k: blocks of 16 k, one row per thread within a block
+      constexpr int KB = 16;
+      for (int kb = 0; kb < kc; kb += KB) {
+        const int w = kc - kb < KB ? kc - kb : KB;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npanels * R), [&](const int r) {
+          float* d = dst + ((r / R) * kc + kb) * R + r % R;
+          const int row = r0 + r;
+          if (row < nrows) {
+            const float* s = src + row * sr + k0 + kb;
+            for (int k = 0; k < w; ++k) d[k * R] = s[k];
+          } else {
+            for (int k = 0; k < w; ++k) d[k * R] = 0.0f;
+          }
+        });
+      }
+    } else {  // contiguous along r: one k per thread, rows innermost
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int k) {
+        const float* s = src + (k0 + k) * sk;
+        for (int p = 0; p < npanels; ++p) {
+          float* d = dst + (p * kc + k) * R;
+          for (int i = 0; i < R; ++i) {
+            const int row = r0 + p * R + i;
+            d[i] = row < nrows ? s[row * sr] : 0.0f;
+          }
+        }
+      });
     }
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const int m0 = (team.league_rank() / tiles_n) * TM, n0 = (team.league_rank() % tiles_n) * TN;
-    const int rows = M - m0 < TM ? M - m0 : TM, cols = N - n0 < TN ? N - n0 : TN;
+    const int rows = out.M - m0 < TM ? out.M - m0 : TM, cols = out.N - n0 < TN ? out.N - n0 : TN;
     const int pm = (rows + MR - 1) / MR, pn = (cols + NR - 1) / NR;
     const int level = Tiles::scratch_level;  // a copy: device code cannot take the member's address
     float* ap = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * TM * TK));
@@ -181,21 +88,103 @@ struct NativeGemm {
     int k0 = 0;
     do {  // at least once, so that K == 0 still writes beta C + bias
       const int kc = K - k0 < TK ? K - k0 : TK;
-      gemm_pack<MR>(team, ap, a, a_sm, a_sk, m0, rows, M, k0, kc);
-      gemm_pack<NR>(team, bp, b, b_sn, b_sk, n0, cols, N, k0, kc);
+      pack<MR>(team, ap, a, a_sm, a_sk, m0, rows, out.M, k0, kc);
+      pack<NR>(team, bp, b, b_sn, b_sk, n0, cols, out.N, k0, kc);
       team.team_barrier();
-      // jr outer: consecutive micro-tiles of one thread share the B panel (kept in L1).
+      // jr outer: consecutive micro-tiles of one thread share the B panel.
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pm * pn), [&](const int t) {
         const int jr = t / pm, ir = t % pm;
         float acc[MR][NR];
         gemm_micro_kernel<MR, NR>(kc, ap + ir * kc * MR, bp + jr * kc * NR, acc);
-        store(m0 + ir * MR, n0 + jr * NR, acc, k0 == 0);
+        out.store(m0 + ir * MR, n0 + jr * NR, acc, k0 == 0);
       });
       team.team_barrier();
       k0 += TK;
     } while (k0 < K);
   }
 };
+
+// Shared-packing driver, compute step: one team per tile of tm_panels x tn_panels micro-tiles,
+// over one K chunk [k0, k0 + kc) already packed: A panel p at ap + p * kc * MR, B panel q at
+// bp + q * kc * NR. The chunk is walked in steps of TK so that a B panel step stays in L1.
+template <class ExecSpace>
+struct SharedPackedGemm {
+  using Tiles = GemmTiles<ExecSpace>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>::member_type;
+  static constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
+
+  const float* ap;
+  const float* bp;
+  GemmOut out;
+  int k0, kc, panels_m, panels_n, tm_panels, tn_panels, tiles_m;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    // m fastest: teams that run at the same time read the same B panels.
+    const int p0 = (team.league_rank() % tiles_m) * tm_panels, q0 = (team.league_rank() / tiles_m) * tn_panels;
+    const int pm = panels_m - p0 < tm_panels ? panels_m - p0 : tm_panels;
+    const int pn = panels_n - q0 < tn_panels ? panels_n - q0 : tn_panels;
+    int ks = 0;
+    do {  // at least once, so that K == 0 still writes beta C + bias
+      const int kcs = kc - ks < TK ? kc - ks : TK;
+      // jr outer: consecutive micro-tiles of one thread share the B panel (kept in L1). Each
+      // thread keeps its micro-tiles from one step to the next: no barrier needed.
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pm * pn), [&](const int t) {
+        const int jr = q0 + t / pm, ir = p0 + t % pm;
+        float acc[MR][NR];
+        gemm_micro_kernel<MR, NR>(kcs, ap + (std::int64_t(ir) * kc + ks) * MR,
+                                  bp + (std::int64_t(jr) * kc + ks) * NR, acc);
+        out.store(ir * MR, jr * NR, acc, k0 + ks == 0);
+      });
+      ks += TK;
+    } while (ks < kc);
+  }
+};
+
+// Floats of packed operands per K chunk at most (16 MiB): chunks of K are a multiple of TK that
+// fits, so the workspace stays bounded (a Llama FC2 packs 4352 x 14336 floats in 8 chunks).
+inline std::int64_t& gemm_pack_budget_floats() {
+  static std::int64_t budget = std::int64_t(4) << 20;
+  return budget;
+}
+
+template <class ExecSpace>
+void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const float* a, std::int64_t a_sm,
+                        std::int64_t a_sk, const float* b, std::int64_t b_sk, std::int64_t b_sn,
+                        const GemmOut& out) {
+  using Tiles = GemmTiles<ExecSpace>;
+  constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
+  const int panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
+  const std::int64_t per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;  // floats per k
+  const std::int64_t fit = std::max<std::int64_t>(1, gemm_pack_budget_floats() / (per_k * TK)) * TK;
+  const int kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));
+  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(per_k) * kcp);
+  float* const apk = ws.first;
+  float* const bpk = apk + std::int64_t(panels_m) * MR * kcp;
+  constexpr int tm_panels = Tiles::TM / MR, tn_panels = Tiles::TN / NR;
+  const int tiles_m = (panels_m + tm_panels - 1) / tm_panels, tiles_n = (panels_n + tn_panels - 1) / tn_panels;
+  int k0 = 0;
+  do {
+    const int kc = K - k0 < kcp ? K - k0 : kcp;
+    if (kc > 0)
+      Kokkos::parallel_for(
+          "kformer::gemm_native_pack",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(exec, 0, panels_m + panels_n),
+          KOKKOS_LAMBDA(const int p) {
+            if (p < panels_m)
+              gemm_pack_panel<MR>(apk + std::int64_t(p) * kc * MR, a, a_sm, a_sk, p * MR, M, k0, kc);
+            else
+              gemm_pack_panel<NR>(bpk + std::int64_t(p - panels_m) * kc * NR, b, b_sn, b_sk, (p - panels_m) * NR,
+                                  N, k0, kc);
+          });
+    const SharedPackedGemm<ExecSpace> f{apk, bpk, out, k0, kc, panels_m, panels_n, tm_panels, tn_panels, tiles_m};
+    Kokkos::parallel_for("kformer::gemm_native",
+                         Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                             exec, tiles_m * tiles_n, Kokkos::AUTO),
+                         f);
+    k0 += kcp;
+  } while (k0 < K);
+  exec.fence();  // the workspace is released to the next caller
+}
 
 }  // namespace detail
 
@@ -205,13 +194,19 @@ template <class ExecSpace>
 void gemm_native_raw(const ExecSpace& exec, int M, int N, int K, float alpha, const float* a, std::int64_t a_sm,
                      std::int64_t a_sk, const float* b, std::int64_t b_sk, std::int64_t b_sn, float beta, float* c,
                      std::int64_t ldc, const float* bias) {
-  using F = detail::NativeGemm<ExecSpace>;
+  using Tiles = GemmTiles<ExecSpace>;
   if (M == 0 || N == 0) return;
-  const int tiles_m = (M + F::TM - 1) / F::TM, tiles_n = (N + F::TN - 1) / F::TN;
-  F f{a, a_sm, a_sk, b, b_sn, b_sk, c, ldc, bias, M, N, K, tiles_n, alpha, beta};
-  Kokkos::TeamPolicy<ExecSpace> policy(exec, tiles_m * tiles_n, Kokkos::AUTO);
-  policy.set_scratch_size(F::Tiles::scratch_level, Kokkos::PerTeam(static_cast<int>(F::scratch_bytes())));
-  Kokkos::parallel_for("kformer::gemm_native", policy, f);
+  const detail::GemmOut out{c, ldc, bias, M, N, alpha, beta};
+  if constexpr (Tiles::shared_pack) {
+    detail::gemm_native_shared(exec, M, N, K, a, a_sm, a_sk, b, b_sk, b_sn, out);
+  } else {
+    using F = detail::TeamPackedGemm<ExecSpace>;
+    const int tiles_m = (M + F::TM - 1) / F::TM, tiles_n = (N + F::TN - 1) / F::TN;
+    const F f{a, a_sm, a_sk, b, b_sn, b_sk, out, K, tiles_n};
+    Kokkos::TeamPolicy<ExecSpace> policy(exec, tiles_m * tiles_n, Kokkos::AUTO);
+    policy.set_scratch_size(Tiles::scratch_level, Kokkos::PerTeam(static_cast<int>(F::scratch_bytes())));
+    Kokkos::parallel_for("kformer::gemm_native", policy, f);
+  }
 }
 
 }  // namespace kformer::kernels

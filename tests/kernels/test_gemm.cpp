@@ -16,7 +16,7 @@ using Vec = std::vector<double>;
 struct Shape {
   int n, in, out;
 };
-// Tiles are 96 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s.
+// Tiles are 192 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s.
 const Shape kShapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 300, 2}, {97, 33, 257}, {13, 270, 37}, {130, 65, 70}};
 
 std::vector<GemmImpl> impls() {
@@ -106,6 +106,27 @@ TEST(Gemm, AllTranspositionsMatchReference) {
           gemm(Exec(), impl, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 1.0f, a, b, 0.0f, c);
           EXPECT_LT(ktest::rel_err(ktest::to_host(c), ref_gemm(ta, tb, M, N, K, 1, ha, hb, 0, hc)), 1e-5);
         }
+}
+
+// A K long enough that the host's native GEMM packs it in several chunks (its pack budget made
+// small for the test), with a bias and beta != 0, every transposition.
+TEST(Gemm, NativeLongKInSeveralPackChunks) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  auto& budget = detail::gemm_pack_budget_floats();
+  const std::int64_t saved = budget;
+  budget = 64 * 1024;  // 3 chunks of 256 k at the shape below (on the host; a GPU packs per team)
+  const int M = 70, K = 700, N = 45;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      ktest::View<float**> a("a", ta ? K : M, ta ? M : K), b("b", tb ? N : K, tb ? K : N), c("c", M, N);
+      ktest::View<float*> bias("bias", N);
+      const Vec ha = ktest::fill_random(a, rng), hb = ktest::fill_random(b, rng);
+      const Vec hc = ktest::fill_random(c, rng), hbias = ktest::fill_random(bias, rng);
+      gemm(Exec(), GemmImpl::native, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 0.5f, a, b, 2.0f, c, bias);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(c), ref_gemm(ta, tb, M, N, K, 0.5, ha, hb, 2.0, hc, hbias)), 1e-5)
+          << "ta=" << ta << " tb=" << tb;
+    }
+  budget = saved;
 }
 
 // Inputs of one linear layer, with parameter gradients pre-filled (they accumulate).
