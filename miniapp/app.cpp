@@ -68,6 +68,7 @@ int run_app(const CliArgs& args, comm::Runtime& runtime) {
                 << at.iteration << " (" << at.consumed_samples << " samples consumed) in " << load_s
                 << " s; continuing at iteration " << at.iteration + 1 << std::endl;
   }
+  if (!cfg.str("checkpoint.save").empty()) prepare_checkpoint_root(cfg.str("checkpoint.save"), *world);
   if (!cfg.str("checkpoint.save").empty())
     trainer.save_checkpoint = [&](const TrainingPosition& at) {
       save_checkpoint(cfg.str("checkpoint.save"), at, trainer.checkpoint_context());

@@ -32,8 +32,12 @@ struct CheckpointContext {
 };
 
 // Writes ROOT/iter_NNNNNNN and points ROOT/latest at it; returns that directory. Any rank's
-// failure throws the same CollectiveError (exit 4) on every rank, the previous checkpoint intact.
+// failure throws the same CheckpointError (exit 5) on every rank, the previous checkpoint intact.
 std::string save_checkpoint(const std::string& root, const TrainingPosition& at, const CheckpointContext& c);
+
+// Before training: rank 0 makes ROOT and writes a probe file in it, so that an unwritable
+// checkpoint.save fails now (ConfigError on every rank) rather than after hours of training.
+void prepare_checkpoint_root(const std::string& root, comm::Communicator& world);
 
 // Reads the checkpoint at PATH (an iteration directory, or a save root with a `latest` file) into
 // this rank's parameters and moments, checking shapes against the deck and every tensor's

@@ -27,10 +27,9 @@ void agree(comm::Communicator& world, const std::string& error, const std::strin
   world.allreduce(&bad, &bad, 1, comm::DType::i32, comm::ReduceOp::max);
   if (!bad) return;
   if (!error.empty() && world.rank() != 0) std::cerr << "kformer: rank " << world.rank() << ": " << error << std::endl;
-  throw CollectiveError("checkpoint save to " + dir + " failed: " +
+  throw CheckpointError("checkpoint save to " + dir + " failed: " +
                             (world.rank() == 0 && !error.empty() ? error : "see the rank's line above") +
-                            "; the previous checkpoint is untouched (free space or fix the path, then resume from it)",
-                        4);
+                            "; the previous checkpoint is untouched (free space or fix the path, then resume from it)");
 }
 
 template <class F>
@@ -49,13 +48,18 @@ void to_host(const float* device, std::int64_t n, std::vector<float>& out) {
                     as_vector(const_cast<float*>(device), n));
 }
 
-// Test hook: KFORMER_TEST_KILL_IN_SAVE=RANK@ITERATION makes that rank SIGKILL itself halfway
-// through writing its slices of the model file at that iteration (an interrupted save).
-bool kill_here(int rank, int iteration) {
-  const char* e = std::getenv("KFORMER_TEST_KILL_IN_SAVE");
-  if (!e) return false;
+// Test hook: KFORMER_TEST_SAVE_FAULT=kill:RANK@ITERATION makes that rank SIGKILL itself halfway
+// through writing its slices of the save at that iteration (an interrupted save);
+// fail:RANK@ITERATION makes its write fail there instead (a full disk).
+void fault_here(int rank, int iteration) {
+  const char* e = std::getenv("KFORMER_TEST_SAVE_FAULT");
+  if (!e) return;
+  char kind[8] = {0};
   int r = -1, it = -1;
-  return std::sscanf(e, "%d@%d", &r, &it) == 2 && r == rank && it == iteration;
+  if (std::sscanf(e, "%7[a-z]:%d@%d", kind, &r, &it) != 3 || r != rank || it != iteration) return;
+  if (std::string(kind) == "kill") std::raise(SIGKILL);
+  throw std::runtime_error("writing slices of iteration " + std::to_string(iteration) +
+                           " failed: No space left on device (injected by KFORMER_TEST_SAVE_FAULT)");
 }
 
 nlohmann::json metadata(const TrainingPosition& at, const CheckpointContext& c) {
@@ -92,104 +96,132 @@ nlohmann::json metadata(const TrainingPosition& at, const CheckpointContext& c) 
 
 }  // namespace
 
+void prepare_checkpoint_root(const std::string& root, comm::Communicator& world) {
+  std::string error;
+  if (world.rank() == 0) error = attempt([&] {
+      fs::create_directories(root);
+      const std::string probe = root + "/.kformer-write-probe";
+      PosixFile f(probe, PosixFile::Mode::create);
+      f.write_at("ok", 2, 0);
+      f.close();
+      fs::remove(probe);
+    });
+  int bad = error.empty() ? 0 : 1;
+  world.allreduce(&bad, &bad, 1, comm::DType::i32, comm::ReduceOp::max);
+  if (bad) throw ConfigError("checkpoint.save=" + root + " is not writable (" + error + "): give a directory this job can write");
+}
+
+namespace {
+
+struct SavePlan {
+  std::vector<ParamSpec> specs;
+  std::map<std::string, std::size_t> index;  // spec by name
+  SafetensorsLayout layouts[2];              // model, optimizer
+};
+const char* const kFiles[2] = {kModelFile, kOptimizerFile};
+
+// 1. Rank 0: an empty temporary directory (a leftover of an interrupted save removed) holding
+//    both files at their full size, headers in place.
+void make_files(const std::string& root, const std::string& tmp, const SavePlan& plan) {
+  fs::create_directories(root);
+  fs::remove_all(tmp);
+  fs::create_directory(tmp);
+  for (int f = 0; f < 2; ++f) {
+    PosixFile file(tmp + "/" + kFiles[f], PosixFile::Mode::create);
+    file.write_at(plan.layouts[f].header.data(), plan.layouts[f].header.size(), 0);
+    file.resize(plan.layouts[f].file_size);
+    file.close();
+  }
+}
+
+// 2. Every rank: the pieces it owns of the values and both moments, their checksums summed into
+//    `sums` (3 per tensor: model, exp_avg, exp_avg_sq). Returns the bytes written.
+std::uint64_t write_slices(const std::string& tmp, const SavePlan& plan, const CheckpointContext& c, int iteration,
+                           std::vector<std::uint64_t>& sums) {
+  const auto runs = checkpoint_slices(c.params, c.optimizer, c.mesh.tp_rank, c.mesh.dp_rank);
+  PosixFile files[2] = {{tmp + "/" + kModelFile, PosixFile::Mode::write},
+                        {tmp + "/" + kOptimizerFile, PosixFile::Mode::write}};
+  std::vector<float> host;
+  std::uint64_t written = 0;
+  std::size_t done = 0, owned = 0;
+  for (const auto& run : runs) owned += run.owned;
+  for (const auto& run : runs) {
+    if (!run.owned) continue;
+    const std::string& name = run.slot->spec.name;
+    const std::size_t t = plan.index.at(name);
+    for (int which = 0; which < 3; ++which) {
+      const float* src = which == 0 ? run.values
+                         : which == 1 ? c.optimizer.first_moment().data() + run.state_offset
+                                      : c.optimizer.second_moment().data() + run.state_offset;
+      to_host(src, run.length, host);
+      const int f = which == 0 ? 0 : 1;
+      const TensorLayout* where = plan.layouts[f].find(which == 0 ? name : moment_name(which, name));
+      for (const auto& p : run.pieces) {
+        files[f].write_at(host.data() + p.at, std::uint64_t(p.length) * 4, where->offset + std::uint64_t(p.index) * 4);
+        sums[3 * t + which] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
+        written += std::uint64_t(p.length) * 4;
+      }
+    }
+    if (++done == (owned + 1) / 2) fault_here(c.world.rank(), iteration);
+  }
+  for (auto& f : files) f.sync(), f.close();
+  return written;
+}
+
+// 3. Rank 0: the metadata with the summed checksums, the directory renamed into place, `latest`
+//    moved last.
+void publish(const std::string& root, const std::string& dir, const std::string& tmp, const SavePlan& plan,
+             const std::vector<std::uint64_t>& sums, const TrainingPosition& at, const CheckpointContext& c) {
+  nlohmann::json meta = metadata(at, c);
+  for (int f = 0; f < 2; ++f) {
+    nlohmann::json tensors = nlohmann::json::object();
+    for (const auto& t : plan.layouts[f].tensors) {
+      const int which = f == 0 ? 0 : t.name.rfind("exp_avg_sq.", 0) == 0 ? 2 : 1;
+      const std::size_t i = plan.index.at(which == 0 ? t.name : t.name.substr(which == 1 ? 8 : 11));
+      tensors[t.name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"xsum64", xsum_hex(sums[3 * i + which])}};
+    }
+    meta["files"][kFiles[f]] = {{"bytes", plan.layouts[f].file_size}, {"tensors", tensors}};
+  }
+  write_file_atomic(tmp + "/" + kMetadataFile, meta.dump(1) + "\n");
+  sync_directory(tmp);
+  const std::string old = dir + ".old";
+  if (fs::exists(dir)) {  // the same iteration saved again: replace it
+    fs::remove_all(old);
+    fs::rename(dir, old);
+  }
+  fs::rename(tmp, dir);
+  write_file_atomic(root + "/" + kLatestFile, fs::path(dir).filename().string() + "\n");
+  fs::remove_all(old);
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& root, const TrainingPosition& at, const CheckpointContext& c) {
   Kokkos::Timer timer;
   comm::Communicator& world = c.world;
-  const int me = world.rank();
-  const std::string name = iteration_dir_name(at.iteration);
-  const std::string dir = root + "/" + name, tmp = dir + ".tmp";
-  const std::vector<ParamSpec> specs = model_params(model_shape(c.cfg));
+  const bool root_rank = world.rank() == 0;
+  const std::string dir = root + "/" + iteration_dir_name(at.iteration), tmp = dir + ".tmp";
+  SavePlan plan;
+  plan.specs = model_params(model_shape(c.cfg));
+  for (std::size_t i = 0; i < plan.specs.size(); ++i) plan.index[plan.specs[i].name] = i;
   const nlohmann::json st_meta = {{"format", "pt"}, {"producer", "kformer"}, {"iteration", std::to_string(at.iteration)}};
-  const SafetensorsLayout layouts[2] = {model_file_layout(specs, st_meta), optimizer_file_layout(specs, st_meta)};
-  const char* files[2] = {kModelFile, kOptimizerFile};
+  plan.layouts[0] = model_file_layout(plan.specs, st_meta);
+  plan.layouts[1] = optimizer_file_layout(plan.specs, st_meta);
 
-  // 1. Rank 0 makes an empty temporary directory (a leftover of an interrupted save is removed)
-  //    and both files at their full size, headers in place.
-  agree(world, me != 0 ? std::string() : attempt([&] {
-    fs::create_directories(root);
-    fs::remove_all(tmp);
-    fs::create_directory(tmp);
-    for (int f = 0; f < 2; ++f) {
-      PosixFile file(tmp + "/" + files[f], PosixFile::Mode::create);
-      file.write_at(layouts[f].header.data(), layouts[f].header.size(), 0);
-      file.resize(layouts[f].file_size);
-      file.close();
-    }
-  }), dir);
-
-  // 2. Every rank writes the slices it owns, summing their checksums as it goes.
-  const auto runs = checkpoint_slices(c.params, c.optimizer, c.mesh.tp_rank, c.mesh.dp_rank);
-  std::vector<std::uint64_t> sums(specs.size() * 3, 0);  // model, exp_avg, exp_avg_sq
-  std::map<std::string, std::size_t> spec_index;
-  for (std::size_t i = 0; i < specs.size(); ++i) spec_index[specs[i].name] = i;
-  std::uint64_t written = 0;
-  agree(world, attempt([&] {
-    PosixFile model(tmp + "/" + kModelFile, PosixFile::Mode::write);
-    PosixFile moments(tmp + "/" + kOptimizerFile, PosixFile::Mode::write);
-    std::vector<float> host;
-    std::size_t done = 0, owned = 0;
-    for (const auto& run : runs) owned += run.owned;
-    for (const auto& run : runs) {
-      if (!run.owned) continue;
-      const std::size_t t = spec_index.at(run.slot->spec.name);
-      for (int which = 0; which < 3; ++which) {
-        const float* src = which == 0 ? run.values
-                           : which == 1 ? c.optimizer.first_moment().data() + run.state_offset
-                                        : c.optimizer.second_moment().data() + run.state_offset;
-        to_host(src, run.length, host);
-        const std::string tensor = which == 0 ? run.slot->spec.name : moment_name(which, run.slot->spec.name);
-        const TensorLayout* where = layouts[which == 0 ? 0 : 1].find(tensor);
-        for (const auto& p : run.pieces) {
-          (which == 0 ? model : moments)
-              .write_at(host.data() + p.at, std::uint64_t(p.length) * 4, where->offset + std::uint64_t(p.index) * 4);
-          sums[3 * t + which] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
-          written += std::uint64_t(p.length) * 4;
-        }
-      }
-      if (++done == (owned + 1) / 2 && kill_here(me, at.iteration)) std::raise(SIGKILL);
-    }
-    model.sync();
-    moments.sync();
-    model.close();
-    moments.close();
-  }), dir);
-
-  // 3. Checksums summed over the ranks; rank 0 writes the metadata, renames the directory into
-  //    place and moves `latest` last.
+  agree(world, root_rank ? attempt([&] { make_files(root, tmp, plan); }) : std::string(), dir);
+  std::vector<std::uint64_t> sums(plan.specs.size() * 3, 0);
+  double bytes = 0;
+  try {
+    agree(world, attempt([&] { bytes = double(write_slices(tmp, plan, c, at.iteration, sums)); }), dir);
+  } catch (const CheckpointError&) {
+    if (root_rank) fs::remove_all(tmp);  // a partial save is of no use, and may be what filled the disk
+    throw;
+  }
   allreduce_xsums(world, sums);
-  agree(world, me != 0 ? std::string() : attempt([&] {
-    nlohmann::json meta = metadata(at, c);
-    for (int f = 0; f < 2; ++f) {
-      nlohmann::json tensors = nlohmann::json::object();
-      for (const auto& t : layouts[f].tensors) {
-        std::size_t i = 0;
-        int which = 0;
-        if (f == 0) {
-          i = spec_index.at(t.name);
-        } else {
-          which = t.name.rfind("exp_avg_sq.", 0) == 0 ? 2 : 1;
-          i = spec_index.at(t.name.substr(which == 1 ? 8 : 11));
-        }
-        tensors[t.name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"xsum64", xsum_hex(sums[3 * i + which])}};
-      }
-      meta["files"][files[f]] = {{"bytes", layouts[f].file_size}, {"tensors", tensors}};
-    }
-    write_file_atomic(tmp + "/" + kMetadataFile, meta.dump(1) + "\n");
-    sync_directory(tmp);
-    const std::string old = dir + ".old";
-    if (fs::exists(dir)) {
-      fs::remove_all(old);
-      fs::rename(dir, old);
-    }
-    fs::rename(tmp, dir);
-    write_file_atomic(root + "/" + kLatestFile, name + "\n");
-    fs::remove_all(old);
-  }), dir);
+  agree(world, root_rank ? attempt([&] { publish(root, dir, tmp, plan, sums, at, c); }) : std::string(), dir);
 
-  std::uint64_t total = written;
-  double bytes = double(total);
   world.allreduce(&bytes, &bytes, 1, comm::DType::f64, comm::ReduceOp::sum);
-  if (me == 0) {
+  if (root_rank) {
     std::ostringstream line;
     line.precision(3);
     line << "checkpoint: saved iteration " << at.iteration << " to " << dir << " (" << bytes / 1e6 << " MB in "

@@ -4,17 +4,28 @@
 #include <cstdio>
 #include <cstring>
 
+#include <Kokkos_Core.hpp>
+
 #include "counter_rng.hpp"
 
 namespace kformer {
 
 std::uint64_t xsum64(const float* x, std::int64_t n, std::uint64_t first_index) {
-  std::uint64_t sum = 0;
-  for (std::int64_t k = 0; k < n; ++k) {
+  // Host threads for long runs (a save or load hashes every element once, on the rank that owns
+  // it); a short piece is not worth a parallel launch.
+  auto term = [=](std::int64_t k) {
     std::uint32_t bits;
     std::memcpy(&bits, x + k, sizeof bits);
-    sum += kernels::mix64(((first_index + std::uint64_t(k)) << 32) | bits);
+    return kernels::mix64(((first_index + std::uint64_t(k)) << 32) | bits);
+  };
+  std::uint64_t sum = 0;
+  if (n < (1 << 14)) {
+    for (std::int64_t k = 0; k < n; ++k) sum += term(k);
+    return sum;
   }
+  Kokkos::parallel_reduce(
+      "kformer::xsum64", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, n),
+      [=](std::int64_t k, std::uint64_t& acc) { acc += term(k); }, sum);
   return sum;
 }
 

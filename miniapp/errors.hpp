@@ -1,4 +1,6 @@
 // Errors that stop a run. Each message names the cause and the fix in one line.
+// Exit codes: 2 bad input, 3 training stopped (non-finite), 4 a hung or dead rank (the comm
+// watchdog, comm/watchdog.hpp), 5 a checkpoint could not be written.
 #pragma once
 
 #include <stdexcept>
@@ -27,6 +29,13 @@ class ConfigError : public CollectiveError {
 class TrainingStopped : public CollectiveError {
  public:
   explicit TrainingStopped(const std::string& what) : CollectiveError(what, 3) {}
+};
+
+// A checkpoint save failed on some rank (disk full, no permission): exit code 5; the previous
+// checkpoint is untouched.
+class CheckpointError : public CollectiveError {
+ public:
+  explicit CheckpointError(const std::string& what) : CollectiveError(what, 5) {}
 };
 
 }  // namespace kformer

@@ -5,6 +5,7 @@
 #    where the layout is the same (tp=2 pp=2 straight vs resumed, one rank straight vs resumed);
 #    a llama run saved at tp=2 dp=2 zero=1, resumed at pp=2 dp=2 zero=2 interleaved;
 #  - a save interrupted by SIGKILL of one rank leaves the previous checkpoint loadable and identical;
+#    a write that fails on one rank stops every rank with exit code 5, the previous checkpoint kept;
 #  - missing, truncated, corrupted and mismatched checkpoints: exit 2, one line naming the tensor
 #    or file and the fix, nothing overwritten.
 #   checkpoint_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
@@ -59,7 +60,7 @@ run linter 4 "${llama[@]}" parallel.pp=2 parallel.dp=2 parallel.zero=2 parallel.
 # of iteration 5 stays as an uninterrupted run wrote it, `latest` names it, and it resumes.
 run full 4 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/full"
 # shellcheck disable=SC2086
-KFORMER_TEST_KILL_IN_SAVE=1@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" \
+KFORMER_TEST_SAVE_FAULT=kill:1@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" \
   train.steps=20 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/killed" \
   >"$tmp/killed.log" 2>&1
 rc=$?
@@ -81,6 +82,22 @@ print(f"{'ok  ' if ok else 'FAIL'} resumed after the kill at iteration {b[0]['it
 sys.exit(0 if ok else 1)
 PY
 
+# A write that fails on one rank (a full disk): every rank stops with exit code 5, one line, and
+# the previous checkpoint is untouched.
+cp -r "$tmp/full" "$tmp/failing"
+# shellcheck disable=SC2086
+KFORMER_TEST_SAVE_FAULT=fail:0@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" train.steps=20 parallel.tp=2 \
+  parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/failing" >"$tmp/failing.log" 2>&1
+rc=$?
+msg=$(grep "kformer: error" "$tmp/failing.log")
+if [ $rc -eq 5 ] && echo "$msg" | grep -q "No space left on device.*previous checkpoint is untouched" &&
+   [ "$(cat "$tmp/failing/latest")" = iter_0000005 ] && cmp -s "$tmp/full/iter_0000005/model.safetensors" \
+   "$tmp/failing/iter_0000005/model.safetensors"; then
+  echo "ok   failed write: exit 5, $msg"
+else
+  echo "FAIL: failed write: exit $rc (want 5), message: $msg"; fails=$((fails + 1))
+fi
+
 # Bad checkpoints: one line, exit 2, the files as they were.
 cp -r "$tmp/ck" "$tmp/bad"
 bad=$tmp/bad/iter_0000010
@@ -100,6 +117,7 @@ expect() {  # name "pattern" overrides...
   fi
 }
 expect missing "no such directory" checkpoint.load="$tmp/nowhere"
+expect unwritable "checkpoint.save=/proc/kformer-ck is not writable" checkpoint.save=/proc/kformer-ck
 expect empty_dir "neither checkpoint.json nor" checkpoint.load="$tmp"
 expect shape "model.d_model is 64 in the checkpoint, 128 in the deck" checkpoint.load="$tmp/bad" model.d_model=128
 expect layers "has no tensor 'layers.4" checkpoint.load="$tmp/bad" model.n_layers=6
