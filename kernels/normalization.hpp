@@ -24,27 +24,35 @@ void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
                   const DView<const float*, ExecSpace>& b, float eps, bool centered) {
   const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
   const bool has_bias = b.extent(0) > 0;
+  // Rows per team: one on a GPU (the team's threads share the row); a block on the host, where
+  // a team is one thread and a team per row cost about as much in scheduling as the row's work.
+  constexpr int RB = runs_on_host<ExecSpace> ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "kformer::norm_forward", Policy(exec, N, Kokkos::AUTO),
+      "kformer::norm_forward", Policy(exec, (N + RB - 1) / RB, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int r = team.league_rank();
-        // Raw row pointers: a store through a view may alias the views' own members in the
-        // compiler's eyes, which keeps it from vectorising the loops.
-        const float* KOKKOS_RESTRICT xr = &x(r, 0);
-        const float* KOKKOS_RESTRICT wp = w.data();
-        const float* KOKKOS_RESTRICT bp = b.data();
-        float* KOKKOS_RESTRICT yr = &out(r, 0);
-        const float mu = centered ? team_row_sum(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
-        const float var = team_row_sum(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
-        const float rs = 1.f / kmath::sqrt(var + eps);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-          yr[c] = (xr[c] - mu) * rs * wp[c] + (has_bias ? bp[c] : 0.f);
-        });
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          if (centered) mean(r) = mu;
-          rstd(r) = rs;
-        });
+        const int r0 = team.league_rank() * RB, r1 = r0 + RB < N ? r0 + RB : N;
+        for (int r = r0; r < r1; ++r) {
+          // Raw row pointers: a store through a view may alias the views' own members in the
+          // compiler's eyes, which keeps it from vectorising the loops.
+          const float* KOKKOS_RESTRICT xr = &x(r, 0);
+          const float* KOKKOS_RESTRICT wp = w.data();
+          const float* KOKKOS_RESTRICT bp = b.data();
+          float* KOKKOS_RESTRICT yr = &out(r, 0);
+          const float mu = centered ? team_row_sum(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
+          const float var = team_row_sum(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
+          const float rs = 1.f / kmath::sqrt(var + eps);
+          if (has_bias) {
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
+                                 [&](int c) { yr[c] = (xr[c] - mu) * rs * wp[c] + bp[c]; });
+          } else {
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { yr[c] = (xr[c] - mu) * rs * wp[c]; });
+          }
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            if (centered) mean(r) = mu;
+            rstd(r) = rs;
+          });
+        }
       });
 }
 
