@@ -5,11 +5,13 @@
 //
 // Works on any (B,T,W) buffer of heads side by side: the first n_rot_heads heads are rotated
 // and the remaining columns copied, so a packed QKV buffer [q heads | k heads | v heads] is
-// handled in one call with n_rot_heads = H + KV. Angles are computed in double: at positions of
-// a few thousand a float angle is off by ~1e-4 rad. out may alias inp.
+// handled in one call with n_rot_heads = H + KV. Angles are computed in double (at positions of
+// a few thousand a float angle is off by ~1e-4 rad), once, into a table kept between calls
+// (rope_table.hpp). out may alias inp.
 #pragma once
 
 #include "kokkos_compat.hpp"
+#include "rope_table.hpp"
 #include "view_types.hpp"
 
 namespace kformer::kernels {
@@ -19,33 +21,68 @@ namespace detail {
 template <class ExecSpace>
 void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
                 const DView<const float***, ExecSpace>& inp, int n_rot_heads, int head_dim, int pos_offset,
-                double theta, double sign) {
+                double theta, float sign) {
   const int B = static_cast<int>(inp.extent(0)), T = static_cast<int>(inp.extent(1));
-  const int W = static_cast<int>(inp.extent(2)), half = head_dim / 2;
-  Kokkos::parallel_for(
-      "kformer::rope", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(half)}),
-      KOKKOS_LAMBDA(const int64_t bt, const int64_t i) {
-        const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
-        const double inv_freq = kmath::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
-        const double angle = static_cast<double>(pos_offset + t) * inv_freq;
-        const float c = static_cast<float>(kmath::cos(angle));
-        const float s = static_cast<float>(sign * kmath::sin(angle));
-        for (int h = 0; h < n_rot_heads; ++h) {
-          const int j = h * head_dim + static_cast<int>(i);
-          const float x1 = inp(b, t, j), x2 = inp(b, t, j + half);
-          out(b, t, j) = x1 * c - x2 * s;
-          out(b, t, j + half) = x2 * c + x1 * s;
-        }
-      });
-  const int rest = n_rot_heads * head_dim;
-  if (rest < W && out.data() != inp.data()) {
+  const int W = static_cast<int>(inp.extent(2)), half = head_dim / 2, rest = n_rot_heads * head_dim;
+  if (B == 0 || T == 0) return;
+  const auto tab = rope_table(exec, pos_offset + T, head_dim, theta);
+  const bool copy_rest = rest < W && out.data() != inp.data();
+  if constexpr (runs_on_host<ExecSpace>) {
+    // One token row per work item: every loop runs over contiguous dims and vectorises.
     Kokkos::parallel_for(
-        "kformer::rope_copy",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(W - rest)}),
-        KOKKOS_LAMBDA(const int64_t bt, const int64_t c) {
+        "kformer::rope", Kokkos::RangePolicy<ExecSpace>(exec, 0, int64_t(B) * T), KOKKOS_LAMBDA(const int64_t bt) {
           const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
-          out(b, t, rest + c) = inp(b, t, rest + c);
+          const float* cs = &tab(pos_offset + t, 0, 0);  // cos of the half pairs, then their sin
+          const float* x = &inp(b, t, 0);
+          float* y = &out(b, t, 0);
+          // y may be x (in place): each block of L pairs is loaded into locals before any store,
+          // which keeps the loops vectorisable without a restrict promise that would be false.
+          constexpr int L = 16;
+          for (int h = 0; h < n_rot_heads; ++h) {
+            const float* xh = x + h * head_dim;
+            float* yh = y + h * head_dim;
+            for (int i0 = 0; i0 < half; i0 += L) {
+              const int n = half - i0 < L ? half - i0 : L;
+              float x1[L], x2[L], c[L], s[L];
+              for (int l = 0; l < n; ++l) {
+                x1[l] = xh[i0 + l];
+                x2[l] = xh[half + i0 + l];
+                c[l] = cs[i0 + l];
+                s[l] = sign * cs[half + i0 + l];
+              }
+              for (int l = 0; l < n; ++l) {
+                yh[i0 + l] = x1[l] * c[l] - x2[l] * s[l];
+                yh[half + i0 + l] = x2[l] * c[l] + x1[l] * s[l];
+              }
+            }
+          }
+          if (copy_rest)
+            for (int c = rest; c < W; ++c) y[c] = x[c];
         });
+  } else {
+    // One (token, pair) per thread, heads in a loop: neighbouring threads touch neighbouring dims.
+    Kokkos::parallel_for(
+        "kformer::rope",
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(half)}),
+        KOKKOS_LAMBDA(const int64_t bt, const int64_t i) {
+          const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
+          const float c = tab(pos_offset + t, 0, i), s = sign * tab(pos_offset + t, 1, i);
+          for (int h = 0; h < n_rot_heads; ++h) {
+            const int j = h * head_dim + static_cast<int>(i);
+            const float x1 = inp(b, t, j), x2 = inp(b, t, j + half);
+            out(b, t, j) = x1 * c - x2 * s;
+            out(b, t, j + half) = x2 * c + x1 * s;
+          }
+        });
+    if (copy_rest) {
+      Kokkos::parallel_for(
+          "kformer::rope_copy",
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(W - rest)}),
+          KOKKOS_LAMBDA(const int64_t bt, const int64_t c) {
+            const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
+            out(b, t, rest + c) = inp(b, t, rest + c);
+          });
+    }
   }
 }
 }  // namespace detail
@@ -55,7 +92,7 @@ template <class ExecSpace>
 void rope_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
                   const DView<const float***, ExecSpace>& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
-  detail::rope_apply(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0);
+  detail::rope_apply(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
 }
 
 // dinp (B,T,W) = the inverse rotation of dout (rotations are orthogonal).
@@ -63,7 +100,7 @@ template <class ExecSpace>
 void rope_backward(const ExecSpace& exec, const DView<float***, ExecSpace>& dinp,
                    const DView<const float***, ExecSpace>& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
-  detail::rope_apply(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0);
+  detail::rope_apply(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
 }
 
 }  // namespace kformer::kernels
