@@ -48,6 +48,22 @@ constexpr bool gemm_vendor_available() {
 
 enum class Op { N, T };  // op(A) = A or A^T
 
+namespace detail {
+// C(i, j) = bias(j) (overwrite) or C(i, j) += bias(j), for C (M,N) with leading dimension ldc.
+template <class ExecSpace>
+void gemm_bias_rows(const ExecSpace& exec, int M, int N, float* c, std::int64_t ldc, const float* bias,
+                    bool overwrite) {
+  Kokkos::parallel_for(
+      "kformer::gemm_vendor_bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, M), KOKKOS_LAMBDA(const int i) {
+        float* ci = c + i * ldc;
+        if (overwrite)
+          for (int j = 0; j < N; ++j) ci[j] = bias[j];
+        else
+          for (int j = 0; j < N; ++j) ci[j] += bias[j];
+      });
+}
+}  // namespace detail
+
 // C(M,N) = alpha op(A) op(B) + beta C, plus bias(N) on every row when bias has extent N.
 // A is stored (M,K) for Op::N and (K,M) for Op::T; likewise B (K,N) or (N,K). beta == 0 never
 // reads C.
@@ -72,6 +88,15 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
     return;
   }
   if (M == 0 || N == 0) return;
+  // The bias: with beta == 0, written into C first and the sgemm run with beta = 1, so that it
+  // costs one write pass (the sgemm reads C where it writes it anyway) instead of a read-modify-
+  // write pass over C after the sgemm; with beta != 0 (or K == 0), added after. Rows in parallel,
+  // columns contiguous.
+  const bool bias_first = bias_ptr && beta == 0.0f && K > 0;
+  if (bias_first) {
+    detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, true);
+    beta = 1.0f;
+  }
   if (K == 0) {  // BLAS leaves C alone when K == 0 and beta == 0 (C may hold NaN): write 0 first
     if (beta == 0.0f) Kokkos::deep_copy(exec, c, 0.0f);
   } else {
@@ -92,12 +117,7 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
       }
     }
   }
-  if (bias_ptr) {
-    Kokkos::parallel_for(
-        "kformer::gemm_vendor_bias",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {std::int64_t(M), std::int64_t(N)}),
-        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) { c(i, j) += bias(j); });
-  }
+  if (bias_ptr && !bias_first) detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, false);
 }
 
 // db(out) += column sums of dy(N, out), each column summed in row order (deterministic).
