@@ -80,6 +80,8 @@ class Communicator {
   // this communicator (nccl: ncclCommAbort, so its kernels stop before the process goes). The
   // communicator is unusable afterwards. Default: nothing (MPI_Abort ends MPI's own calls).
   virtual void abort_calls() noexcept {}
+  // Names this group's axis ("tp", "dp", "pp") for the watchdog's line; decorators pass it on.
+  virtual void set_name(const std::string& /*name*/) {}
 
   // --- The type-erased core. Ops reaching it are validated and non-empty. -------------------
   virtual void run(const Op& op) = 0;

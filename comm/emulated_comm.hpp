@@ -21,6 +21,9 @@ class EmulatedComm final : public Communicator {
   int size() const override { return inner_->size(); }
   std::string backend() const override { return "emulated(" + inner_->backend() + ")"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
+  std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
+  void abort_calls() noexcept override { inner_->abort_calls(); }
+  void set_name(const std::string& name) override { inner_->set_name(name); }
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;

@@ -71,13 +71,14 @@ std::string describe(const Activity& a) {
 
 }  // namespace
 
-std::shared_ptr<const GroupInfo> describe_group(std::vector<int> world_ranks, int size) {
+std::shared_ptr<const GroupInfo> describe_group(std::vector<int> world_ranks, int size, const std::string& name) {
   auto g = std::make_shared<GroupInfo>();
   g->size = size;
   if (static_cast<int>(world_ranks.size()) != size) world_ranks.clear();  // a backend that cannot say
   g->world_ranks = std::move(world_ranks);
   const std::string n = std::to_string(size) + (size == 1 ? " rank" : " ranks");
-  g->text = g->world_ranks.empty() ? "a group of " + n : "group " + format_ranks(g->world_ranks) + " (" + n + ")";
+  const std::string group = name.empty() ? "group" : name + " group";
+  g->text = g->world_ranks.empty() ? "a " + group + " of " + n : group + " " + format_ranks(g->world_ranks) + " (" + n + ")";
   return g;
 }
 

@@ -34,9 +34,9 @@ constexpr int kTimeoutExitCode = 4;
 struct GroupInfo {
   std::vector<int> world_ranks;  // in group rank order; empty when the backend cannot say
   int size = 1;
-  std::string text;  // "group [0,1] (2 ranks)"
+  std::string text;  // "group [0,1] (2 ranks)", or "tp group [0,1] (2 ranks)" once named
 };
-std::shared_ptr<const GroupInfo> describe_group(std::vector<int> world_ranks, int size);
+std::shared_ptr<const GroupInfo> describe_group(std::vector<int> world_ranks, int size, const std::string& name = "");
 
 // What this rank waits for; recording one costs a few stores and no formatting.
 struct Activity {
@@ -138,6 +138,7 @@ class WatchedComm final : public Communicator {
   Request start(const Op& op) override;
   Request start_group(const std::vector<Op>& ops) override;
   void abort_calls() noexcept override { inner_->abort_calls(); }
+  void set_name(const std::string& name) override { group_ = describe_group(group_->world_ranks, group_->size, name); }
 
   Watchdog& watchdog() { return *dog_; }
   const GroupInfo& group() const { return *group_; }
