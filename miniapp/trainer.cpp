@@ -39,7 +39,10 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
   const bool tied = shape_.gpt && pp > 1 && (mesh.pp_rank == 0 || last);
   const int pair = mesh.dp_rank * mesh.shape.tp + mesh.tp_rank;
   embedding_group_ = world.split(tied ? pair : mesh.shape.dp * mesh.shape.tp + world.rank(), mesh.pp_rank);
-  if (!tied) embedding_group_.reset();
+  if (tied)
+    embedding_group_->set_name("tied-embedding");
+  else
+    embedding_group_.reset();
   OptimizerSettings os{cfg.f64("train.lr"), cfg.f64("train.weight_decay"), cfg.i32("train.warmup"),
                        cfg.i32("train.steps"), zero_};
   optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
