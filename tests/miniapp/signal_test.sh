@@ -36,20 +36,16 @@ a_rank() {  # name: the pid of one of the run's rank processes (not mpiexec)
   pgrep -f "output.json=$tmp/$1.json" | grep -v "^$job\$" | tail -1
 }
 
-# 1. SIGUSR1 to mpiexec (Open MPI forwards it to every rank).
-if start usr1 parallel.tp=2 parallel.dp=2 checkpoint.save="$tmp/ck"; then
-  kill -USR1 "$job"; finish usr1
-  n=$(sed -n 's/^kformer: stopped after iteration \([0-9]*\) of 5000 on SIGUSR1.*/\1/p' "$tmp/usr1.log")
-  if [ $rc -eq 0 ] && [ -n "$n" ] && [ "$(cat "$tmp/ck/latest" 2>/dev/null)" = "$(printf 'iter_%07d' "$n")" ]; then
-    echo "ok   SIGUSR1 to mpiexec: exit 0 after ${secs} s, stopped after iteration $n, checkpoint saved"
-    # Resume at another layout for three iterations; the same losses as one rank straight through.
-    # shellcheck disable=SC2086
-    "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" train.steps=5000 parallel.pp=2 parallel.tp=2 \
-      checkpoint.load="$tmp/ck" train.stop_at=$((n + 3)) output.json="$tmp/resumed.json" >"$tmp/resumed.log" 2>&1 ||
-      fail "resume after SIGUSR1"
-    "$kformer" "$deck" train.steps=5000 train.stop_at=$((n + 3)) output.json="$tmp/straight.json" >"$tmp/straight.log" 2>&1 ||
-      fail "straight run"
-    /usr/bin/python3 - "$tmp/straight.json" "$tmp/resumed.json" "$n" <<'PY' || fails=$((fails + 1))
+# Resumes checkpoint $1 (saved after iteration $2) for three iterations at the layout given by
+# the remaining overrides; the losses must be those of one rank straight through.
+continues() {
+  local ck=$1 n=$2; shift 2
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" train.steps=5000 "$@" checkpoint.load="$ck" \
+    train.stop_at=$((n + 3)) output.json="$tmp/resumed.json" >"$tmp/resumed.log" 2>&1 || { fail "resume of $ck"; return; }
+  "$kformer" "$deck" train.steps=5000 train.stop_at=$((n + 3)) output.json="$tmp/straight.json" >"$tmp/straight.log" 2>&1 ||
+    { fail "straight run"; return; }
+  /usr/bin/python3 - "$tmp/straight.json" "$tmp/resumed.json" "$n" "$*" <<'PY' || fails=$((fails + 1))
 import json, sys
 a = {r["iteration"]: r["loss"] for r in json.load(open(sys.argv[1]))["iterations"]}
 b = json.load(open(sys.argv[2]))["iterations"]
@@ -57,9 +53,18 @@ n = int(sys.argv[3])
 its = [r["iteration"] for r in b]
 worst = max(abs(r["loss"] - a[r["iteration"]]) / abs(a[r["iteration"]]) for r in b)
 ok = its == [n + 1, n + 2, n + 3] and worst <= 1e-5
-print(f"{'ok  ' if ok else 'FAIL'} resumed at pp=2 tp=2: iterations {its}, worst rel {worst:.1e} against one rank straight")
+print(f"{'ok  ' if ok else 'FAIL'} resumed at {sys.argv[4]}: iterations {its}, worst rel {worst:.1e} against one rank straight")
 sys.exit(0 if ok else 1)
 PY
+}
+
+# 1. SIGUSR1 to mpiexec (Open MPI forwards it to every rank).
+if start usr1 parallel.tp=2 parallel.dp=2 checkpoint.save="$tmp/ck"; then
+  kill -USR1 "$job"; finish usr1
+  n=$(sed -n 's/^kformer: stopped after iteration \([0-9]*\) of 5000 on SIGUSR1.*/\1/p' "$tmp/usr1.log")
+  if [ $rc -eq 0 ] && [ -n "$n" ] && [ "$(cat "$tmp/ck/latest" 2>/dev/null)" = "$(printf 'iter_%07d' "$n")" ]; then
+    echo "ok   SIGUSR1 to mpiexec: exit 0 after ${secs} s, stopped after iteration $n, checkpoint saved"
+    continues "$tmp/ck" "$n" parallel.pp=2 parallel.tp=2
   else
     fail "SIGUSR1: exit $rc, stopped after '${n}', latest $(cat "$tmp/ck/latest" 2>/dev/null)"; tail -5 "$tmp/usr1.log"
   fi
@@ -69,8 +74,10 @@ fi
 #    from the end-of-iteration all-reduce.
 if start term parallel.dp=4 parallel.zero=3 checkpoint.save="$tmp/ck2"; then
   kill -TERM "$(a_rank term)"; finish term
-  if [ $rc -eq 0 ] && grep -q "stopped after iteration .* on SIGTERM" "$tmp/term.log" && [ -s "$tmp/ck2/latest" ]; then
-    echo "ok   SIGTERM to one rank: exit 0 after ${secs} s, $(grep -o 'stopped after iteration [0-9]*' "$tmp/term.log"), checkpoint saved"
+  n=$(sed -n 's/^kformer: stopped after iteration \([0-9]*\) of 5000 on SIGTERM.*/\1/p' "$tmp/term.log")
+  if [ $rc -eq 0 ] && [ -n "$n" ] && [ -s "$tmp/ck2/latest" ]; then
+    echo "ok   SIGTERM to one rank: exit 0 after ${secs} s, stopped after iteration $n, checkpoint saved"
+    continues "$tmp/ck2" "$n" parallel.tp=4
   else
     fail "SIGTERM to one rank: exit $rc"; tail -5 "$tmp/term.log"
   fi
