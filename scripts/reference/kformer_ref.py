@@ -255,6 +255,20 @@ def train(cfg, iterations, start=None):
     return out
 
 
+def compare(records, ref, rtol):
+    """Prints kformer's iterations beside the reference's (loss, norm) pairs; returns the mismatches
+    (loss beyond rtol, gradient norm beyond 10 rtol)."""
+    bad = 0
+    print(f"{'iter':>5} {'kformer loss':>14} {'torch loss':>14} {'rel':>9} {'kformer norm':>13} {'torch norm':>11}")
+    for rec, (loss, norm) in zip(records, ref):
+        rel = abs(rec["loss"] - loss) / abs(loss)
+        reln = abs(rec["grad_norm"] - norm) / max(abs(norm), 1e-12)
+        flag = "" if rel <= rtol and reln <= 10 * rtol else "  <-- MISMATCH"
+        bad += bool(flag)
+        print(f"{rec['iteration']:5d} {rec['loss']:14.8f} {loss:14.8f} {rel:9.2e} {rec['grad_norm']:13.6f} {norm:11.6f}{flag}")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report")
@@ -267,14 +281,7 @@ def main():
         sys.exit("kformer_ref.py: only data.source=random is reimplemented here")
     its = rep["iterations"]
     bad = check_export(cfg, a.export, its[0]["loss"]) if a.export else 0
-    ref = train(cfg, len(its))
-    print(f"{'iter':>5} {'kformer loss':>14} {'torch loss':>14} {'rel':>9} {'kformer norm':>13} {'torch norm':>11}")
-    for rec, (loss, norm) in zip(its, ref):
-        rel = abs(rec["loss"] - loss) / abs(loss)
-        reln = abs(rec["grad_norm"] - norm) / max(abs(norm), 1e-12)
-        flag = "" if rel <= a.rtol and reln <= 10 * a.rtol else "  <-- MISMATCH"
-        bad += bool(flag)
-        print(f"{rec['iteration']:5d} {rec['loss']:14.8f} {loss:14.8f} {rel:9.2e} {rec['grad_norm']:13.6f} {norm:11.6f}{flag}")
+    bad += compare(its, train(cfg, len(its)), a.rtol)
     print("reference: " + ("all iterations match" if bad == 0 else f"{bad} iteration(s) differ") + f" (rtol {a.rtol})")
     return 1 if bad else 0
 
