@@ -63,6 +63,23 @@ std::vector<std::pair<int, int>> shapes(std::mt19937_64& rng) {
   return s;
 }
 
+// dx's error against the scale of the terms it is a difference of, ||rstd * dy * w||. With few
+// channels dx can cancel far below them (LayerNorm with C = 3 drew norm-wise relative errors of
+// 1e-5 to 6e-4 in about one run in 75), which is the conditioning of the function, not an error of
+// the kernel; with many channels the two measures agree.
+double dx_err(const std::vector<double>& got, const std::vector<double>& ref, const NormRun& r,
+              const std::vector<double>& rstd) {
+  double e = 0, s = 0;
+  for (int n = 0; n < r.N; ++n)
+    for (int c = 0; c < r.C; ++c) {
+      const std::size_t i = std::size_t(n) * r.C + c;
+      const double t = rstd[n] * r.hdy[i] * r.hw[c];
+      e += (got[i] - ref[i]) * (got[i] - ref[i]);
+      s += t * t;
+    }
+  return std::sqrt(e / s);
+}
+
 void check_against_reference(bool centered) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (auto [N, C] : shapes(rng)) {
@@ -76,7 +93,7 @@ void check_against_reference(bool centered) {
     r.backward();
     std::vector<double> dx, dw, db;
     ktest::ref::norm_backward(r.hdy, r.hx, r.hw, N, C, kEps, centered, dx, dw, db);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dx), dx), 1e-5);
+    EXPECT_LT(dx_err(ktest::to_host(r.dx), dx, r, f.rstd), 1e-5);
     EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5);
     if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5);
     r.backward(false);  // a second micro-batch adds the same gradient again
