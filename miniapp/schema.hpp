@@ -2,6 +2,7 @@
 // valid values and meaning. One table serves the YAML deck, the command line and the docs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -28,8 +29,22 @@ const std::vector<KeySpec>& schema();
 // nullptr when `name` is not a key.
 const KeySpec* find_key(const std::string& name);
 
-// The closest key by edit distance, or "" when nothing is close.
+// The closest key (or section, e.g. "model") by edit distance, or "" when nothing is close.
 std::string suggest_key(const std::string& name);
+
+// True when `name` is a section of keys ("model", "comm.emulate"), not a key itself.
+bool is_section(const std::string& name);
+
+// User text made safe to quote in a one-line message: control characters and bytes that are not
+// UTF-8 written as \xNN, anything past `max_chars` cut to "...".
+std::string printable(const std::string& text, std::size_t max_chars = 80);
+
+// The byte offset of the first byte that is not part of valid UTF-8, or std::string::npos.
+std::size_t invalid_utf8_at(const std::string& text);
+
+// Where a text value breaks the rules every text key shares (valid UTF-8, no control
+// characters): a description such as "a control character (\x0a) at byte 5"; "" when it is fine.
+std::string text_problem(const std::string& text);
 
 // Parses text (from the command line or a YAML scalar) as `spec`'s type; throws ConfigError
 // naming the key and what would be valid.
