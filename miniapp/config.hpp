@@ -9,6 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace YAML {
+class Node;
+}
+
 #include "schema.hpp"
 
 namespace kformer {
@@ -17,7 +21,9 @@ class Config {
  public:
   Config();  // every key at its default
 
-  // Reads a YAML deck (nested maps, dotted keys at any level). Throws ConfigError.
+  // Reads a YAML deck (nested maps, dotted keys at any level). Throws ConfigError: for a file
+  // that is missing, a directory or over 1 MiB, text that is not UTF-8 YAML, an empty deck, more
+  // than one YAML document, a key given twice, and any key or value the schema refuses.
   void load_deck_file(const std::string& path);
   void load_deck_text(const std::string& yaml, const std::string& origin);
   // "key=value"; throws ConfigError naming the key and what is valid.
@@ -38,6 +44,7 @@ class Config {
   std::string to_text() const;     // "key = value   (origin)", one per line
 
  private:
+  void load_tree(const YAML::Node& root, const std::string& origin);
   const Value& get(const std::string& key) const;
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> origins_;
