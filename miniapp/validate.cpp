@@ -1,6 +1,11 @@
 // Cross-key validation and derived keys (see validate.hpp).
 #include "validate.hpp"
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
 #include <string>
 
 #include "errors.hpp"
@@ -95,12 +100,69 @@ void validate_layout(Config& cfg, int world) {
                           s(world - 1));
 }
 
+// Products of sizes that the code keeps in 32-bit or 64-bit integers, and the length of the
+// schedule it builds: each key is range-checked alone (schema.cpp), these are checked together.
+void validate_products(const Config& cfg) {
+  constexpr std::int64_t kInt32 = std::numeric_limits<std::int32_t>::max();
+  const auto b = cfg.i64("train.micro_batch"), t = cfg.i64("train.seq_len");
+  const auto heads = cfg.i64("model.n_heads") / cfg.i64("parallel.tp");
+  // All three are at most 2^24 (schema), so the product fits an int64.
+  require(b * t * heads <= kInt32,
+          "train.micro_batch*train.seq_len*(model.n_heads/parallel.tp) = " + s(b) + "*" + s(t) + "*" + s(heads) +
+              " = " + s(b * t * heads) + " attention rows per micro-batch exceed " + s(kInt32) +
+              ", the most the kernels index with 32-bit integers: lower train.micro_batch or train.seq_len");
+
+  const auto m = cfg.i64("parallel.microbatches"), pp = cfg.i64("parallel.pp");
+  const auto v = cfg.i64("parallel.virtual_stages");
+  constexpr std::int64_t kMaxSteps = 1 << 20;
+  require(m * pp * v <= kMaxSteps,
+          "parallel.microbatches*parallel.pp*parallel.virtual_stages = " + s(m) + "*" + s(pp) + "*" + s(v) + " = " +
+              s(m * pp * v) + " pipeline steps per iteration exceed " + s(kMaxSteps) +
+              ": raise train.micro_batch or lower train.global_batch");
+
+  // Tokens consumed by the end of the run, counted in an int64.
+  const auto steps = cfg.i64("train.steps"), gb = cfg.i64("train.global_batch");
+  std::int64_t tokens = 0;
+  require(!__builtin_mul_overflow(steps, gb, &tokens) && !__builtin_mul_overflow(tokens, t, &tokens),
+          "train.steps*train.global_batch*train.seq_len overflows the 64-bit count of consumed tokens: "
+          "lower train.steps");
+
+  const double bw = cfg.f64("comm.emulate.bandwidth_gbps");
+  require(bw == 0 || bw >= 1e-3, "comm.emulate.bandwidth_gbps=" + format_value(bw) +
+                                     " is below 0.001 Gbit/s (1 Mbit/s), where a message of a few MB takes hours: "
+                                     "give at least 0.001, or 0 for no limit");
+}
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+}
+
+// With memory.limit_gb unset the machine's memory is the limit: a layout bigger than that would
+// only fail later, in the middle of allocating (or be killed by the kernel), with no clear line.
+void check_fits_machine(const Config& cfg) {
+  if (cfg.f64("memory.limit_gb") > 0) return;  // the user's own limit, checked by check_memory_limit
+  const double machine = physical_memory_bytes();
+  if (machine <= 0) return;
+  const MemoryEstimate e = estimate_memory(cfg);
+  if (e.total() <= machine) return;
+  std::ostringstream msg;
+  msg.precision(3);
+  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << machine / 1e9
+      << " GB of this machine: raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or "
+         "model sizes, or set memory.limit_gb to the memory per rank of the machine you plan for";
+  throw ConfigError(msg.str());
+}
+
 }  // namespace
 
 void resolve_and_validate(Config& cfg, int world_size) {
+  if (world_size < 1) throw std::logic_error("resolve_and_validate: a job has at least one rank");
   validate_model(cfg);
   validate_layout(cfg, world_size);
+  validate_products(cfg);
   check_memory_limit(cfg);
+  check_fits_machine(cfg);
 }
 
 }  // namespace kformer
