@@ -26,7 +26,8 @@ log() { echo "setup: $*" >&2; }
 packages=(cmake g++ make git pkg-config libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev
           libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
           dpkg-dev xz-utils ca-certificates shellcheck
-          python3-torch python3-numpy python3-matplotlib)
+          python3-torch python3-numpy python3-matplotlib
+          clang-14 libclang-rt-14-dev)   # the deck fuzzer (scripts/fuzz_deck.sh): clang++ and libFuzzer
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
