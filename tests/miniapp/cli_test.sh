@@ -27,6 +27,39 @@ expect nonzero "parallel.tp=3 does not divide model.n_heads=4" -- "$kformer" "$s
 expect nonzero "model.n_layers='two' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=two
 expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
 expect nonzero "no deck given" -- "$kformer"
+# Hostile input (issue 9): exit code 2 and exactly one line on stderr, naming the cause. The full
+# list, with each message, is docs/bad-input.md (checked by the bad_input_table test).
+refuse() {  # refuse PATTERN -- command...
+  local pattern=$1; shift 2
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  [ $rc -eq 2 ] || { fail "$*: exit $rc, expected 2"; cat "$tmp/err"; return; }
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { fail "$*: expected one line on stderr, got:"; cat "$tmp/err"; return; }
+  grep -qF -- "$pattern" "$tmp/err" || { fail "$*: stderr lacks '$pattern'"; cat "$tmp/err"; }
+}
+printf 'model:\n  n_layers: 2\n  n_layers: 3\n' >"$tmp/dup.yaml"
+refuse "'model.n_layers' is set twice (lines 2 and 3)" -- "$kformer" "$tmp/dup.yaml" --dry-run
+: >"$tmp/empty.yaml"
+refuse "is empty" -- "$kformer" "$tmp/empty.yaml" --dry-run
+refuse "is a directory" -- "$kformer" "$tmp" --dry-run
+printf 'model:\0\1\2' >"$tmp/binary.yaml"
+refuse "NUL byte" -- "$kformer" "$tmp/binary.yaml" --dry-run
+printf ',\n' >"$tmp/comma.yaml"   # yaml-cpp 0.7's LoadAll allocates without end on this
+refuse "a value cannot start with ','" -- "$kformer" "$tmp/comma.yaml" --dry-run
+printf 'a: 1\n---\nb: 2\n' >"$tmp/two.yaml"
+refuse "more than one YAML document" -- "$kformer" "$tmp/two.yaml" --dry-run
+printf 'model:\n  n_layers: {a: 1}\n' >"$tmp/map.yaml"
+refuse "map.yaml line 2: model.n_layers takes an integer in [1, 1024], not a map" -- "$kformer" "$tmp/map.yaml" --dry-run
+refuse "unknown key 'model.n_lay\x0aers'" -- "$kformer" "$src/input/tiny.yaml" $'model.n_lay\ners=2'
+refuse "model.n_layers='0x10' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=0x10
+refuse "train.lr='nan' is not valid" -- "$kformer" "$src/input/tiny.yaml" train.lr=nan
+refuse "expected an integer in [1, 1048576]" -- "$kformer" "$src/input/tiny.yaml" model.d_model=2000000000
+refuse "train.steps='3000000000' is not valid" -- "$kformer" "$src/input/tiny.yaml" train.steps=3000000000
+refuse "pipeline steps per iteration exceed" -- "$kformer" "$src/input/tiny.yaml" train.global_batch=16777216 train.micro_batch=1
+refuse "GB of this machine" -- "$kformer" "$src/input/tiny.yaml" model.d_model=1048576 model.vocab_size=16777216
+refuse "contains a control character" -- "$kformer" "$src/input/tiny.yaml" $'output.json=a\nb.json'
+# ... and Kokkos' own arguments still pass, anywhere on the line.
+expect 0 "resolved configuration" -- "$kformer" --kokkos-threads=1 "$src/input/tiny.yaml" --dry-run --kokkos-num-threads=1
+
 # Every deck key is documented in the user guide's key table (the guide must follow the schema).
 "$kformer" --keys | grep -v '^ ' | cut -d' ' -f1 | while read -r key; do
   grep -qF "\`$key\`" "$src/docs/user-guide.md" || echo "$key"
