@@ -19,11 +19,17 @@
 #include "validate.hpp"
 
 namespace kformer {
-int run_app(const CliArgs& args, comm::Runtime& runtime) {
+Config load_config(const CliArgs& args, int world_size) {
   Config cfg;
   cfg.load_deck_file(args.deck);
   for (const auto& o : args.overrides) cfg.apply_override(o);
-  resolve_and_validate(cfg, runtime.world_size());
+  resolve_and_validate(cfg, world_size);
+  make_data_source(cfg.str("data.source"), cfg.i64("model.vocab_size"), cfg.i64("train.seed"))
+      ->check(cfg.i32("train.seq_len"));
+  return cfg;
+}
+
+int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
 
   std::unique_ptr<comm::Communicator> world;
   auto trace = std::make_shared<comm::TraceLog>();

@@ -3,10 +3,15 @@
 #pragma once
 
 #include "cli.hpp"
+#include "config.hpp"
 #include "comm/runtime.hpp"
 
 namespace kformer {
 
-int run_app(const CliArgs& args, comm::Runtime& runtime);
+// The deck, its overrides and every check that needs neither Kokkos nor communication (the data
+// source opened included): called before Kokkos starts, so bad input gets only its own line.
+Config load_config(const CliArgs& args, int world_size);
+
+int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime);
 
 }  // namespace kformer

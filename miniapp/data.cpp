@@ -51,6 +51,12 @@ class TokenFile final : public DataSource {
     if (!in || header[0] != kMagic || header[1] != 1)
       throw ConfigError("data.source=" + path + ": not a token file (llm.c header with magic 20240520, version 1 expected)");
     const std::int64_t n = header[2];
+    in.seekg(0, std::ios::end);
+    const std::int64_t payload = static_cast<std::int64_t>(in.tellg()) - static_cast<std::int64_t>(sizeof(header));
+    in.seekg(sizeof(header));
+    if (n < 0 || n * std::int64_t(sizeof(std::uint16_t)) > payload)
+      throw ConfigError("data.source=" + path + ": truncated or damaged: the header promises " + std::to_string(n) +
+                        " tokens, the file holds " + std::to_string(payload / 2) + "; regenerate it");
     tokens_.resize(static_cast<std::size_t>(n));
     in.read(reinterpret_cast<char*>(tokens_.data()), static_cast<std::streamsize>(n * sizeof(std::uint16_t)));
     if (in.gcount() != static_cast<std::streamsize>(n * sizeof(std::uint16_t)))
@@ -62,11 +68,16 @@ class TokenFile final : public DataSource {
                           std::to_string(vocab) + ": raise model.vocab_size");
   }
 
-  void fill(std::int64_t first, std::int64_t count, int seq_len, std::int32_t* out) const override {
+  void check(int seq_len) const override {
     const std::int64_t row = seq_len + 1, n = static_cast<std::int64_t>(tokens_.size());
     if (n < row + 1)
       throw ConfigError("data.source=" + path_ + ": " + std::to_string(n) + " tokens is fewer than one sequence of " +
                         std::to_string(row) + ": use a longer text or a shorter train.seq_len");
+  }
+
+  void fill(std::int64_t first, std::int64_t count, int seq_len, std::int32_t* out) const override {
+    check(seq_len);
+    const std::int64_t row = seq_len + 1, n = static_cast<std::int64_t>(tokens_.size());
     const std::int64_t windows = (n - row) / seq_len + 1;  // samples wrap around the file
     for (std::int64_t s = 0; s < count; ++s) {
       const std::int64_t start = ((first + s) % windows) * seq_len;

@@ -20,6 +20,8 @@ class DataSource {
   // columns [0, T), targets columns [1, T].
   virtual void fill(std::int64_t first, std::int64_t count, int seq_len, std::int32_t* out) const = 0;
   virtual std::string describe() const = 0;
+  // Throws ConfigError with the fix when the source cannot give one sequence of seq_len + 1 tokens.
+  virtual void check(int /*seq_len*/) const {}
 };
 
 // `source` is "random" or a path. Throws ConfigError with the fix for a bad file.

@@ -20,8 +20,9 @@ int main(int argc, char** argv) {
       if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
       return 0;
     }
+    const kformer::Config cfg = kformer::load_config(args, runtime.world_size());
     Kokkos::ScopeGuard kokkos(argc, argv);
-    rc = kformer::run_app(args, runtime);
+    rc = kformer::run_app(args, cfg, runtime);
   } catch (const kformer::CollectiveError& e) {
     // Every rank reached the same verdict: one line, from rank 0.
     if (root) std::cerr << "kformer: error: " << e.what() << std::endl;

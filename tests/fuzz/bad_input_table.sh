@@ -152,6 +152,21 @@ memory.limit_gb=0.0001
 comm.backend=nccl
 EOF
 
+# --- token files (data.source), opened before training -------------------------------------
+/usr/bin/python3 - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+head = lambda n: struct.pack("<256i", 20240520, 1, n, *([0] * 253))
+open(f"{d}/negative.bin", "wb").write(head(-5) + b"\x01\x00" * 10)
+open(f"{d}/short.bin", "wb").write(head(1000) + b"\x01\x00" * 10)
+open(f"{d}/few.bin", "wb").write(head(10) + b"\x01\x00" * 10)
+open(f"{d}/bigtoken.bin", "wb").write(head(100) + b"\xff\xff" * 100)
+open(f"{d}/text.txt", "w").write("hello\n")
+PY
+for f in negative.bin short.bin few.bin bigtoken.bin text.txt missing.bin; do
+  try 2 data "$(md_code "data.source=$f")" -- "$T" data.source="$f"
+done
+
 verdicts
 {
   cat <<'EOF'
@@ -181,6 +196,13 @@ line, and on a deck that passes validation but fails later. What it found is kep
 - a deck that starts with `,` (or has a `,` where a document starts): yaml-cpp 0.7's `LoadAll`,
   which the loader first used to see a second document, returns empty documents for it without
   end and allocates until the machine runs out (the loader now counts documents itself).
+
+Bad input met later, each with its own one-line message and exit code, and its own test:
+checkpoints that are missing, truncated, corrupted, of another model or unwritable
+([checkpoints.md](checkpoints.md), test `checkpoint_np4`); a hung or dead rank (exit 4,
+[user-guide.md](user-guide.md) section 11, test `watchdog_hang_np4`); a loss that stays
+non-finite (exit 3, `train.max_nan`, test `cli_np4`); walltime signals (exit 0 with a checkpoint,
+test `signal_np4`). Exit codes: [user-guide.md](user-guide.md) section 10.
 
 | kind | input | exit | message |
 |---|---|---|---|
