@@ -57,6 +57,9 @@ verdicts() {  # after every try: check each run and make its table row
 }
 # shellcheck disable=SC2059  # the deck is the format: its escapes (\n, \0, \xff) are the point
 deck() { printf -- "$1" >"$tmp/$2"; }   # deck FORMAT NAME: write a deck (printf escapes)
+# yaml WANT NAME FORMAT [NOTE]: the deck FORMAT written to NAME and tried, shown as its text
+# shellcheck disable=SC2059  # the deck is the format: its escapes (\n, \0, \xff) are the point
+yaml() { deck "$3" "$2"; try "$1" yaml "$(md_code "$(printf -- "$3")")${4:+ $4}" -- "$2"; }
 T=tiny.yaml
 
 # --- the deck file ---------------------------------------------------------------------------
@@ -71,39 +74,32 @@ deck 'model:\n  family: gpt\n  # caf\xe9 (Latin-1)\n' latin1.yaml; try 2 file "a
 deck '\xff\xfem\0o\0d\0e\0l\0:\0' utf16.yaml;       try 2 file "UTF-16 text" -- utf16.yaml
 
 # --- YAML structure --------------------------------------------------------------------------
-deck '42\n' scalar.yaml;                             try 2 yaml "$(md_code '42')" -- scalar.yaml
-deck '- model\n- train\n' list.yaml;                 try 2 yaml "$(md_code $'- model\n- train')" -- list.yaml
-deck 'model:\n  n_layers: 2\n---\ntrain:\n  steps: 3\n' docs.yaml
-try 2 yaml "$(md_code $'model:\n  n_layers: 2\n---\ntrain:\n  steps: 3')" -- docs.yaml
-deck 'model:\n  n_layers: [1, 2\n' broken.yaml;     try 2 yaml "$(md_code $'model:\n  n_layers: [1, 2')" -- broken.yaml
-deck 'model:\n\tn_layers: 2\n' tab.yaml;             try 2 yaml "$(md_code $'model:\n\tn_layers: 2')" -- tab.yaml
-deck ',\n' comma.yaml;                              try 2 yaml "$(md_code ',') (yaml-cpp's endless empty documents)" -- comma.yaml
-deck 'model:\n  n_layers: 2\n]\n' bracket.yaml;      try 2 yaml "$(md_code $'model:\n  n_layers: 2\n]')" -- bracket.yaml
-deck 'model: *anchor\n' alias.yaml;                  try 2 yaml "$(md_code 'model: *anchor')" -- alias.yaml
-deck 'model: &m\n  n_layers: 2\ntrain: *m\n' alias2.yaml
-try 2 yaml "$(md_code $'model: &m\n  n_layers: 2\ntrain: *m')" -- alias2.yaml
-deck 'model:\n  n_layers: 2\n  n_layers: 3\n' dup.yaml
-try 2 yaml "$(md_code $'model:\n  n_layers: 2\n  n_layers: 3')" -- dup.yaml
-deck 'model:\n  n_layers: 2\nmodel.n_layers: 3\n' dup2.yaml
-try 2 yaml "$(md_code $'model:\n  n_layers: 2\nmodel.n_layers: 3')" -- dup2.yaml
-deck 'model:\n  n_layers: 2\nmodel:\n  d_model: 32\n' dup3.yaml
-try 2 yaml "$(md_code $'model:\n  n_layers: 2\nmodel:\n  d_model: 32')" -- dup3.yaml
-deck '? [a, b]\n: 1\n' complexkey.yaml;             try 2 yaml "$(md_code $'? [a, b]\n: 1')" -- complexkey.yaml
-deck '"": 1\n' emptykey.yaml;                        try 2 yaml "$(md_code '"": 1')" -- emptykey.yaml
-deck '~: 1\n' nullkey.yaml;                          try 2 yaml "$(md_code '~: 1')" -- nullkey.yaml
-deck 'modle:\n  n_layers: 2\n' section.yaml;        try 2 yaml "$(md_code $'modle:\n  n_layers: 2')" -- section.yaml
-deck 'model:\n  n_laeyrs: 2\n' key.yaml;            try 2 yaml "$(md_code $'model:\n  n_laeyrs: 2')" -- key.yaml
-deck 'model: 3\n' scalarsection.yaml;                try 2 yaml "$(md_code 'model: 3')" -- scalarsection.yaml
-deck 'model:\n  n_layers: [2, 3]\n' listvalue.yaml; try 2 yaml "$(md_code $'model:\n  n_layers: [2, 3]')" -- listvalue.yaml
-deck 'model:\n  n_layers: {a: 1}\n' mapvalue.yaml; try 2 yaml "$(md_code $'model:\n  n_layers: {a: 1}')" -- mapvalue.yaml
-deck 'output:\n  json: [a.json, b.json]\n' listtext.yaml
-try 2 yaml "$(md_code $'output:\n  json: [a.json, b.json]')" -- listtext.yaml
-deck 'parallel:\n  stage_layers: [[1, 2], 3]\n' nested.yaml
-try 2 yaml "$(md_code $'parallel:\n  stage_layers: [[1, 2], 3]')" -- nested.yaml
-deck 'model:\n  n_layers:\n' nullvalue.yaml;         try 2 yaml "$(md_code $'model:\n  n_layers:')" -- nullvalue.yaml
-deck 'model:\n  n_layers: yes\n' bool.yaml;          try 2 yaml "$(md_code $'model:\n  n_layers: yes')" -- bool.yaml
-deck 'output:\n  json: "run\\nlog.json"\n' nl.yaml;  try 2 yaml "$(md_code $'output:\n  json: "run\\nlog.json"')" -- nl.yaml
-deck 'kernels:\n' emptysection.yaml;                 try 0 yaml "$(md_code 'kernels:') (an empty section)" -- emptysection.yaml
+yaml 2 scalar.yaml          '42\n'
+yaml 2 list.yaml            '- model\n- train\n'
+yaml 2 docs.yaml            'model:\n  n_layers: 2\n---\ntrain:\n  steps: 3\n'
+yaml 2 broken.yaml          'model:\n  n_layers: [1, 2\n'
+yaml 2 tab.yaml             'model:\n\tn_layers: 2\n'
+yaml 2 comma.yaml           ',\n' "(yaml-cpp's endless empty documents)"
+yaml 2 bracket.yaml         'model:\n  n_layers: 2\n]\n'
+yaml 2 alias.yaml           'model: *anchor\n'
+yaml 2 alias2.yaml          'model: &m\n  n_layers: 2\ntrain: *m\n'
+yaml 2 dup.yaml             'model:\n  n_layers: 2\n  n_layers: 3\n'
+yaml 2 dup2.yaml            'model:\n  n_layers: 2\nmodel.n_layers: 3\n'
+yaml 2 dup3.yaml            'model:\n  n_layers: 2\nmodel:\n  d_model: 32\n'
+yaml 2 complexkey.yaml      '? [a, b]\n: 1\n'
+yaml 2 emptykey.yaml        '"": 1\n'
+yaml 2 nullkey.yaml         '~: 1\n'
+yaml 2 section.yaml         'modle:\n  n_layers: 2\n'
+yaml 2 key.yaml             'model:\n  n_laeyrs: 2\n'
+yaml 2 scalarsection.yaml   'model: 3\n'
+yaml 2 listvalue.yaml       'model:\n  n_layers: [2, 3]\n'
+yaml 2 mapvalue.yaml        'model:\n  n_layers: {a: 1}\n'
+yaml 2 listtext.yaml        'output:\n  json: [a.json, b.json]\n'
+yaml 2 nested.yaml          'parallel:\n  stage_layers: [[1, 2], 3]\n'
+yaml 2 nullvalue.yaml       'model:\n  n_layers:\n'
+yaml 2 bool.yaml            'model:\n  n_layers: yes\n'
+yaml 2 nl.yaml              'output:\n  json: "run\\nlog.json"\n'
+yaml 0 emptysection.yaml    'kernels:\n' '(an empty section)'
 
 # --- values (command line; the same checks apply in a deck, with its line named) -------------
 for o in model.n_layers=0 model.n_layers=-3 model.n_layers=1025 model.n_layers=2.5 model.n_layers=1e3 \
