@@ -62,6 +62,15 @@ wait_exit() {
   if kill -0 "$job_pid" 2>/dev/null; then job_rc=none; else wait "$job_pid"; job_rc=$?; fi
 }
 
+# victim NAME RANK: once job NAME has logged an iteration, sets pid to its rank RANK's process
+# (fails the test, with the job's output, and returns 1 when either does not happen).
+victim() {
+  if ! wait_for_iteration "$1" 60; then
+    fail "the job did not log an iteration"; cat "$tmp/$1.out"; return 1
+  fi
+  pid=$(rank_pid "$2") || { fail "cannot find rank $2's process among mpirun's children"; return 1; }
+}
+
 steps="train.steps=100000 output.log_every=1 parallel.tp=2"
 
 # --- 1. a healthy run with a small timeout --------------------------------------------------
@@ -74,54 +83,44 @@ grep -q "has not completed" "$tmp/ok.out" && fail "the watchdog fired in a healt
 timeout_s=3
 # shellcheck disable=SC2086
 launch stop comm.timeout_s=$timeout_s $steps
-if ! wait_for_iteration stop 60; then
-  fail "the job did not log an iteration"; cat "$tmp/stop.out"
-else
-  victim=$(rank_pid 1) || { fail "cannot find rank 1's process among mpirun's children"; victim=; }
-  if [ -n "$victim" ]; then
-    pids_to_reap+=("$victim")
-    kill -STOP "$victim"
-    wait_exit $((timeout_s + 30))
-    echo "stopped rank 1: job exit code $job_rc after $took s (comm.timeout_s=$timeout_s)"
-    if [ "$job_rc" = none ]; then
-      fail "the job still runs $took s after rank 1 stopped (comm.timeout_s=$timeout_s)"
-    else
-      [ "$job_rc" -eq 4 ] || fail "expected exit code 4 (communication timeout), got $job_rc"
-      le "$took" $((timeout_s + 10)) || fail "took $took s, more than timeout + 10 s"
-      le "$timeout_s" "$took" || fail "ended after $took s, before the timeout"
-    fi
-    line=$(grep -m1 "has not completed after" "$tmp/stop.out")
-    if [ -z "$line" ]; then
-      fail "no watchdog line in the output"; tail -20 "$tmp/stop.out"
-    else
-      echo "$line"
-      echo "$line" | grep -Eq "^kformer: rank [0-9]+: [a-z_+]+ (of [0-9.]+ [KMG]?i?B \([a-z0-9 ]+\) )?.*on ((tp|dp|pp) group \[[0-9,.]+\] \([0-9]+ ranks?\)) has not completed after [0-9.]+ s \(comm.timeout_s=$timeout_s\)" ||
-        fail "the watchdog line does not name rank, operation, bytes and group: $line"
-    fi
-    # The stopped rank, continued by the launcher to be terminated, does not blame its peers.
-    grep -q "^kformer: rank 1: .*has not completed" "$tmp/stop.out" && fail "the stopped rank 1 reported its peers as hung"
+if victim stop 1; then
+  pids_to_reap+=("$pid")
+  kill -STOP "$pid"
+  wait_exit $((timeout_s + 30))
+  echo "stopped rank 1: job exit code $job_rc after $took s (comm.timeout_s=$timeout_s)"
+  if [ "$job_rc" = none ]; then
+    fail "the job still runs $took s after rank 1 stopped (comm.timeout_s=$timeout_s)"
+  else
+    [ "$job_rc" -eq 4 ] || fail "expected exit code 4 (communication timeout), got $job_rc"
+    le "$took" $((timeout_s + 10)) || fail "took $took s, more than timeout + 10 s"
+    le "$timeout_s" "$took" || fail "ended after $took s, before the timeout"
   fi
+  line=$(grep -m1 "has not completed after" "$tmp/stop.out")
+  if [ -z "$line" ]; then
+    fail "no watchdog line in the output"; tail -20 "$tmp/stop.out"
+  else
+    echo "$line"
+    echo "$line" | grep -Eq "^kformer: rank [0-9]+: [a-z_+]+ (of [0-9.]+ [KMG]?i?B \([a-z0-9 ]+\) )?.*on ((tp|dp|pp) group \[[0-9,.]+\] \([0-9]+ ranks?\)) has not completed after [0-9.]+ s \(comm.timeout_s=$timeout_s\)" ||
+      fail "the watchdog line does not name rank, operation, bytes and group: $line"
+  fi
+  # The stopped rank, continued by the launcher to be terminated, does not blame its peers.
+  grep -q "^kformer: rank 1: .*has not completed" "$tmp/stop.out" && fail "the stopped rank 1 reported its peers as hung"
 fi
 
 # --- 3. a rank is killed --------------------------------------------------------------------
 launch kill comm.timeout_s=$timeout_s $steps
-if ! wait_for_iteration kill 60; then
-  fail "the job did not log an iteration"; cat "$tmp/kill.out"
-else
-  victim=$(rank_pid 2) || { fail "cannot find rank 2's process among mpirun's children"; victim=; }
-  if [ -n "$victim" ]; then
-    kill -9 "$victim"
-    wait_exit 30
-    echo "killed rank 2: job exit code $job_rc after $took s"
-    if [ "$job_rc" = none ]; then
-      fail "the job still runs $took s after rank 2 was killed"
-    else
-      [ "$job_rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
-      le "$took" $((timeout_s + 10)) || fail "took $took s after the kill, more than timeout + 10 s"
-    fi
-    grep -Eq "rank 2 .*(signal 9|Killed)|has not completed after" "$tmp/kill.out" ||
-      { fail "the output names neither the dead rank nor a stuck operation"; tail -20 "$tmp/kill.out"; }
+if victim kill 2; then
+  kill -9 "$pid"
+  wait_exit 30
+  echo "killed rank 2: job exit code $job_rc after $took s"
+  if [ "$job_rc" = none ]; then
+    fail "the job still runs $took s after rank 2 was killed"
+  else
+    [ "$job_rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
+    le "$took" $((timeout_s + 10)) || fail "took $took s after the kill, more than timeout + 10 s"
   fi
+  grep -Eq "rank 2 .*(signal 9|Killed)|has not completed after" "$tmp/kill.out" ||
+    { fail "the output names neither the dead rank nor a stuck operation"; tail -20 "$tmp/kill.out"; }
 fi
 
 [ "$fails" -eq 0 ] && echo "watchdog_test: all passed"
