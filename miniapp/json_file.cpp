@@ -1,21 +1,18 @@
 // Atomic JSON files (see json_file.hpp).
 #include "json_file.hpp"
 
-#include <cstdio>
-#include <fstream>
 #include <stdexcept>
+
+#include "posix_file.hpp"
 
 namespace kformer {
 
 void write_json(const std::string& path, const nlohmann::json& j, const std::string& key, int indent) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error(key + "=" + path + ": cannot write there; give a path in a writable directory");
-    out << j.dump(indent) << '\n';
+  try {
+    write_file_atomic(path, j.dump(indent) + '\n');
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(key + "=" + path + ": " + e.what() + "; give a path in a writable directory");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(key + "=" + path + ": cannot rename " + tmp + " into place");
 }
 
 }  // namespace kformer

@@ -1,5 +1,6 @@
-// Writing a JSON document atomically (to PATH.tmp, then renamed), so that a reader never sees a
-// half-written report or trace. `key` names the deck key the path came from, for the error line.
+// Writing a JSON document atomically (write_file_atomic: to PATH.tmp, synced, then renamed), so
+// that a reader never sees a half-written report or trace. `key` names the deck key the path came
+// from, for the error line.
 #pragma once
 
 #include <string>

@@ -28,7 +28,8 @@ class PosixFile {
 };
 
 void sync_directory(const std::string& dir);
-// Writes `text` to PATH atomically: PATH.tmp, fsync, rename, fsync of the directory.
+// Writes `text` (any bytes) to PATH atomically: PATH.tmp, fsync, rename, fsync of the directory.
+// The one atomic writer: reports, traces, safetensors exports and checkpoint metadata use it.
 void write_file_atomic(const std::string& path, const std::string& text);
 std::string read_text_file(const std::string& path);  // throws naming the path
 

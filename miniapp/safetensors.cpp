@@ -3,11 +3,12 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+
+#include "posix_file.hpp"
 
 namespace kformer {
 namespace {
@@ -118,17 +119,9 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
                        const nlohmann::json& metadata) {
   std::vector<TensorLayout> order;
   for (const auto& [name, t] : tensors) order.push_back({name, t.dtype, t.shape});
-  const SafetensorsLayout layout = plan_safetensors(order, metadata);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": give a path in a writable directory");
-    out.write(layout.header.data(), static_cast<std::streamsize>(layout.header.size()));
-    for (const auto& [name, t] : tensors) out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
-    out.flush();
-    if (!out) throw std::runtime_error("writing " + tmp + " failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+  std::string bytes = plan_safetensors(order, metadata).header;
+  for (const auto& [name, t] : tensors) bytes.append(t.bytes.data(), t.bytes.size());
+  write_file_atomic(path, bytes);
 }
 
 }  // namespace kformer

@@ -18,7 +18,7 @@ struct TensorEntry {
   std::vector<char> bytes;
 };
 
-// Writes atomically: to PATH.tmp, flushed, then renamed. Throws std::runtime_error naming the path.
+// Writes atomically (posix_file.hpp: PATH.tmp, synced, renamed). Throws std::runtime_error naming the path.
 void write_safetensors(const std::string& path, const std::map<std::string, TensorEntry>& tensors,
                        const nlohmann::json& metadata = nlohmann::json::object());
 
