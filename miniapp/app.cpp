@@ -60,25 +60,27 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
 
   Trainer trainer(cfg, *world, mesh, trace);
   if (!cfg.str("checkpoint.load").empty()) {
+    const std::string dir = resolve_checkpoint_dir(cfg.str("checkpoint.load"));
     Kokkos::Timer load_timer;
-    const TrainingPosition at = load_checkpoint(cfg.str("checkpoint.load"), trainer.checkpoint_context());
+    const TrainingPosition at = load_checkpoint(dir, trainer.checkpoint_context());
     const double load_s = load_timer.seconds();
     const int steps = cfg.i32("train.steps"), stop_at = cfg.i32("train.stop_at");
     if (at.iteration >= steps || (stop_at > 0 && at.iteration >= stop_at))
-      throw ConfigError("checkpoint " + resolve_checkpoint_dir(cfg.str("checkpoint.load")) + " is at iteration " +
+      throw ConfigError("checkpoint " + dir + " is at iteration " +
                         std::to_string(at.iteration) + " and " + (at.iteration >= steps ? "train.steps" : "train.stop_at") +
                         " counts from the start of the run: raise it above " + std::to_string(at.iteration));
     trainer.resume(at);
     if (world->rank() == 0)
-      std::cout << "checkpoint: resumed from " << resolve_checkpoint_dir(cfg.str("checkpoint.load")) << " after iteration "
+      std::cout << "checkpoint: resumed from " << dir << " after iteration "
                 << at.iteration << " (" << at.consumed_samples << " samples consumed) in " << load_s
                 << " s; continuing at iteration " << at.iteration + 1 << std::endl;
   }
-  if (!cfg.str("checkpoint.save").empty()) prepare_checkpoint_root(cfg.str("checkpoint.save"), *world);
-  if (!cfg.str("checkpoint.save").empty())
+  if (!cfg.str("checkpoint.save").empty()) {
+    prepare_checkpoint_root(cfg.str("checkpoint.save"), *world);
     trainer.save_checkpoint = [&](const TrainingPosition& at) {
       save_checkpoint(cfg.str("checkpoint.save"), at, trainer.checkpoint_context());
     };
+  }
   install_stop_signals(world->rank());
   if (!cfg.str("output.export").empty())
     trainer.after_backward = [&](int it) {  // the first iteration of this run, from its first sample

@@ -20,6 +20,10 @@ std::string moment_name(int moment, const std::string& param) {
   return (moment == 1 ? "exp_avg." : "exp_avg_sq.") + param;
 }
 
+std::string part_tensor(int part, const std::string& param) {
+  return part == 0 ? param : moment_name(part, param);
+}
+
 SafetensorsLayout model_file_layout(const std::vector<ParamSpec>& specs, const nlohmann::json& metadata) {
   std::vector<TensorLayout> tensors;
   for (const auto& s : specs) tensors.push_back({s.name, "F32", checkpoint_shape(s)});

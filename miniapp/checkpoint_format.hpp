@@ -29,6 +29,10 @@ std::vector<std::int64_t> checkpoint_shape(const ParamSpec& spec);
 
 // Tensor names of a file: the parameter names, or exp_avg.NAME / exp_avg_sq.NAME.
 std::string moment_name(int moment, const std::string& param);  // moment 1 or 2
+// A checkpoint holds three parts of every parameter: 0 its values (model file), 1 and 2 the
+// moments (optimizer file). The part's tensor name and its file (0 model, 1 optimizer).
+std::string part_tensor(int part, const std::string& param);
+inline int part_file(int part) { return part == 0 ? 0 : 1; }
 
 // The two files' layouts for this model (every rank computes the same, no communication).
 SafetensorsLayout model_file_layout(const std::vector<ParamSpec>& specs, const nlohmann::json& metadata);

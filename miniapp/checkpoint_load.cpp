@@ -43,12 +43,6 @@ void check_tensor(const SafetensorsLayout& file, const std::string& path, const 
                       ", the deck's model needs F32 " + shape_text(shape) + ": " + hint);
 }
 
-void to_device(const std::vector<float>& host, float* device) {
-  const std::int64_t n = static_cast<std::int64_t>(host.size());
-  Kokkos::deep_copy(as_vector(device, n),
-                    Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host.data(), n));
-}
-
 }  // namespace
 
 std::string resolve_checkpoint_dir(const std::string& path) {
@@ -95,49 +89,44 @@ TrainingPosition load_checkpoint(const std::string& path, const CheckpointContex
       throw ConfigError(std::string("checkpoint ") + e.what() + ": load an earlier checkpoint");
     }
   }
-  for (const auto& s : specs) {
-    check_tensor(layouts[0], paths[0], s.name, checkpoint_shape(s), hint);
-    for (int m = 1; m <= 2; ++m) check_tensor(layouts[1], paths[1], moment_name(m, s.name), checkpoint_shape(s), hint);
-  }
-  if (layouts[0].tensors.size() != specs.size())
-    for (const auto& t : layouts[0].tensors) {
-      bool known = false;
-      for (const auto& s : specs) known = known || s.name == t.name;
-      if (!known) throw ConfigError("checkpoint " + paths[0] + " holds '" + t.name + "', which the deck's model lacks: " + hint);
-    }
-
-  // Every rank reads what it holds; the owned pieces' checksums are summed over the world.
   std::map<std::string, std::size_t> spec_index;
   for (std::size_t i = 0; i < specs.size(); ++i) spec_index[specs[i].name] = i;
+  for (const auto& s : specs)
+    for (int part = 0; part < 3; ++part) {
+      const int f = part_file(part);
+      check_tensor(layouts[f], paths[f], part_tensor(part, s.name), checkpoint_shape(s), hint);
+    }
+  for (const auto& t : layouts[0].tensors)
+    if (!spec_index.count(t.name))
+      throw ConfigError("checkpoint " + paths[0] + " holds '" + t.name + "', which the deck's model lacks: " + hint);
+
+  // Every rank reads what it holds; the owned pieces' checksums are summed over the world.
   std::vector<std::uint64_t> sums(specs.size() * 3, 0);
   {
-    PosixFile model(paths[0], PosixFile::Mode::read), moments(paths[1], PosixFile::Mode::read);
+    const PosixFile files[2] = {{paths[0], PosixFile::Mode::read}, {paths[1], PosixFile::Mode::read}};
     std::vector<float> host;
     for (const auto& run : checkpoint_slices(c.params, c.optimizer, c.mesh.tp_rank, c.mesh.dp_rank)) {
       const std::size_t t = spec_index.at(run.slot->spec.name);
-      for (int which = 0; which < 3; ++which) {
-        const std::string tensor = which == 0 ? run.slot->spec.name : moment_name(which, run.slot->spec.name);
-        const TensorLayout* where = layouts[which == 0 ? 0 : 1].find(tensor);
+      for (int part = 0; part < 3; ++part) {
+        const int f = part_file(part);
+        const TensorLayout* where = layouts[f].find(part_tensor(part, run.slot->spec.name));
         host.assign(static_cast<std::size_t>(run.length), 0.0f);  // padding rows stay zero
         for (const auto& p : run.pieces) {
-          (which == 0 ? model : moments)
-              .read_at(host.data() + p.at, std::uint64_t(p.length) * 4, where->offset + std::uint64_t(p.index) * 4);
-          if (run.owned) sums[3 * t + which] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
+          files[f].read_at(host.data() + p.at, std::uint64_t(p.length) * 4, where->offset + std::uint64_t(p.index) * 4);
+          if (run.owned) sums[3 * t + part] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
         }
-        to_device(host, which == 0 ? run.values
-                        : which == 1 ? c.optimizer.first_moment().data() + run.state_offset
-                                     : c.optimizer.second_moment().data() + run.state_offset);
+        copy_to_device(host.data(), run.length, part_data(run, c.optimizer, part));
       }
     }
   }
   allreduce_xsums(c.world, sums);
   for (const auto& s : specs)
-    for (int which = 0; which < 3; ++which) {
-      const std::string tensor = which == 0 ? s.name : moment_name(which, s.name);
-      const int f = which == 0 ? 0 : 1;
+    for (int part = 0; part < 3; ++part) {
+      const std::string tensor = part_tensor(part, s.name);
+      const int f = part_file(part);
       const std::string want =
           meta["files"][f == 0 ? kModelFile : kOptimizerFile]["tensors"][tensor].value("xsum64", std::string("none"));
-      const std::string got = xsum_hex(sums[3 * spec_index.at(s.name) + which]);
+      const std::string got = xsum_hex(sums[3 * spec_index.at(s.name) + part]);
       if (got != want)
         throw ConfigError("checkpoint tensor '" + tensor + "' in " + paths[f] + " fails its checksum (xsum64 " + got +
                           ", " + kMetadataFile + " says " + want + "): the file is corrupted; load an earlier checkpoint");

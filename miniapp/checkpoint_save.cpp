@@ -42,12 +42,6 @@ std::string attempt(F&& f) {
   return {};
 }
 
-void to_host(const float* device, std::int64_t n, std::vector<float>& out) {
-  out.resize(static_cast<std::size_t>(n));
-  Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out.data(), n),
-                    as_vector(const_cast<float*>(device), n));
-}
-
 // Test hook: KFORMER_TEST_SAVE_FAULT=kill:RANK@ITERATION makes that rank SIGKILL itself halfway
 // through writing its slices of the save at that iteration (an interrupted save);
 // fail:RANK@ITERATION makes its write fail there instead (a full disk).
@@ -149,16 +143,14 @@ std::uint64_t write_slices(const std::string& tmp, const SavePlan& plan, const C
     if (!run.owned) continue;
     const std::string& name = run.slot->spec.name;
     const std::size_t t = plan.index.at(name);
-    for (int which = 0; which < 3; ++which) {
-      const float* src = which == 0 ? run.values
-                         : which == 1 ? c.optimizer.first_moment().data() + run.state_offset
-                                      : c.optimizer.second_moment().data() + run.state_offset;
-      to_host(src, run.length, host);
-      const int f = which == 0 ? 0 : 1;
-      const TensorLayout* where = plan.layouts[f].find(which == 0 ? name : moment_name(which, name));
+    for (int part = 0; part < 3; ++part) {
+      host.resize(static_cast<std::size_t>(run.length));
+      copy_to_host(part_data(run, c.optimizer, part), run.length, host.data());
+      const int f = part_file(part);
+      const TensorLayout* where = plan.layouts[f].find(part_tensor(part, name));
       for (const auto& p : run.pieces) {
         files[f].write_at(host.data() + p.at, std::uint64_t(p.length) * 4, where->offset + std::uint64_t(p.index) * 4);
-        sums[3 * t + which] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
+        sums[3 * t + part] += xsum64(host.data() + p.at, p.length, std::uint64_t(p.index));
         written += std::uint64_t(p.length) * 4;
       }
     }
@@ -173,15 +165,11 @@ std::uint64_t write_slices(const std::string& tmp, const SavePlan& plan, const C
 void publish(const std::string& root, const std::string& dir, const std::string& tmp, const SavePlan& plan,
              const std::vector<std::uint64_t>& sums, const TrainingPosition& at, const CheckpointContext& c) {
   nlohmann::json meta = metadata(at, c);
-  for (int f = 0; f < 2; ++f) {
-    nlohmann::json tensors = nlohmann::json::object();
-    for (const auto& t : plan.layouts[f].tensors) {
-      const int which = f == 0 ? 0 : t.name.rfind("exp_avg_sq.", 0) == 0 ? 2 : 1;
-      const std::size_t i = plan.index.at(which == 0 ? t.name : t.name.substr(which == 1 ? 8 : 11));
-      tensors[t.name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"xsum64", xsum_hex(sums[3 * i + which])}};
-    }
-    meta["files"][kFiles[f]] = {{"bytes", plan.layouts[f].file_size}, {"tensors", tensors}};
-  }
+  for (int f = 0; f < 2; ++f) meta["files"][kFiles[f]] = {{"bytes", plan.layouts[f].file_size}};
+  for (std::size_t i = 0; i < plan.specs.size(); ++i)
+    for (int part = 0; part < 3; ++part)
+      meta["files"][kFiles[part_file(part)]]["tensors"][part_tensor(part, plan.specs[i].name)] = {
+          {"shape", checkpoint_shape(plan.specs[i])}, {"dtype", "F32"}, {"xsum64", xsum_hex(sums[3 * i + part])}};
   write_file_atomic(tmp + "/" + kMetadataFile, meta.dump(1) + "\n");
   sync_directory(tmp);
   const std::string old = dir + ".old";

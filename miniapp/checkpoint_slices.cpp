@@ -5,6 +5,11 @@
 
 namespace kformer {
 
+float* part_data(const SliceRun& run, const Optimizer& optimizer, int part) {
+  if (part == 0) return run.values;
+  return (part == 1 ? optimizer.first_moment() : optimizer.second_moment()).data() + run.state_offset;
+}
+
 std::vector<SliceRun> checkpoint_slices(const ParamStore& params, const Optimizer& optimizer, int tp_rank,
                                         int dp_rank) {
   std::vector<SliceRun> runs;

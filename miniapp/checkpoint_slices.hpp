@@ -32,6 +32,9 @@ struct SliceRun {
   std::vector<SlicePiece> pieces;  // in order, coalesced; rows past the real vocabulary left out
 };
 
+// The run's elements of checkpoint part 0 (values), 1 (exp_avg) or 2 (exp_avg_sq), on the device.
+float* part_data(const SliceRun& run, const Optimizer& optimizer, int part);
+
 std::vector<SliceRun> checkpoint_slices(const ParamStore& params, const Optimizer& optimizer, int tp_rank,
                                         int dp_rank);
 

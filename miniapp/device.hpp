@@ -34,4 +34,14 @@ inline DV<float*> as_vector(float* p, std::int64_t n) {
   return Kokkos::View<float*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, n);
 }
 
+// n floats between a device buffer and host memory (a plain copy when the space is the host's).
+inline void copy_to_host(const float* device, std::int64_t n, float* host) {
+  Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, n),
+                    as_vector(const_cast<float*>(device), n));
+}
+inline void copy_to_device(const float* host, std::int64_t n, float* device) {
+  Kokkos::deep_copy(as_vector(device, n),
+                    Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, n));
+}
+
 }  // namespace kformer

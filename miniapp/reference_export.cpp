@@ -10,8 +10,7 @@ namespace {
 
 std::vector<float> host_copy(const float* device_ptr, std::int64_t n) {
   std::vector<float> out(static_cast<std::size_t>(n));
-  Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out.data(), n),
-                    as_vector(const_cast<float*>(device_ptr), n));
+  copy_to_host(device_ptr, n, out.data());
   return out;
 }
 

@@ -84,17 +84,16 @@ void Trainer::run() {
     IterationRecord r = iterate(it);
     records_.push_back(r);
     if (after_iteration) after_iteration(r);
-    stop_signal_ = r.stop_signal;
-    const bool end = it == last || stop_signal_ != 0;
+    const bool end = it == last || r.stop_signal != 0;
     if (world_.rank() == 0 && (it % log_every == 0 || end)) std::cout << format_log_line(r) << std::endl;
     if (nan_in_a_row_ >= cfg_.i64("train.max_nan"))
       throw TrainingStopped("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
                             " iterations in a row (train.max_nan=" + std::to_string(cfg_.i64("train.max_nan")) +
                             "), each skipped on every rank: lower train.lr or raise train.warmup");
     if (save_checkpoint && (end || (every > 0 && it % every == 0))) save_checkpoint(position(it));
-    if (stop_signal_ != 0) {
+    if (r.stop_signal != 0) {
       if (world_.rank() == 0)
-        std::cout << "kformer: stopped after iteration " << it << " of " << steps << " on " << signal_name(stop_signal_)
+        std::cout << "kformer: stopped after iteration " << it << " of " << steps << " on " << signal_name(r.stop_signal)
                   << " (rank " << r.stop_rank << " got it first)"
                   << (save_checkpoint ? "; resume with checkpoint.load=" + cfg_.str("checkpoint.save")
                                       : std::string("; no checkpoint.save was set, so nothing was saved"))

@@ -34,7 +34,6 @@ class Trainer {
 
   int first_iteration() const { return first_iteration_; }
   std::int64_t first_sample() const { return sample_base_; }  // of first_iteration()
-  int stopped_by_signal() const { return stop_signal_; }       // 0: ran to its end
   TrainingPosition position(int iteration) const;              // after `iteration` completed
   CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *params_, *optimizer_}; }
 
@@ -69,7 +68,7 @@ class Trainer {
   std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
-  int first_iteration_ = 1, stop_signal_ = 0;
+  int first_iteration_ = 1;
   std::int64_t sample_base_ = 0;  // global sample at which first_iteration_ starts
 };
 
