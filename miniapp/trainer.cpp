@@ -199,8 +199,9 @@ IterationRecord Trainer::iterate(int it) {
     if (table[3 * n + k] != 0) r.stop_signal = int(table[3 * n + k]), r.stop_rank = k;
 
   r.elapsed_s = step_timer.seconds();
-  r.consumed_samples = sample_base_ + std::int64_t(it - first_iteration_ + 1) * global_batch_;
-  r.consumed_tokens = r.consumed_samples * T;
+  const TrainingPosition after = position(it);
+  r.consumed_samples = after.consumed_samples;
+  r.consumed_tokens = after.consumed_tokens;
   r.samples_per_s = global_batch_ / r.elapsed_s;
   r.tokens_per_s = tokens_per_iter / r.elapsed_s;
   r.tflops_per_rank = flops_per_iteration().total() / r.elapsed_s / 1e12;
