@@ -23,6 +23,7 @@
 
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
+#include "gemm_workspace.hpp"
 #include "kformer_config.hpp"
 #include "view_types.hpp"
 
@@ -120,21 +121,46 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
   if (bias_ptr && !bias_first) detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, false);
 }
 
-// db(out) += column sums of dy(N, out), each column summed in row order (deterministic).
+// db(out) += column sums of dy(N, out). Deterministic on every backend: the rows are cut into
+// chunks of a fixed size (never a function of the thread count), each chunk's column sums go to a
+// workspace, then each column adds its chunks in order. A work item sums W adjacent columns of
+// one chunk: W = 64 on the host (contiguous, vectorised reads of each row), 1 on a GPU (a warp
+// reads 32 adjacent columns of a row: coalesced, and chunks x columns threads to fill the device).
 template <class ExecSpace>
 void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const float**, ExecSpace> dy) {
-  constexpr int W = 16;  // columns per work item: contiguous reads on the host, coalesced-ish on a GPU
+  constexpr int W = runs_on_host<ExecSpace> ? 64 : 1;
+  constexpr int kChunkRows = 128;
   const int n = static_cast<int>(dy.extent(0)), cols = static_cast<int>(dy.extent(1));
   if (int(db.extent(0)) != cols) throw std::invalid_argument("bias_backward: db and dy disagree on `out`");
+  if (n == 0 || cols == 0) return;
+  const int chunks = (n + kChunkRows - 1) / kChunkRows, blocks = (cols + W - 1) / W;
+  auto workspace =
+      detail::GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(chunks) * std::size_t(cols));
+  float* part = workspace.first;  // (chunks, cols)
   Kokkos::parallel_for(
-      "kformer::bias_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, (cols + W - 1) / W),
-      KOKKOS_LAMBDA(const int blk) {
-        const int j0 = blk * W, w = cols - j0 < W ? cols - j0 : W;
+      "kformer::bias_backward_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks * blocks),
+      KOKKOS_LAMBDA(const int item) {
+        const int ch = item / blocks, j0 = (item % blocks) * W;
+        const int r0 = ch * kChunkRows, r1 = n - r0 < kChunkRows ? n : r0 + kChunkRows;
         float acc[W] = {};
-        for (int i = 0; i < n; ++i)
-          for (int j = 0; j < w; ++j) acc[j] += dy(i, j0 + j);
-        for (int j = 0; j < w; ++j) db(j0 + j) += acc[j];
+        if (cols - j0 >= W) {  // a full block: a fixed trip count the compiler vectorises
+          for (int r = r0; r < r1; ++r)
+            for (int j = 0; j < W; ++j) acc[j] += dy(r, j0 + j);
+          for (int j = 0; j < W; ++j) part[std::size_t(ch) * cols + j0 + j] = acc[j];
+        } else {
+          const int w = cols - j0;
+          for (int r = r0; r < r1; ++r)
+            for (int j = 0; j < w; ++j) acc[j] += dy(r, j0 + j);
+          for (int j = 0; j < w; ++j) part[std::size_t(ch) * cols + j0 + j] = acc[j];
+        }
       });
+  Kokkos::parallel_for(
+      "kformer::bias_backward_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, cols), KOKKOS_LAMBDA(const int j) {
+        float s = 0.0f;
+        for (int ch = 0; ch < chunks; ++ch) s += part[std::size_t(ch) * cols + j];
+        db(j) += s;
+      });
+  exec.fence();  // the workspace is released to the next caller
 }
 
 // y(N, out) = x(N, in) W(out, in)^T + b(out); b may be empty (no bias).

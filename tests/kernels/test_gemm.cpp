@@ -17,8 +17,9 @@ using Vec = std::vector<double>;
 struct Shape {
   int n, in, out;
 };
-// Tiles are 192 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s.
-const Shape kShapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 300, 2}, {97, 33, 257}, {13, 270, 37}, {130, 65, 70}};
+// Tiles are 192 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s;
+// the bias gradient sums 128-row chunks of 64 columns on the host: several chunks, part blocks.
+const Shape kShapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 300, 2}, {97, 33, 257}, {13, 270, 37}, {130, 65, 70}, {260, 9, 130}};
 
 std::vector<GemmImpl> impls() {
   std::vector<GemmImpl> v{GemmImpl::native};
