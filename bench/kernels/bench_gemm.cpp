@@ -1,10 +1,15 @@
 // GEMM cases: the linear layers of a GPT-3-small block (B*T = 2048, C = 768: QKV 3C, projection C,
 // FC1 4C, FC2 back to C) and of a Llama-8B proxy layer at 256 tokens (C = 4096, KV = 8 heads of 128,
 // F = 14336). Names are gemm/<impl>/<tokens>x<in>x<out> (forward, y = x W^T + b) and
-// matmul_bwd/<impl>/<tokens>x<in>x<out> (dx, dW and db). vs_ceiling is against the bare vendor
+// matmul_bwd/<impl>/<tokens>x<in>x<out> (dx, dW and db); bias_bwd/<tokens>x<out> is db alone
+// (memory-bound: vs_ceiling against the copy bandwidth). vs_ceiling is against the bare vendor
 // sgemm calls (OpenBLAS on the host, cuBLAS under CUDA) at the same shape, without the bias work,
-// measured in the same run: so `vendor` itself can fall short of 1 by its bias pass.
+// timed alternately with the case in the same loop (see run_case): so `vendor` itself can fall
+// short of 1 by its bias work only.
 #include <Kokkos_Random.hpp>
+
+#include <set>
+#include <utility>
 
 #include "ceilings.hpp"
 #include "gemm.hpp"
@@ -39,6 +44,10 @@ struct Linear {
   }
 };
 
+// Seconds of timed calls per case (as many again go to the reference): enough pairs for a
+// median and quartiles even at the 180 ms shapes.
+constexpr double kGemmMinTime = 1.0;
+
 std::string shape_name(int n, int in, int out) {
   return std::to_string(n) + "x" + std::to_string(in) + "x" + std::to_string(out);
 }
@@ -46,6 +55,7 @@ std::string shape_name(int n, int in, int out) {
 void register_cases() {
   const int shapes[][3] = {{2048, 768, 2304}, {2048, 768, 768},   {2048, 768, 3072},  {2048, 3072, 768},
                            {256, 4096, 4096}, {256, 4096, 1024}, {256, 4096, 14336}, {256, 14336, 4096}};
+  std::set<std::pair<int, int>> bias_shapes;
   for (GemmImpl impl : {GemmImpl::native, GemmImpl::vendor})
     for (const auto& s : shapes) {
       const int n = s[0], in = s[1], out = s[2];
@@ -53,18 +63,23 @@ void register_cases() {
       add_case(std::string("gemm/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
         Linear l(n, in, out);
         const double flops = 2.0 * n * in * out;
-        const double ceiling = ceiling_gflops("fwd" + shape, flops, [&] { l.sgemm_only(); });
         run_case(state, [&] { l.forward(impl); }, flops, 4.0 * (double(n) * in + double(in) * out + double(n) * out),
-                 ceiling);
-      });
+                 Reference{[&] { l.sgemm_only(); }, flops});
+      }, kGemmMinTime);
+      if (bias_shapes.insert({n, out}).second)  // the bias gradient, one code for both impls
+        add_case("bias_bwd/" + std::to_string(n) + "x" + std::to_string(out), [=](benchmark::State& state) {
+          Linear l(n, in, out);
+          run_case(state, [&] { kernels::bias_backward(Exec(), l.db, V<const float**>(l.y)); }, 0.0,
+                   4.0 * (double(n) * out + 2.0 * out));
+        });
       add_case(std::string("matmul_bwd/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
         Linear l(n, in, out);
         Kokkos::deep_copy(l.y, 0.01f);
         const double flops = 4.0 * n * in * out;
-        const double ceiling = ceiling_gflops("bwd" + shape, flops, [&] { l.sgemm_only_backward(); });
         run_case(state, [&] { l.backward(impl); }, flops,
-                 4.0 * (2.0 * n * in + 2.0 * in * out + double(n) * out), ceiling);
-      });
+                 4.0 * (2.0 * n * in + 2.0 * in * out + double(n) * out),
+                 Reference{[&] { l.sgemm_only_backward(); }, flops});
+      }, kGemmMinTime);
     }
 }
 

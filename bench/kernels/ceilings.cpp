@@ -1,38 +1,58 @@
-// Ceilings and the shared benchmark loop (see ceilings.hpp).
+// Ceilings and the shared benchmark loops (see ceilings.hpp).
 #include "ceilings.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <vector>
 
 namespace kformer::bench {
+namespace {
+
+double fenced_seconds(const std::function<void()>& f) {
+  Kokkos::Timer timer;
+  f();
+  Exec().fence();
+  return timer.seconds();
+}
+
+// The q-quantile (0 <= q <= 1) of v by linear interpolation; NaN for an empty v.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+// One untimed call of f (first touch, lazily created handles); false, with the case marked
+// skipped and the reason shown, when f throws (kernels.gemm=vendor in a build without BLAS).
+bool warm_up(benchmark::State& state, const std::function<void()>& f) {
+  try {
+    f();
+    Exec().fence();
+    return true;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return false;
+  }
+}
+
+void set_rate_counters(benchmark::State& state, double total_seconds, double flops, double bytes) {
+  const double per_call = total_seconds / static_cast<double>(state.iterations());
+  if (flops > 0) state.counters["gflops"] = flops / per_call * 1e-9;
+  if (bytes > 0) state.counters["gbps"] = bytes / per_call * 1e-9;
+}
+
+}  // namespace
 
 double median_seconds(const std::function<void()>& f, int reps) {
   f();
   Exec().fence();
   std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    Kokkos::Timer timer;
-    f();
-    Exec().fence();
-    t.push_back(timer.seconds());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-double ceiling_gflops(const std::string& key, double flops, const std::function<void()>& run) {
-  static std::map<std::string, double> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  double g = std::numeric_limits<double>::quiet_NaN();
-  try {
-    g = flops / median_seconds(run) * 1e-9;
-  } catch (const std::exception&) {
-  }
-  return cache[key] = g;
+  for (int r = 0; r < reps; ++r) t.push_back(fenced_seconds(f));
+  return quantile(t, 0.5);
 }
 
 double copy_bandwidth_gbps() {
@@ -49,33 +69,58 @@ double copy_bandwidth_gbps() {
   return bw;
 }
 
-void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,
-              double ceiling_gflops_value) {
-  f();  // warm-up: first-touch, lazily created handles
-  Exec().fence();
+void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes) {
+  if (!warm_up(state, f)) return;
   double total = 0;
   for (auto _ : state) {
-    Kokkos::Timer timer;
-    f();
-    Exec().fence();
-    const double s = timer.seconds();
+    const double s = fenced_seconds(f);
     state.SetIterationTime(s);
     total += s;
   }
-  const double per_call = total / static_cast<double>(state.iterations());
-  const double gflops = flops / per_call * 1e-9, gbps = bytes / per_call * 1e-9;
-  if (flops > 0) state.counters["gflops"] = gflops;
-  if (bytes > 0) state.counters["gbps"] = gbps;
-  state.counters["vs_ceiling"] = ceiling_gflops_value > 0 || std::isnan(ceiling_gflops_value)
-                                     ? gflops / ceiling_gflops_value
-                                     : gbps / copy_bandwidth_gbps();
+  set_rate_counters(state, total, flops, bytes);
+  state.counters["vs_ceiling"] = bytes / (total / static_cast<double>(state.iterations())) * 1e-9 /
+                                 copy_bandwidth_gbps();
 }
 
-benchmark::internal::Benchmark* add_case(const std::string& name, std::function<void(benchmark::State&)> fn) {
+void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,
+              const Reference& ref) {
+  bool have_ref = true;
+  try {
+    ref.run();  // warm-up, and the test whether a vendor library is there
+    Exec().fence();
+  } catch (const std::exception&) {
+    have_ref = false;
+  }
+  if (!warm_up(state, f)) return;
+  double total = 0;
+  std::vector<double> ratio, ref_gflops;
+  bool ref_first = true;
+  for (auto _ : state) {
+    double t_ref = 0;
+    if (have_ref && ref_first) t_ref = fenced_seconds(ref.run);
+    const double s = fenced_seconds(f);
+    if (have_ref && !ref_first) t_ref = fenced_seconds(ref.run);
+    ref_first = !ref_first;
+    state.SetIterationTime(s);
+    total += s;
+    if (have_ref) {
+      ref_gflops.push_back(ref.flops / t_ref * 1e-9);
+      ratio.push_back((flops / s) / (ref.flops / t_ref));
+    }
+  }
+  set_rate_counters(state, total, flops, bytes);
+  state.counters["ceiling_gflops"] = quantile(ref_gflops, 0.5);
+  state.counters["vs_ceiling"] = quantile(ratio, 0.5);
+  state.counters["vs_q1"] = quantile(ratio, 0.25);
+  state.counters["vs_q3"] = quantile(ratio, 0.75);
+}
+
+benchmark::internal::Benchmark* add_case(const std::string& name, std::function<void(benchmark::State&)> fn,
+                                         double min_time) {
   return benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& s) { fn(s); })
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
-      ->MinTime(0.3);
+      ->MinTime(min_time);
 }
 
 }  // namespace kformer::bench
