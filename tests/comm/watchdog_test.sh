@@ -11,6 +11,7 @@ set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=${4:-}
 tmp=$(mktemp -d)
 pids_to_reap=()
+# shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
   for p in "${pids_to_reap[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp"
@@ -71,7 +72,7 @@ victim() {
   pid=$(rank_pid "$2") || { fail "cannot find rank $2's process among mpirun's children"; return 1; }
 }
 
-steps="train.steps=100000 output.log_every=1 parallel.tp=2"
+steps=(train.steps=100000 output.log_every=1 parallel.tp=2)
 
 # --- 1. a healthy run with a small timeout --------------------------------------------------
 # shellcheck disable=SC2086
@@ -82,7 +83,7 @@ grep -q "has not completed" "$tmp/ok.out" && fail "the watchdog fired in a healt
 # --- 2. a rank stops participating ----------------------------------------------------------
 timeout_s=3
 # shellcheck disable=SC2086
-launch stop comm.timeout_s=$timeout_s $steps
+launch stop comm.timeout_s=$timeout_s "${steps[@]}"
 if victim stop 1; then
   pids_to_reap+=("$pid")
   kill -STOP "$pid"
@@ -108,7 +109,7 @@ if victim stop 1; then
 fi
 
 # --- 3. a rank is killed --------------------------------------------------------------------
-launch kill comm.timeout_s=$timeout_s $steps
+launch kill comm.timeout_s=$timeout_s "${steps[@]}"
 if victim kill 2; then
   kill -9 "$pid"
   wait_exit 30

@@ -5,6 +5,6 @@
 set -euo pipefail
 shellcheck=$1 src=$2
 cd "$src"
-files=(jobscripts/*.sh jobscripts/*.pbs jobscripts/*.slurm scripts/*.sh tests/jobscripts/*.sh)
+files=(jobscripts/*.sh jobscripts/*.pbs jobscripts/*.slurm scripts/*.sh tests/*/*.sh)
 "$shellcheck" -x "${files[@]}"
 echo "shellcheck: ${#files[@]} scripts clean"

@@ -121,7 +121,7 @@ expect unwritable "checkpoint.save=/proc/kformer-ck is not writable" checkpoint.
 expect empty_dir "neither checkpoint.json nor" checkpoint.load="$tmp"
 expect shape "model.d_model is 64 in the checkpoint, 128 in the deck" checkpoint.load="$tmp/bad" model.d_model=128
 expect layers "has no tensor 'layers.4" checkpoint.load="$tmp/bad" model.n_layers=6
-expect done "train.steps counts from the start of the run: raise it above 10" checkpoint.load="$tmp/bad" train.steps=10
+expect "done" "train.steps counts from the start of the run: raise it above 10" checkpoint.load="$tmp/bad" train.steps=10
 /usr/bin/python3 - "$bad/model.safetensors" <<'PY'
 import sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-1000] ^= 0x10; open(p, "wb").write(b)

@@ -25,6 +25,7 @@ check llama model.family=llama model.n_kv_heads=2 kernels.gemm=vendor kernels.at
 # PyTorch reads a kformer checkpoint (checksums, then 5 more iterations from its weights, moments
 # and data position) and gets the losses kformer gets when it resumes from it.
 for family in gpt llama; do
+  # shellcheck disable=SC2015  # the { ...; continue; } block ends the iteration either way
   "$kformer" "$src/input/tiny.yaml" model.family=$family train.steps=10 train.stop_at=5 checkpoint.save="$tmp/ck-$family" \
     >"$tmp/ck-$family.log" 2>&1 &&
   "$kformer" "$src/input/tiny.yaml" model.family=$family train.steps=10 checkpoint.load="$tmp/ck-$family" \
