@@ -34,6 +34,12 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    MPI_Comm_size(node, &ranks_on_node_);
+    MPI_Comm_free(&node);
+  }
 #else
   (void)argc;
   (void)argv;

@@ -24,6 +24,8 @@ class Runtime {
   // Rank and size of the launched job (1 process without MPI), known before any backend exists.
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  // Ranks of the job on this rank's node (MPI_COMM_TYPE_SHARED; 1 without MPI).
+  int ranks_on_node() const { return ranks_on_node_; }
 
   // Hard stop of every process of the job (MPI_Abort); returns only without MPI.
   [[noreturn]] void abort(int code) const;
@@ -32,6 +34,7 @@ class Runtime {
   bool owns_mpi_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
+  int ranks_on_node_ = 1;
 };
 
 // Backends compiled into this build, in the order a user would prefer them.

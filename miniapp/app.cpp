@@ -19,11 +19,11 @@
 #include "validate.hpp"
 
 namespace kformer {
-Config load_config(const CliArgs& args, int world_size) {
+Config load_config(const CliArgs& args, int world_size, int ranks_on_node) {
   Config cfg;
   cfg.load_deck_file(args.deck);
   for (const auto& o : args.overrides) cfg.apply_override(o);
-  resolve_and_validate(cfg, world_size);
+  resolve_and_validate(cfg, world_size, probe_node_memory(ranks_on_node));
   make_data_source(cfg.str("data.source"), cfg.i64("model.vocab_size"), cfg.i64("train.seed"))
       ->check(cfg.i32("train.seq_len"));
   return cfg;

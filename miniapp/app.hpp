@@ -10,7 +10,8 @@ namespace kformer {
 
 // The deck, its overrides and every check that needs neither Kokkos nor communication (the data
 // source opened included): called before Kokkos starts, so bad input gets only its own line.
-Config load_config(const CliArgs& args, int world_size);
+// `ranks_on_node` ranks share this node's memory (the memory check without memory.limit_gb).
+Config load_config(const CliArgs& args, int world_size, int ranks_on_node);
 
 int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime);
 

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
       if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
       return 0;
     }
-    const kformer::Config cfg = kformer::load_config(args, runtime.world_size());
+    const kformer::Config cfg = kformer::load_config(args, runtime.world_size(), runtime.ranks_on_node());
     Kokkos::ScopeGuard kokkos(argc, argv);
     rc = kformer::run_app(args, cfg, runtime);
   } catch (const kformer::CollectiveError& e) {

@@ -1,8 +1,6 @@
 // Cross-key validation and derived keys (see validate.hpp).
 #include "validate.hpp"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -133,36 +131,33 @@ void validate_products(const Config& cfg) {
                                      "give at least 0.001, or 0 for no limit");
 }
 
-double physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? double(pages) * double(page) : 0;
-}
-
-// With memory.limit_gb unset the machine's memory is the limit: a layout bigger than that would
-// only fail later, in the middle of allocating (or be killed by the kernel), with no clear line.
-void check_fits_machine(const Config& cfg) {
+// With memory.limit_gb unset the node's memory, shared by its ranks, is the limit: a layout bigger
+// than that would only fail later, in the middle of allocating (or be killed by the kernel's or
+// the batch system's out-of-memory killer), with no clear line.
+void check_fits_node(const Config& cfg, const NodeMemory& node) {
   if (cfg.f64("memory.limit_gb") > 0) return;  // the user's own limit, checked by check_memory_limit
-  const double machine = physical_memory_bytes();
-  if (machine <= 0) return;
+  if (node.bytes <= 0) return;
   const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= machine) return;
+  if (e.total() <= node.per_rank()) return;
   std::ostringstream msg;
   msg.precision(3);
-  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << machine / 1e9
-      << " GB of this machine: raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or "
-         "model sizes, or set memory.limit_gb to the memory per rank of the machine you plan for";
+  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << node.per_rank() / 1e9
+      << " GB per rank of this node (" << node.bytes / 1e9 << " GB " << node.source << " / " << node.ranks
+      << (node.ranks == 1 ? " rank" : " ranks")
+      << "): raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or model sizes, start "
+         "fewer ranks per node, or set memory.limit_gb to the memory per rank of the machine you plan for";
   throw ConfigError(msg.str());
 }
 
 }  // namespace
 
-void resolve_and_validate(Config& cfg, int world_size) {
+void resolve_and_validate(Config& cfg, int world_size, const NodeMemory& node) {
   if (world_size < 1) throw std::logic_error("resolve_and_validate: a job has at least one rank");
   validate_model(cfg);
   validate_layout(cfg, world_size);
   validate_products(cfg);
   check_memory_limit(cfg);
-  check_fits_machine(cfg);
+  check_fits_node(cfg, node);
 }
 
 }  // namespace kformer

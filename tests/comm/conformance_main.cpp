@@ -16,3 +16,14 @@ INSTANTIATE_TEST_SUITE_P(Backends, CommConformance, ::testing::ValuesIn(comm_cas
                          [](const ::testing::TestParamInfo<CommCase>& info) { return info.param.name; });
 
 }  // namespace kformer::test
+
+namespace {
+
+// ctest starts every rank on this one machine: they all share its node. (The memory check
+// without memory.limit_gb divides the node's memory by this count.)
+TEST(Runtime, RanksOnNodeCountsTheRanksSharingThisMachine) {
+  const auto& rt = kformer::test::runtime();
+  EXPECT_EQ(rt.ranks_on_node(), rt.world_size());
+}
+
+}  // namespace

@@ -44,7 +44,7 @@ verdicts() {  # after every try: check each run and make its table row
   local i rc lines msg
   for ((i = 0; i < n; i++)); do
     rc=$(cat "$tmp/c$i.rc"); lines=$(wc -l <"$tmp/c$i.err")
-    msg=$(head -n 1 "$tmp/c$i.err" | sed -E 's/the [0-9.e+]+ GB of this machine/the N GB of this machine/')
+    msg=$(head -n 1 "$tmp/c$i.err" | sed -E 's/the [0-9.e+]+ GB per rank of this node \([0-9.e+]+ GB ([a-z ]+) \/ 1 rank\)/the N GB per rank of this node (N GB \1 \/ 1 rank)/')
     if [ "$rc" -ne "${wants[i]}" ]; then
       echo "FAIL: ${shown[i]}: exit $rc, expected ${wants[i]}"; cat "$tmp/c$i.err"; fails=$((fails + 1))
     elif [ "${wants[i]}" -ne 0 ] && { [ "$lines" -ne 1 ] || [[ "$msg" != "kformer: error: "* ]]; }; then

@@ -55,7 +55,7 @@ refuse "train.lr='nan' is not valid" -- "$kformer" "$src/input/tiny.yaml" train.
 refuse "expected an integer in [1, 1048576]" -- "$kformer" "$src/input/tiny.yaml" model.d_model=2000000000
 refuse "train.steps='3000000000' is not valid" -- "$kformer" "$src/input/tiny.yaml" train.steps=3000000000
 refuse "pipeline steps per iteration exceed" -- "$kformer" "$src/input/tiny.yaml" train.global_batch=16777216 train.micro_batch=1
-refuse "GB of this machine" -- "$kformer" "$src/input/tiny.yaml" model.d_model=1048576 model.vocab_size=16777216
+refuse "GB per rank of this node" -- "$kformer" "$src/input/tiny.yaml" model.d_model=1048576 model.vocab_size=16777216
 refuse "contains a control character" -- "$kformer" "$src/input/tiny.yaml" $'output.json=a\nb.json'
 # ... and Kokkos' own arguments still pass, anywhere on the line.
 expect 0 "resolved configuration" -- "$kformer" --kokkos-threads=1 "$src/input/tiny.yaml" --dry-run --kokkos-num-threads=1

@@ -2,8 +2,15 @@
 // and the values derived when keys are left at 0.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <utility>
+#include <vector>
+
 #include "config.hpp"
 #include "errors.hpp"
+#include "memory.hpp"
+#include "node_memory.hpp"
 #include "validate.hpp"
 
 using kformer::Config;
@@ -17,9 +24,9 @@ Config tiny() {
   return c;
 }
 
-std::string verdict(Config c, int world) {
+std::string verdict(Config c, int world, const kformer::NodeMemory& node = kformer::probe_node_memory(1)) {
   try {
-    kformer::resolve_and_validate(c, world);
+    kformer::resolve_and_validate(c, world, node);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -81,4 +88,57 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
     const std::string v = verdict(c, k.world);
     EXPECT_NE(v.find(k.must_name), std::string::npos) << "got: '" << v << "' expected to contain: " << k.must_name;
   }
+}
+
+namespace {
+
+// A fake /sys/fs/cgroup: each file of `files` (path under the root, content) written.
+std::string fake_cgroup_root(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  const std::string root = ::testing::TempDir() + "kformer_cgroup_" + name;
+  for (const auto& [path, content] : files) {
+    const std::string full = root + "/" + path;
+    std::filesystem::create_directories(std::filesystem::path(full).parent_path());
+    std::ofstream(full) << content << "\n";
+  }
+  return root;
+}
+
+}  // namespace
+
+TEST(NodeMemory, CgroupV2LimitIsTheSmallestOnThePathUp) {
+  const std::string root = fake_cgroup_root("v2", {{"memory.max", "max"},
+                                                   {"slurm/memory.max", "8589934592"},
+                                                   {"slurm/job_7/memory.max", "2147483648"},
+                                                   {"slurm/job_7/step_0/memory.max", "max"}});
+  EXPECT_EQ(kformer::cgroup_memory_limit("0::/slurm/job_7/step_0\n", root), 2147483648.0);
+  EXPECT_EQ(kformer::cgroup_memory_limit("0::/slurm\n", root), 8589934592.0);
+  EXPECT_EQ(kformer::cgroup_memory_limit("0::/\n", root), 0.0);            // "max": no limit
+  EXPECT_EQ(kformer::cgroup_memory_limit("0::/elsewhere\n", root), 0.0);   // no such group, root says max
+}
+
+TEST(NodeMemory, CgroupV1LimitIgnoresTheUnsetValue) {
+  const std::string root = fake_cgroup_root("v1", {{"memory/memory.limit_in_bytes", "9223372036854771712"},
+                                                   {"memory/job/memory.limit_in_bytes", "9223372036854771712"},
+                                                   {"memory/capped/memory.limit_in_bytes", "4294967296"}});
+  const std::string others = "9:name=systemd:/\n8:pids:/\n";
+  EXPECT_EQ(kformer::cgroup_memory_limit(others + "4:memory:/job\n", root), 0.0);
+  EXPECT_EQ(kformer::cgroup_memory_limit(others + "4:memory:/capped\n0::/\n", root), 4294967296.0);
+  EXPECT_EQ(kformer::cgroup_memory_limit("3:cpu,cpuacct:/capped\n", root), 0.0);  // not the memory controller
+}
+
+TEST(NodeMemory, TheNodeIsSharedByItsRanks) {
+  Config c = tiny();
+  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
+  const double need = kformer::estimate_memory(c).total();
+  // Room for three ranks' estimates on the node: three ranks fit, four do not.
+  const kformer::NodeMemory three{3.5 * need, 3, "cgroup memory limit"}, four{3.5 * need, 4, "cgroup memory limit"};
+  EXPECT_EQ(verdict(tiny(), 1, three), "");
+  const std::string v = verdict(tiny(), 1, four);
+  EXPECT_NE(v.find("GB per rank of this node"), std::string::npos) << v;
+  EXPECT_NE(v.find("GB cgroup memory limit / 4 ranks"), std::string::npos) << v;
+  EXPECT_NE(v.find("start fewer ranks per node"), std::string::npos) << v;
+  // memory.limit_gb, when given, is the limit instead.
+  Config own = tiny();
+  own.apply_override("memory.limit_gb=1000");
+  EXPECT_EQ(verdict(own, 1, four), "");
 }
