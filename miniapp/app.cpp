@@ -56,6 +56,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
               << "  pp groups " << comm::format_groups(mesh.groups.pp) << "\n"
               << "memory estimate per rank: " << describe(estimate_memory(cfg)) << std::endl;
   }
+  check_fits_device(cfg);
   if (args.dry_run) return 0;
 
   Trainer trainer(cfg, *world, mesh, trace);
