@@ -11,7 +11,7 @@
 #include "kformer_config.hpp"
 #include "self_comm.hpp"
 #include "traced_comm.hpp"
-#include "watchdog.hpp"
+#include "watched_comm.hpp"
 #if KFORMER_ENABLE_MPI
 #include <mpi.h>
 

@@ -3,13 +3,9 @@
 // hanging until the batch system's walltime because a peer rank is stopped, hung or dead.
 //
 // Watchdog is the per-process part: the calls this rank is waiting in (begun by Watch, a scope
-// guard), and a thread that looks every ~100 ms whether the oldest one is overdue. WatchedComm is
-// the decorator that records every call of a backend: blocking calls, barrier and split for their
-// whole duration, non-blocking ones from the moment the caller waits on them (a Request that is
-// merely posted, or polled with test(), may legitimately stay open while the caller computes).
-// Time this process itself was suspended (SIGSTOP, a paused VM) does not count.
-// It sits directly around the backend, under emulation and tracing, so that it times the real
-// network, and every communicator split from it shares the world's Watchdog.
+// guard), and a thread that looks every ~100 ms whether the oldest one is overdue. Time this
+// process itself was suspended (SIGSTOP, a paused VM) does not count. The decorator that feeds it
+// every call of a backend is WatchedComm (watched_comm.hpp).
 #pragma once
 
 #include <chrono>
@@ -121,37 +117,5 @@ class Watchdog {
   bool stop_ = false;
   std::thread thread_;
 };
-
-// The decorator (see the top of this file). Splits are watched by the same Watchdog.
-class WatchedComm final : public Communicator {
- public:
-  WatchedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<Watchdog> dog);
-  ~WatchedComm() override;
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend() const override { return inner_->backend(); }
-  std::vector<int> world_ranks() const override { return group_->world_ranks; }
-  std::unique_ptr<Communicator> split(int color, int key) override;
-  void barrier() override;
-  void run(const Op& op) override;
-  Request start(const Op& op) override;
-  Request start_group(const std::vector<Op>& ops) override;
-  void abort_calls() noexcept override { inner_->abort_calls(); }
-  void set_name(const std::string& name) override { group_ = describe_group(group_->world_ranks, group_->size, name); }
-
-  Watchdog& watchdog() { return *dog_; }
-  const GroupInfo& group() const { return *group_; }
-
- private:
-  std::unique_ptr<Communicator> inner_;
-  std::shared_ptr<Watchdog> dog_;
-  std::shared_ptr<const GroupInfo> group_;
-};
-
-// `comm` (the world, or any communicator) watched by a new Watchdog of `timeout_s` that calls
-// `on_timeout`; the rank in the line is `comm`'s world rank.
-std::unique_ptr<Communicator> watch(std::unique_ptr<Communicator> comm, double timeout_s,
-                                    Watchdog::Handler on_timeout);
 
 }  // namespace kformer::comm

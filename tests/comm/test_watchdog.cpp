@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/runtime.hpp"
-#include "comm/watchdog.hpp"
+#include "comm/watched_comm.hpp"
 #include "kformer_config.hpp"
 #include "test_env.hpp"
 
