@@ -52,6 +52,19 @@ TEST(Config, OverridesWinOverTheDeck) {
   EXPECT_EQ(c.str("output.json"), "run.json");
 }
 
+TEST(Config, ARepeatedOverrideSaysTheLastWins) {
+  Config c;
+  c.load_deck_text("parallel:\n  tp: 2\n", "deck.yaml");
+  c.apply_override("parallel.tp=4");
+  c.apply_override("parallel.tp=1");
+  EXPECT_EQ(c.i64("parallel.tp"), 1);
+  EXPECT_EQ(c.origin("parallel.tp"), "command line, given 2 times: the last wins");
+  c.apply_override("parallel.tp=2");
+  EXPECT_EQ(c.i64("parallel.tp"), 2);
+  EXPECT_EQ(c.origin("parallel.tp"), "command line, given 3 times: the last wins");
+  EXPECT_NE(c.to_text().find("(command line, given 3 times: the last wins)"), std::string::npos) << c.to_text();
+}
+
 TEST(Config, UnknownKeyNamesItAndSuggests) {
   Config c;
   const std::string e = error_of([&] { c.apply_override("model.n_laeyrs=2"); });
