@@ -45,41 +45,63 @@ void set_rate_counters(benchmark::State& state, double total_seconds, double flo
   if (bytes > 0) state.counters["gbps"] = bytes / per_call * 1e-9;
 }
 
-}  // namespace
-
-double median_seconds(const std::function<void()>& f, int reps) {
-  f();
-  Exec().fence();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) t.push_back(fenced_seconds(f));
-  return quantile(t, 0.5);
-}
-
-double copy_bandwidth_gbps() {
-  static double bw = [] {
-    const std::int64_t n = std::int64_t(1) << 26;  // 256 MiB per buffer
-    Kokkos::View<float*, Exec::memory_space> a("copy_a", n), b("copy_b", n);
-    Kokkos::deep_copy(a, 1.0f);
-    const double s = median_seconds([&] {
+// Two buffers far larger than the caches and a fenced copy between them: the memory-bound
+// ceiling. Allocated on first use, released at Kokkos::finalize (a static View must not outlive
+// Kokkos).
+struct CopyProbe {
+  static constexpr std::int64_t n = std::int64_t(1) << 26;  // 256 MiB of floats per buffer
+  Kokkos::View<float*, Exec::memory_space> a, b;
+  static CopyProbe& get() {
+    static CopyProbe* probe = [] {
+      auto* p = new CopyProbe{Kokkos::View<float*, Exec::memory_space>("copy_a", n),
+                              Kokkos::View<float*, Exec::memory_space>("copy_b", n)};
+      Kokkos::deep_copy(p->a, 1.0f);
+      Kokkos::push_finalize_hook([] { probe->a = {}, probe->b = {}; });
+      return p;
+    }();
+    return *probe;
+  }
+  double seconds() const {
+    auto src = a, dst = b;
+    return fenced_seconds([&] {
       Kokkos::parallel_for(
-          "kformer::bench::copy", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { b(i) = a(i); });
+          "kformer::bench::copy", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = src(i); });
     });
-    return 2.0 * n * sizeof(float) / s * 1e-9;
-  }();
-  return bw;
+  }
+  static double bytes() { return 2.0 * n * sizeof(float); }
+};
+
+void set_spread_counters(benchmark::State& state, const std::vector<double>& ratio) {
+  state.counters["vs_ceiling"] = quantile(ratio, 0.5);
+  state.counters["vs_q1"] = quantile(ratio, 0.25);
+  state.counters["vs_q3"] = quantile(ratio, 0.75);
 }
+
+}  // namespace
 
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes) {
   if (!warm_up(state, f)) return;
-  double total = 0;
+  const CopyProbe& copy = CopyProbe::get();
+  const double copy_s = copy.seconds();  // warm-up, and the length of a block
+  double total = 0, block = 0;
+  std::int64_t calls = 0;
+  std::vector<double> ratio, copy_gbps;
+  auto close_block = [&] {
+    const double c = copy.seconds();
+    copy_gbps.push_back(CopyProbe::bytes() / c * 1e-9);
+    ratio.push_back((bytes * double(calls) / block) / (CopyProbe::bytes() / c));
+    block = 0, calls = 0;
+  };
   for (auto _ : state) {
     const double s = fenced_seconds(f);
     state.SetIterationTime(s);
-    total += s;
+    total += s, block += s, ++calls;
+    if (block >= copy_s) close_block();
   }
+  if (calls > 0) close_block();
   set_rate_counters(state, total, flops, bytes);
-  state.counters["vs_ceiling"] = bytes / (total / static_cast<double>(state.iterations())) * 1e-9 /
-                                 copy_bandwidth_gbps();
+  state.counters["copy_gbps"] = quantile(copy_gbps, 0.5);
+  set_spread_counters(state, ratio);
 }
 
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,
@@ -110,9 +132,7 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
   }
   set_rate_counters(state, total, flops, bytes);
   state.counters["ceiling_gflops"] = quantile(ref_gflops, 0.5);
-  state.counters["vs_ceiling"] = quantile(ratio, 0.5);
-  state.counters["vs_q1"] = quantile(ratio, 0.25);
-  state.counters["vs_q3"] = quantile(ratio, 0.75);
+  set_spread_counters(state, ratio);
 }
 
 benchmark::internal::Benchmark* add_case(const std::string& name, std::function<void(benchmark::State&)> fn,

@@ -1,7 +1,7 @@
-// Ceilings that kernel benchmarks are judged against, measured in the same run on the benchmark's
-// execution space: a reference call timed in the same loop as the case (the vendor sgemm for
-// compute-bound kernels) or a copy bandwidth measured once (memory-bound kernels).
-// `vs_ceiling` = achieved / ceiling.
+// Ceilings that kernel benchmarks are judged against, measured in the same loop as the case on
+// the benchmark's execution space, so that both see the same state of the machine: the vendor
+// sgemm for compute-bound kernels, a copy of buffers far larger than the caches for memory-bound
+// ones. `vs_ceiling` = achieved / ceiling, the median over the loop, with quartiles vs_q1, vs_q3.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -15,13 +15,6 @@ namespace kformer::bench {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 
-// Median seconds of `reps` fenced calls of f (after one warm-up call).
-double median_seconds(const std::function<void()>& f, int reps = 5);
-
-// Copy bandwidth in GB/s (bytes read + bytes written per second) of a Kokkos copy loop over
-// buffers far larger than the caches, measured once.
-double copy_bandwidth_gbps();
-
 // The call a compute-bound case is judged against: `run` performs `flops` floating-point
 // operations (a vendor sgemm). `run` throws when this build has no vendor library.
 struct Reference {
@@ -29,8 +22,10 @@ struct Reference {
   double flops = 0;
 };
 
-// The loop of a memory-bound case: times each fenced call of `f` (manual time), then sets
-// counters gflops (when flops > 0), gbps (when bytes > 0) and vs_ceiling = gbps / copy bandwidth.
+// The loop of a memory-bound case: times each fenced call of `f` (the manual time) and, after
+// every block of calls that lasts as long as one copy, one copy of two 256 MiB buffers (bytes
+// read + written per second). Counters: gflops (when flops > 0), gbps, copy_gbps (median of the
+// copies), vs_ceiling (median over blocks of the block's gbps over its copy's) and vs_q1, vs_q3.
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes);
 
 // The loop of a compute-bound case: every iteration times one fenced call of `f` (the manual
@@ -38,7 +33,7 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
 // machine; a single ceiling measured before the case would carry the drift of a shared VM into
 // the ratio. Counters: gflops, gbps, ceiling_gflops (median of the reference calls), vs_ceiling
 // (median over iterations of the ratio of the pair's rates) and vs_q1, vs_q3 (its quartiles:
-// the resolution of the figure). All three are NaN when the reference cannot run.
+// the resolution of the figure). All four are NaN when the reference cannot run.
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,
               const Reference& ref);
 
