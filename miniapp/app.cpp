@@ -10,6 +10,7 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "gpu_memory.hpp"
 #include "memory.hpp"
 #include "reference_export.hpp"
 #include "report.hpp"
@@ -56,7 +57,9 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
               << "  pp groups " << comm::format_groups(mesh.groups.pp) << "\n"
               << "memory estimate per rank: " << describe(estimate_memory(cfg)) << std::endl;
   }
-  check_fits_device(cfg);
+#if defined(KOKKOS_ENABLE_CUDA)
+  check_fits_gpus(cfg, *world, gpu_memory_bytes());  // one allreduce: host builds skip it (no trace entry)
+#endif
   if (args.dry_run) return 0;
 
   Trainer trainer(cfg, *world, mesh, trace);

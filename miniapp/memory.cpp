@@ -113,24 +113,6 @@ void check_memory_limit(const Config& cfg) {
   throw ConfigError(msg.str());
 }
 
-void check_fits_device(const Config& cfg) {
-  if (cfg.f64("memory.limit_gb") > 0) return;  // the user's own limit, checked by check_memory_limit
-  double gpu = 0;
-#if defined(KOKKOS_ENABLE_CUDA)
-  std::size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) gpu = double(total_b);
-#endif
-  if (gpu <= 0) return;
-  const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= gpu) return;
-  std::ostringstream msg;
-  msg.precision(3);
-  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << gpu / 1e9
-      << " GB of this rank's GPU: raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or "
-         "model sizes, or set memory.limit_gb to override this check";
-  throw ConfigError(msg.str());
-}
-
 double measured_peak_bytes() {
 #if defined(KOKKOS_ENABLE_CUDA)
   std::size_t free_b = 0, total_b = 0;

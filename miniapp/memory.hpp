@@ -29,12 +29,6 @@ MemoryEstimate estimate_memory(const Config& cfg);
 // train.micro_batch that would fit (or what to change when none does).
 void check_memory_limit(const Config& cfg);
 
-// Under CUDA with memory.limit_gb unset: throws ConfigError when the estimate exceeds the memory
-// of this rank's GPU (the estimate is of device memory; the check before Kokkos started was
-// against the node's host memory). Every rank compares the same estimate, the largest rank's,
-// with its own GPU: on nodes of one GPU model they reach the same verdict. Nothing without CUDA.
-void check_fits_device(const Config& cfg);
-
 // The process's high-water mark: device memory in use under CUDA, else the peak resident set.
 double measured_peak_bytes();
 

@@ -9,8 +9,10 @@
 
 #include "config.hpp"
 #include "errors.hpp"
+#include "gpu_memory.hpp"
 #include "memory.hpp"
 #include "node_memory.hpp"
+#include "test_env.hpp"
 #include "validate.hpp"
 
 using kformer::Config;
@@ -141,4 +143,24 @@ TEST(NodeMemory, TheNodeIsSharedByItsRanks) {
   Config own = tiny();
   own.apply_override("memory.limit_gb=1000");
   EXPECT_EQ(verdict(own, 1, four), "");
+}
+
+// check_fits_gpus is collective: every rank offers its GPU's size, the smallest decides.
+// (test_config runs as one process: the world is one rank.)
+TEST(GpuMemory, TheSmallestGpuOfTheJobDecidesAndNoGpuMeansNoCheck) {
+  auto world = kformer::test::world();
+  Config c = tiny();
+  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
+  const double need = kformer::estimate_memory(c).total();
+  EXPECT_NO_THROW(kformer::check_fits_gpus(c, *world, 0.0));  // host builds: nothing to check
+  EXPECT_NO_THROW(kformer::check_fits_gpus(c, *world, 2 * need));
+  try {
+    kformer::check_fits_gpus(c, *world, 0.5 * need);
+    FAIL() << "an estimate twice the GPU passed";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("GB of the smallest GPU of the job"), std::string::npos) << e.what();
+  }
+  Config own = c;
+  own.apply_override("memory.limit_gb=1000");
+  EXPECT_NO_THROW(kformer::check_fits_gpus(own, *world, 0.5 * need));
 }
