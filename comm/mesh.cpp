@@ -49,6 +49,7 @@ Mesh build_mesh(Communicator& world, MeshShape s) {
   m.tp = world.split(m.pp_rank * s.dp + m.dp_rank, m.tp_rank);
   m.dp = world.split(m.pp_rank * s.tp + m.tp_rank, m.dp_rank);
   m.pp = world.split(m.dp_rank * s.tp + m.tp_rank, m.pp_rank);
+  world.set_name("world");  // the watchdog names the group of a stuck call: "world group [0,1,2,3]"
   m.tp->set_name("tp");
   m.dp->set_name("dp");
   m.pp->set_name("pp");
