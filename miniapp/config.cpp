@@ -28,13 +28,6 @@ std::string example_key(const std::string& section) {
   return "";
 }
 
-// How often an origin says its key was given on the command line: 0, 1, or the N of "given N times".
-int times_given(const std::string& origin) {
-  if (origin.rfind("command line", 0) != 0) return 0;
-  const auto at = origin.find("given ");
-  return at == std::string::npos ? 1 : std::stoi(origin.substr(at + 6));
-}
-
 // `where` is "command line" or "DECK line N".
 [[noreturn]] void unknown_key(const std::string& key, const std::string& where) {
   if (is_section(key))
@@ -261,11 +254,10 @@ void Config::apply_override(const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("'" + printable(assignment) + "' is not an override: write key=value, e.g. parallel.tp=2");
   const std::string key = assignment.substr(0, eq);
-  const auto before = origins_.find(key);
-  const int given = before == origins_.end() ? 0 : times_given(before->second);
   set(key, assignment.substr(eq + 1), "command line");
   // Scripts append overrides, so a repeated key is legitimate, but the printed deck says so.
-  if (given > 0) origins_[key] = "command line, given " + std::to_string(given + 1) + " times: the last wins";
+  if (const int n = ++overrides_[key]; n > 1)
+    origins_[key] = "command line, given " + std::to_string(n) + " times: the last wins";
 }
 
 const Value& Config::get(const std::string& key) const {

@@ -48,6 +48,7 @@ class Config {
   const Value& get(const std::string& key) const;
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> origins_;
+  std::map<std::string, int> overrides_;  // how often each key was given on the command line
 };
 
 }  // namespace kformer

@@ -3,10 +3,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <sstream>
-
 #include "comm/views.hpp"
-#include "errors.hpp"
 #include "memory.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
@@ -34,15 +31,7 @@ void check_fits_gpus(const Config& cfg, comm::Communicator& world, double my_gpu
   double neg = 0;
   Kokkos::deep_copy(neg, Kokkos::subview(v, 0));
   if (neg <= kNone) return;
-  const double smallest = -neg;
-  const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= smallest) return;
-  std::ostringstream msg;
-  msg.precision(3);
-  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << smallest / 1e9
-      << " GB of the smallest GPU of the job: raise parallel.zero, parallel.tp or parallel.pp, lower "
-         "train.micro_batch or model sizes, or set memory.limit_gb to override this check";
-  throw ConfigError(msg.str());
+  check_estimate_fits(cfg, -neg, "of the smallest GPU of the job", "or set memory.limit_gb to override this check");
 }
 
 }  // namespace kformer

@@ -113,6 +113,17 @@ void check_memory_limit(const Config& cfg) {
   throw ConfigError(msg.str());
 }
 
+void check_estimate_fits(const Config& cfg, double bytes, const std::string& what, const std::string& other_fix) {
+  if (cfg.f64("memory.limit_gb") > 0) return;
+  const MemoryEstimate e = estimate_memory(cfg);
+  if (e.total() <= bytes) return;
+  std::ostringstream msg;
+  msg.precision(3);
+  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << bytes / 1e9 << " GB " << what
+      << ": raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or model sizes, " << other_fix;
+  throw ConfigError(msg.str());
+}
+
 double measured_peak_bytes() {
 #if defined(KOKKOS_ENABLE_CUDA)
   std::size_t free_b = 0, total_b = 0;

@@ -29,6 +29,12 @@ MemoryEstimate estimate_memory(const Config& cfg);
 // train.micro_batch that would fit (or what to change when none does).
 void check_memory_limit(const Config& cfg);
 
+// With memory.limit_gb unset, throws ConfigError when the estimate per rank exceeds `bytes`, the
+// memory a rank can count on, described as "the <bytes> GB <what>" in the message, which ends in
+// the usual fixes plus `other_fix`. The checks of the node's memory (validate.cpp) and of the
+// GPUs (gpu_memory.cpp) share it; memory.limit_gb, when set, is checked by check_memory_limit.
+void check_estimate_fits(const Config& cfg, double bytes, const std::string& what, const std::string& other_fix);
+
 // The process's high-water mark: device memory in use under CUDA, else the peak resident set.
 double measured_peak_bytes();
 

@@ -135,18 +135,14 @@ void validate_products(const Config& cfg) {
 // than that would only fail later, in the middle of allocating (or be killed by the kernel's or
 // the batch system's out-of-memory killer), with no clear line.
 void check_fits_node(const Config& cfg, const NodeMemory& node) {
-  if (cfg.f64("memory.limit_gb") > 0) return;  // the user's own limit, checked by check_memory_limit
   if (node.bytes <= 0) return;
-  const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= node.per_rank()) return;
-  std::ostringstream msg;
-  msg.precision(3);
-  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << node.per_rank() / 1e9
-      << " GB per rank of this node (" << node.bytes / 1e9 << " GB " << node.source << " / " << node.ranks
-      << (node.ranks == 1 ? " rank" : " ranks")
-      << "): raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or model sizes, start "
-         "fewer ranks per node, or set memory.limit_gb to the memory per rank of the machine you plan for";
-  throw ConfigError(msg.str());
+  std::ostringstream what;
+  what.precision(3);
+  what << "per rank of this node (" << node.bytes / 1e9 << " GB " << node.source << " / " << node.ranks
+       << (node.ranks == 1 ? " rank)" : " ranks)");
+  check_estimate_fits(cfg, node.per_rank(), what.str(),
+                      "start fewer ranks per node, or set memory.limit_gb to the memory per rank of the machine "
+                      "you plan for");
 }
 
 }  // namespace

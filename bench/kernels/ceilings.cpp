@@ -2,7 +2,7 @@
 #include "ceilings.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -26,17 +26,23 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
-// One untimed call of f (first touch, lazily created handles); false, with the case marked
-// skipped and the reason shown, when f throws (kernels.gemm=vendor in a build without BLAS).
-bool warm_up(benchmark::State& state, const std::function<void()>& f) {
+// One untimed, fenced call of f (first touch, lazily created handles): the empty string, or why
+// it threw (kernels.gemm=vendor in a build without BLAS).
+std::string warm_up(const std::function<void()>& f) {
   try {
     f();
     Exec().fence();
-    return true;
+    return "";
   } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return false;
+    return e.what();
   }
+}
+
+// warm_up(f), the case marked skipped with the reason when f cannot run.
+bool warm_up(benchmark::State& state, const std::function<void()>& f) {
+  const std::string why = warm_up(f);
+  if (!why.empty()) state.SkipWithError(why.c_str());
+  return why.empty();
 }
 
 void set_rate_counters(benchmark::State& state, double total_seconds, double flops, double bytes) {
@@ -106,13 +112,7 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
 
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,
               const Reference& ref) {
-  bool have_ref = true;
-  try {
-    ref.run();  // warm-up, and the test whether a vendor library is there
-    Exec().fence();
-  } catch (const std::exception&) {
-    have_ref = false;
-  }
+  const bool have_ref = warm_up(ref.run).empty();  // false without a vendor library
   if (!warm_up(state, f)) return;
   double total = 0;
   std::vector<double> ratio, ref_gflops;

@@ -82,7 +82,6 @@ grep -q "has not completed" "$tmp/ok.out" && fail "the watchdog fired in a healt
 
 # --- 2. a rank stops participating ----------------------------------------------------------
 timeout_s=3
-# shellcheck disable=SC2086
 launch stop comm.timeout_s=$timeout_s "${steps[@]}"
 if victim stop 1; then
   pids_to_reap+=("$pid")
