@@ -41,3 +41,14 @@ function(kformer_add_test)
                          ENVIRONMENT "OMP_NUM_THREADS=1;OMP_PROC_BIND=false;${T_ENV}")
   endforeach()
 endfunction()
+
+# kformer_strict_tests(): every test of the calling directory runs under NCCL's rules (comm.strict,
+# comm/strict_comm.hpp), so the host backends refuse what a GPU job would fail on. kformer and the
+# test main take comm.strict's default from KFORMER_COMM_STRICT; a test that needs the loose rules
+# says comm.strict=false itself. Called last in each tests/ directory.
+function(kformer_strict_tests)
+  get_property(_tests DIRECTORY PROPERTY TESTS)
+  foreach(_t IN LISTS _tests)
+    set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT KFORMER_COMM_STRICT=true)
+  endforeach()
+endfunction()

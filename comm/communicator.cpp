@@ -2,6 +2,8 @@
 // an overlapping buffer fails the same way, with the same message, on self, MPI and NCCL.
 #include "communicator.hpp"
 
+#include <Kokkos_Core.hpp>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,7 @@ std::size_t dtype_size(DType t) {
     case DType::f32: return sizeof(float);
     case DType::f64: return sizeof(double);
     case DType::i32: return sizeof(std::int32_t);
+    case DType::bf16: return 2;
   }
   return 0;
 }
@@ -22,9 +25,12 @@ const char* dtype_name(DType t) {
     case DType::f32: return "float32";
     case DType::f64: return "float64";
     case DType::i32: return "int32";
+    case DType::bf16: return "bfloat16";
   }
   return "?";
 }
+
+void Communicator::fence_compute(bool /*blocking*/) { Kokkos::DefaultExecutionSpace().fence(); }
 
 const char* op_name(OpKind k) {
   switch (k) {
@@ -36,6 +42,24 @@ const char* op_name(OpKind k) {
     case OpKind::recv: return "recv";
   }
   return "?";
+}
+
+std::string describe(const CallSite& site) {
+  if (!site.file) return "";
+  std::string file = site.file;
+  // The last two path components: "miniapp/trainer.cpp", not the build machine's absolute path.
+  std::size_t cut = file.rfind('/');
+  if (cut != std::string::npos && cut > 0) cut = file.rfind('/', cut - 1);
+  if (cut != std::string::npos) file = file.substr(cut + 1);
+  std::string s = file + ":" + std::to_string(site.line);
+  if (site.function && *site.function) {
+    // A template's name comes with its arguments ("f<double, Kokkos::View<...> >"): the name is
+    // enough to find the caller, and keeps the line short.
+    std::string fn = site.function;
+    fn = fn.substr(0, fn.find('<'));
+    s += " in " + fn;
+  }
+  return s;
 }
 
 std::size_t op_bytes(const Op& op, int group_size) {
@@ -108,61 +132,59 @@ Request Communicator::nonblocking(const Op& op) {
   return op.count > 0 ? start(op) : Request();
 }
 
-void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
-  blocking({OpKind::allreduce, send, recv, count, type, op, 0});
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, CallSite at) {
+  blocking({OpKind::allreduce, send, recv, count, type, op, 0, at});
 }
-Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
-  return nonblocking({OpKind::allreduce, send, recv, count, type, op, 0});
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, CallSite at) {
+  return nonblocking({OpKind::allreduce, send, recv, count, type, op, 0, at});
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
-                                  ReduceOp op) {
-  blocking({OpKind::reduce_scatter, send, recv, recv_count, type, op, 0});
+                                  ReduceOp op, CallSite at) {
+  blocking({OpKind::reduce_scatter, send, recv, recv_count, type, op, 0, at});
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
-                                      ReduceOp op) {
-  return nonblocking({OpKind::reduce_scatter, send, recv, recv_count, type, op, 0});
+                                      ReduceOp op, CallSite at) {
+  return nonblocking({OpKind::reduce_scatter, send, recv, recv_count, type, op, 0, at});
 }
-void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType type) {
-  blocking({OpKind::allgather, send, recv, send_count, type, ReduceOp::sum, 0});
+void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType type, CallSite at) {
+  blocking({OpKind::allgather, send, recv, send_count, type, ReduceOp::sum, 0, at});
 }
-Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
-  return nonblocking({OpKind::allgather, send, recv, send_count, type, ReduceOp::sum, 0});
+Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DType type, CallSite at) {
+  return nonblocking({OpKind::allgather, send, recv, send_count, type, ReduceOp::sum, 0, at});
 }
-void Communicator::broadcast(void* buf, std::size_t count, DType type, int root) {
-  blocking({OpKind::broadcast, nullptr, buf, count, type, ReduceOp::sum, root});
+void Communicator::broadcast(void* buf, std::size_t count, DType type, int root, CallSite at) {
+  blocking({OpKind::broadcast, nullptr, buf, count, type, ReduceOp::sum, root, at});
 }
-Request Communicator::ibroadcast(void* buf, std::size_t count, DType type, int root) {
-  return nonblocking({OpKind::broadcast, nullptr, buf, count, type, ReduceOp::sum, root});
+Request Communicator::ibroadcast(void* buf, std::size_t count, DType type, int root, CallSite at) {
+  return nonblocking({OpKind::broadcast, nullptr, buf, count, type, ReduceOp::sum, root, at});
 }
-void Communicator::send(const void* buf, std::size_t count, DType type, int peer) {
-  blocking(Op::send_to(buf, count, type, peer));
+void Communicator::send(const void* buf, std::size_t count, DType type, int peer, CallSite at) {
+  blocking(Op::send_to(buf, count, type, peer, at));
 }
-Request Communicator::isend(const void* buf, std::size_t count, DType type, int peer) {
-  return nonblocking(Op::send_to(buf, count, type, peer));
+Request Communicator::isend(const void* buf, std::size_t count, DType type, int peer, CallSite at) {
+  return nonblocking(Op::send_to(buf, count, type, peer, at));
 }
-void Communicator::recv(void* buf, std::size_t count, DType type, int peer) {
-  blocking(Op::recv_from(buf, count, type, peer));
+void Communicator::recv(void* buf, std::size_t count, DType type, int peer, CallSite at) {
+  blocking(Op::recv_from(buf, count, type, peer, at));
 }
-Request Communicator::irecv(void* buf, std::size_t count, DType type, int peer) {
-  return nonblocking(Op::recv_from(buf, count, type, peer));
+Request Communicator::irecv(void* buf, std::size_t count, DType type, int peer, CallSite at) {
+  return nonblocking(Op::recv_from(buf, count, type, peer, at));
 }
 
-void Communicator::group(const std::vector<Op>& ops) { igroup(ops).wait(); }
+void Communicator::group(const std::vector<Op>& ops, CallSite at) { igroup(ops, at).wait(); }
 
-Request Communicator::igroup(const std::vector<Op>& ops) {
-  std::size_t empty = 0;
+Request Communicator::igroup(const std::vector<Op>& ops, CallSite at) {
+  std::vector<Op> live;
+  live.reserve(ops.size());
   for (const Op& op : ops) {
     if (op.kind != OpKind::send && op.kind != OpKind::recv)
       bad(op, "only send and recv can be grouped: issue collectives as calls of their own");
     validate(op);
-    empty += op.count == 0;
+    if (op.count == 0) continue;
+    live.push_back(op);
+    if (!live.back().site.file) live.back().site = at;  // an Op built without a site: the group's
   }
-  if (empty == ops.size()) return Request();
-  if (empty == 0) return start_group(ops);  // the usual case: no copy on the per-message path
-  std::vector<Op> live;
-  for (const Op& op : ops)
-    if (op.count > 0) live.push_back(op);
-  return start_group(live);
+  return live.empty() ? Request() : start_group(live);
 }
 
 }  // namespace kformer::comm

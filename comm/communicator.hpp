@@ -25,13 +25,30 @@
 
 namespace kformer::comm {
 
-enum class DType { f32, f64, i32 };
+// bf16: bfloat16, 16 bits (kernels/bf16.hpp); sums add in fp32 and round once per combine.
+enum class DType { f32, f64, i32, bf16 };
 enum class ReduceOp { sum, max };
 enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, send, recv };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 const char* op_name(OpKind k);
+
+// Where a communication call was made, for the lines that report a broken rule or a stuck call
+// ("miniapp/trainer.cpp:150 in iterate"). Every typed call takes it as a defaulted last argument,
+// so the call site is its caller's without anyone spelling it (GCC, Clang and nvcc have these
+// builtins; C++20's std::source_location is the same idea).
+struct CallSite {
+  const char* file = nullptr;
+  int line = 0;
+  const char* function = nullptr;
+  static CallSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE(),
+                       const char* function = __builtin_FUNCTION()) {
+    return {file, line, function};
+  }
+};
+// "dir/file.cpp:LINE in FUNCTION" (the last two path components), or "" when unknown.
+std::string describe(const CallSite& site);
 
 // One communication call. `count` follows the rules above: elements per rank for
 // reduce_scatter's result and allgather's contribution, the whole buffer otherwise.
@@ -43,12 +60,13 @@ struct Op {
   DType type = DType::f32;
   ReduceOp reduce = ReduceOp::sum;
   int peer = 0;  // broadcast: the root; send/recv: the other rank
+  CallSite site;  // who made the call
 
-  static Op send_to(const void* buf, std::size_t count, DType type, int peer) {
-    return {OpKind::send, buf, nullptr, count, type, ReduceOp::sum, peer};
+  static Op send_to(const void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here()) {
+    return {OpKind::send, buf, nullptr, count, type, ReduceOp::sum, peer, at};
   }
-  static Op recv_from(void* buf, std::size_t count, DType type, int peer) {
-    return {OpKind::recv, nullptr, buf, count, type, ReduceOp::sum, peer};
+  static Op recv_from(void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here()) {
+    return {OpKind::recv, nullptr, buf, count, type, ReduceOp::sum, peer, at};
   }
 };
 
@@ -82,6 +100,14 @@ class Communicator {
   virtual void abort_calls() noexcept {}
   // Names this group's axis ("tp", "dp", "pp") for the watchdog's line; decorators pass it on.
   virtual void set_name(const std::string& /*name*/) {}
+  // Waits on the host for the compute queued so far, where a call posted now would make the host
+  // wait for it anyway: every call of a backend that progresses on the host (self, mpi: the
+  // default fences Kokkos::DefaultExecutionSpace), only the blocking calls of nccl (its
+  // non-blocking calls wait for the compute on the device, through an event). Decorators that time
+  // a call (tracing, emulation) call it first, so that their time is communication only and never
+  // queued kernels; backends still fence for themselves, and fencing an idle space costs nothing.
+  // Decorators pass it on to their backend.
+  virtual void fence_compute(bool blocking);
 
   // --- The type-erased core. Ops reaching it are validated and non-empty. -------------------
   virtual void run(const Op& op) = 0;
@@ -91,20 +117,20 @@ class Communicator {
   virtual Request start_group(const std::vector<Op>& ops) = 0;
 
   // --- Typed calls --------------------------------------------------------------------------
-  void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
-  Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
-  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
-  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
-  void allgather(const void* send, void* recv, std::size_t send_count, DType type);
-  Request iallgather(const void* send, void* recv, std::size_t send_count, DType type);
-  void broadcast(void* buf, std::size_t count, DType type, int root);
-  Request ibroadcast(void* buf, std::size_t count, DType type, int root);
-  void send(const void* buf, std::size_t count, DType type, int peer);
-  Request isend(const void* buf, std::size_t count, DType type, int peer);
-  void recv(void* buf, std::size_t count, DType type, int peer);
-  Request irecv(void* buf, std::size_t count, DType type, int peer);
-  void group(const std::vector<Op>& ops);
-  Request igroup(const std::vector<Op>& ops);
+  void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, CallSite at = CallSite::here());
+  Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, CallSite at = CallSite::here());
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op, CallSite at = CallSite::here());
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op, CallSite at = CallSite::here());
+  void allgather(const void* send, void* recv, std::size_t send_count, DType type, CallSite at = CallSite::here());
+  Request iallgather(const void* send, void* recv, std::size_t send_count, DType type, CallSite at = CallSite::here());
+  void broadcast(void* buf, std::size_t count, DType type, int root, CallSite at = CallSite::here());
+  Request ibroadcast(void* buf, std::size_t count, DType type, int root, CallSite at = CallSite::here());
+  void send(const void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here());
+  Request isend(const void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here());
+  void recv(void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here());
+  Request irecv(void* buf, std::size_t count, DType type, int peer, CallSite at = CallSite::here());
+  void group(const std::vector<Op>& ops, CallSite at = CallSite::here());
+  Request igroup(const std::vector<Op>& ops, CallSite at = CallSite::here());
 
   // Checks peers, roots and buffer overlap; throws std::invalid_argument naming the fix.
   void validate(const Op& op) const;

@@ -1,6 +1,7 @@
 // Network emulation (see emulated_comm.hpp).
 #include "emulated_comm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -30,6 +31,12 @@ class DelayedRequest final : public Request::Impl {
     inner_.wait();
     hold_until(deadline_);
   }
+  // The emulated network holds the call until its deadline: the device's span ends there too.
+  std::optional<DeviceSpan> device_span() const override {
+    std::optional<DeviceSpan> s = inner_.device_span();
+    if (s) s->end_us = std::max(s->end_us, std::chrono::duration<double, std::micro>(deadline_.time_since_epoch()).count());
+    return s;
+  }
 
  private:
   Request inner_;
@@ -47,25 +54,31 @@ std::unique_ptr<Communicator> EmulatedComm::split(int color, int key) {
   return std::make_unique<EmulatedComm>(inner_->split(color, key), model_);
 }
 
+// Each call fences the compute queued before it first (fence_compute): the modelled time runs
+// from when the call can start, not from a post that still waits for kernels.
 void EmulatedComm::barrier() {
+  inner_->fence_compute(true);
   const auto t0 = Clock::now();
   inner_->barrier();
   hold_until(deadline_after(t0, modelled_barrier_us(model_, size())));
 }
 
 void EmulatedComm::run(const Op& op) {
+  inner_->fence_compute(true);
   const auto t0 = Clock::now();
   inner_->run(op);
   hold_until(deadline_after(t0, modelled_time_us(model_, op, size())));
 }
 
 Request EmulatedComm::start(const Op& op) {
+  inner_->fence_compute(false);
   const auto t0 = Clock::now();
   Request r = inner_->start(op);
   return Request(std::make_unique<DelayedRequest>(std::move(r), deadline_after(t0, modelled_time_us(model_, op, size()))));
 }
 
 Request EmulatedComm::start_group(const std::vector<Op>& ops) {
+  inner_->fence_compute(false);
   const auto t0 = Clock::now();
   Request r = inner_->start_group(ops);
   return Request(

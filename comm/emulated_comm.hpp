@@ -23,6 +23,7 @@ class EmulatedComm final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override;
   std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
   void abort_calls() noexcept override { inner_->abort_calls(); }
+  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   void set_name(const std::string& name) override { inner_->set_name(name); }
   void barrier() override;
   void run(const Op& op) override;

@@ -21,8 +21,11 @@ class MpiComm final : public Communicator {
  public:
   // Wraps `comm`; frees it on destruction only when `owned` (never MPI_COMM_WORLD). `exec` is
   // fenced before MPI touches a buffer, because kernels that write it may still be running.
-  MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec = Kokkos::DefaultExecutionSpace());
-  MpiComm(MpiHandle comm, Kokkos::DefaultExecutionSpace exec);
+  // `rendezvous` (comm.strict): sends are synchronous (MPI_Ssend/MPI_Issend), completing only once
+  // the receive is posted, as NCCL's may; MPI's own sends may buffer and hide a missing group.
+  MpiComm(MPI_Comm comm, bool owned, Kokkos::DefaultExecutionSpace exec = Kokkos::DefaultExecutionSpace(),
+          bool rendezvous = false);
+  MpiComm(MpiHandle comm, Kokkos::DefaultExecutionSpace exec, bool rendezvous = false);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -46,6 +49,7 @@ class MpiComm final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   Kokkos::DefaultExecutionSpace exec_;
+  bool rendezvous_ = false;
 };
 
 }  // namespace kformer::comm

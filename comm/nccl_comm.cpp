@@ -3,10 +3,13 @@
 
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "mpi_comm.hpp"  // world_ranks_of
+#include "trace_log.hpp"
 
 namespace kformer::comm {
 namespace {
@@ -17,16 +20,12 @@ void check(ncclResult_t rc, const char* what) {
                            " (NCCL_DEBUG=WARN prints NCCL's own reason)");
 }
 
-void check(cudaError_t rc, const char* what) {
-  if (rc == cudaSuccess) return;
-  throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(rc));
-}
-
 ncclDataType_t to_nccl(DType t) {
   switch (t) {
     case DType::f32: return ncclFloat32;
     case DType::f64: return ncclFloat64;
     case DType::i32: return ncclInt32;
+    case DType::bf16: return ncclBfloat16;  // sums accumulate in fp32 inside NCCL's kernels
   }
   return ncclFloat32;
 }
@@ -58,32 +57,36 @@ ncclComm_t init_over_mpi(MPI_Comm comm) {
   return out;
 }
 
+// Completion is the call's end event on the communication stream; once it has completed, compute
+// queued afterwards on any stream reads the result.
 class NcclRequest final : public Request::Impl {
  public:
-  explicit NcclRequest(cudaStream_t stream) {
-    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
-    check(cudaEventRecord(event_, stream), "cudaEventRecord");
-  }
-  ~NcclRequest() override { cudaEventDestroy(event_); }
+  NcclRequest(CommStream::Call call, std::shared_ptr<CommStream> stream)
+      : call_(std::move(call)), stream_(std::move(stream)) {}
   bool test() override {
-    const cudaError_t rc = cudaEventQuery(event_);
-    if (rc == cudaErrorNotReady) return false;
-    check(rc, "cudaEventQuery");
+    if (!call_.end->query()) return false;
+    span_ = CommStream::span_of(call_);
     return true;
   }
-  void wait() override { check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  void wait() override {
+    call_.end->synchronize();
+    span_ = CommStream::span_of(call_);
+  }
+  std::optional<DeviceSpan> device_span() const override { return span_; }
 
  private:
-  cudaEvent_t event_ = nullptr;
+  CommStream::Call call_;
+  std::shared_ptr<CommStream> stream_;  // kept until the call is over
+  std::optional<DeviceSpan> span_;
 };
 
 }  // namespace
 
 NcclComm::NcclComm(MPI_Comm comm, bool owned, Kokkos::Cuda exec)
-    : NcclComm(MpiHandle(comm, owned), exec, init_over_mpi(comm)) {}
+    : NcclComm(MpiHandle(comm, owned), exec, init_over_mpi(comm), CommStream::shared()) {}
 
-NcclComm::NcclComm(MpiHandle mpi, Kokkos::Cuda exec, ncclComm_t nccl)
-    : mpi_(std::move(mpi)), exec_(exec), nccl_(nccl) {
+NcclComm::NcclComm(MpiHandle mpi, Kokkos::Cuda exec, ncclComm_t nccl, std::shared_ptr<CommStream> stream)
+    : mpi_(std::move(mpi)), exec_(exec), stream_(std::move(stream)), nccl_(nccl) {
   check(ncclCommUserRank(nccl_, &rank_), "ncclCommUserRank");
   check(ncclCommCount(nccl_, &size_), "ncclCommCount");
   const int mpi_rank = mpi_.rank();
@@ -111,7 +114,7 @@ std::unique_ptr<Communicator> NcclComm::split(int color, int key) {
 #else
   nccl = init_over_mpi(sub.get());
 #endif
-  return std::unique_ptr<Communicator>(new NcclComm(std::move(sub), exec_, nccl));
+  return std::unique_ptr<Communicator>(new NcclComm(std::move(sub), exec_, nccl, stream_));
 }
 
 void NcclComm::barrier() {
@@ -119,10 +122,31 @@ void NcclComm::barrier() {
   check_mpi(MPI_Barrier(mpi_.get()), "MPI_Barrier");
 }
 
+void NcclComm::fence_compute(bool blocking) {
+  if (blocking) exec_.fence();
+}
+
+CommStream::Call NcclComm::post(const std::vector<Op>& ops, bool group) {
+  // Checked before anything is queued, so a refused call leaves no half-posted group behind.
+  for (const Op& op : ops) {
+    if (op.send) require_device(op.send, op);
+    if (op.recv) require_device(op.recv, op);
+  }
+  CommStream::Call call = stream_->begin(exec_.cuda_stream());
+  if (group) check(ncclGroupStart(), "ncclGroupStart");
+  try {
+    for (const Op& op : ops) enqueue(op);
+  } catch (...) {
+    if (group) ncclGroupEnd();  // leave NCCL's group depth balanced for the caller's next call
+    throw;
+  }
+  if (group) check(ncclGroupEnd(), "ncclGroupEnd");
+  stream_->end(call);
+  return call;
+}
+
 void NcclComm::enqueue(const Op& op) {
-  if (op.send) require_device(op.send, op);
-  if (op.recv) require_device(op.recv, op);
-  const cudaStream_t s = exec_.cuda_stream();
+  const cudaStream_t s = stream_->get();
   const ncclDataType_t t = to_nccl(op.type);
   switch (op.kind) {
     case OpKind::allreduce:
@@ -141,25 +165,18 @@ void NcclComm::enqueue(const Op& op) {
 }
 
 void NcclComm::run(const Op& op) {
-  enqueue(op);
-  check(cudaStreamSynchronize(exec_.cuda_stream()), "cudaStreamSynchronize");
+  const CommStream::Call call = post({op}, false);
+  call.end->synchronize();
+  // The host saw the end just now: the freshest anchor for the device clock.
+  stream_->reanchor(call, TraceLog::now_us());
 }
 
 Request NcclComm::start(const Op& op) {
-  enqueue(op);
-  return Request(std::make_unique<NcclRequest>(exec_.cuda_stream()));
+  return Request(std::make_unique<NcclRequest>(post({op}, false), stream_));
 }
 
 Request NcclComm::start_group(const std::vector<Op>& ops) {
-  check(ncclGroupStart(), "ncclGroupStart");
-  try {
-    for (const Op& op : ops) enqueue(op);
-  } catch (...) {
-    ncclGroupEnd();  // leave NCCL's group depth balanced for the caller's next call
-    throw;
-  }
-  check(ncclGroupEnd(), "ncclGroupEnd");
-  return Request(std::make_unique<NcclRequest>(exec_.cuda_stream()));
+  return Request(std::make_unique<NcclRequest>(post(ops, true), stream_));
 }
 
 }  // namespace kformer::comm

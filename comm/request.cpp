@@ -7,6 +7,7 @@ Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     complete_quietly();
     impl_ = std::move(other.impl_);
+    span_ = other.span_;
   }
   return *this;
 }
@@ -18,11 +19,13 @@ void Request::wait() {
   // Taken out first: a wait that throws leaves nothing to wait for again in the destructor.
   auto impl = std::move(impl_);
   impl->wait();
+  span_ = impl->device_span();
 }
 
 bool Request::test() {
   if (!impl_) return true;
   if (!impl_->test()) return false;
+  span_ = impl_->device_span();
   impl_.reset();
   return true;
 }

@@ -4,8 +4,18 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 namespace kformer::comm {
+
+// When a call ran where the backend timed it on the device (nccl: CUDA events on its stream), in
+// microseconds on the host's steady clock (TraceLog::now_us's). A non-blocking call's host span
+// runs from its post to the moment it was seen complete, and on a GPU the post may precede the
+// call by all the compute still queued: this span is the communication alone.
+struct DeviceSpan {
+  double start_us = 0.0;
+  double end_us = 0.0;
+};
 
 class Request {
  public:
@@ -16,6 +26,8 @@ class Request {
     virtual ~Impl() = default;
     virtual bool test() = 0;
     virtual void wait() = 0;
+    // Asked once, after completion. Backends that progress on the host (self, mpi) have none.
+    virtual std::optional<DeviceSpan> device_span() const { return std::nullopt; }
   };
 
   Request() = default;  // an already completed call (zero-length, one rank, ...)
@@ -31,10 +43,13 @@ class Request {
   void wait();
   bool test();
   bool done() const { return !impl_; }
+  // After completion seen by wait() or test(): the backend's device span, if it measured one.
+  const std::optional<DeviceSpan>& device_span() const { return span_; }
 
  private:
   void complete_quietly() noexcept;
   std::unique_ptr<Impl> impl_;
+  std::optional<DeviceSpan> span_;
 };
 
 // Waits for every request in order (each one's error is thrown from its own wait).

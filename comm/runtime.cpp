@@ -10,6 +10,7 @@
 #include "emulated_comm.hpp"
 #include "kformer_config.hpp"
 #include "self_comm.hpp"
+#include "strict_comm.hpp"
 #include "traced_comm.hpp"
 #include "watched_comm.hpp"
 #if KFORMER_ENABLE_MPI
@@ -38,6 +39,7 @@ Runtime::Runtime(int& argc, char**& argv) {
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
       node != MPI_COMM_NULL) {
     MPI_Comm_size(node, &ranks_on_node_);
+    MPI_Comm_rank(node, &node_rank_);
     MPI_Comm_free(&node);
   }
 #else
@@ -52,6 +54,29 @@ Runtime::~Runtime() {
   MPI_Finalized(&finalized);
   if (owns_mpi_ && !finalized) MPI_Finalize();
 #endif
+}
+
+std::vector<std::string> Runtime::allgather_text(const std::string& mine) const {
+#if KFORMER_ENABLE_MPI
+  if (world_size_ > 1) {
+    const int n = int(mine.size());
+    const auto n_ranks = static_cast<std::size_t>(world_size_);
+    std::vector<int> sizes(n_ranks), offsets(n_ranks);
+    MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < world_size_; ++r) {
+      offsets[std::size_t(r)] = total;
+      total += sizes[std::size_t(r)];
+    }
+    std::string all(std::size_t(total), '\0');
+    MPI_Allgatherv(mine.data(), n, MPI_CHAR, &all[0], sizes.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (int r = 0; r < world_size_; ++r)
+      out.push_back(all.substr(std::size_t(offsets[std::size_t(r)]), std::size_t(sizes[std::size_t(r)])));
+    return out;
+  }
+#endif
+  return {mine};
 }
 
 void Runtime::abort(int code) const {
@@ -93,25 +118,37 @@ std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> comm, const
   if (!(options.timeout_s >= 0))
     throw std::runtime_error("comm.timeout_s=" + std::to_string(options.timeout_s) +
                              " is not valid: expected a number of seconds >= 0 (0: no watchdog)");
-  if (options.timeout_s > 0) comm = watch(std::move(comm), options.timeout_s, end_job_on_timeout);
+  if (options.timeout_s > 0) {
+    Watchdog::Handler handler = end_job_on_timeout;
+    if (options.strict)  // the likelier cause under comm.strict is the one it exists to show
+      handler = [](Watchdog& dog, const std::string& line) {
+        end_job_on_timeout(dog, line + " (comm.strict: sends wait for their receive, as NCCL's may; a send posted "
+                                       "before the receive it waits for, outside one group, deadlocks: post both "
+                                       "in one Communicator::group)");
+      };
+    comm = watch(std::move(comm), options.timeout_s, handler);
+  }
   if (options.emulate.enabled()) comm = std::make_unique<EmulatedComm>(std::move(comm), options.emulate);
   if (options.trace) comm = std::make_unique<TracedComm>(std::move(comm), options.trace);
+  if (options.strict) comm = std::make_unique<StrictComm>(std::move(comm));
   return comm;
 }
 
 namespace {
 
-std::unique_ptr<Communicator> make_backend(const std::string& backend, const Runtime& runtime) {
+// `rendezvous`: sends complete only once their receive is posted (comm.strict; NCCL's may not
+// complete earlier, so its own sends need no such mode).
+std::unique_ptr<Communicator> make_backend(const std::string& backend, const Runtime& runtime, bool rendezvous) {
   if (backend == "self") {
     if (runtime.world_size() != 1)
       throw std::runtime_error("comm.backend=self runs one rank but the job has " +
                                std::to_string(runtime.world_size()) +
                                ": use comm.backend=mpi, or launch one process");
-    return std::make_unique<SelfComm>();
+    return std::make_unique<SelfComm>(rendezvous);
   }
   if (backend == "mpi") {
 #if KFORMER_ENABLE_MPI
-    return std::make_unique<MpiComm>(MPI_COMM_WORLD, false);
+    return std::make_unique<MpiComm>(MPI_COMM_WORLD, false, Kokkos::DefaultExecutionSpace(), rendezvous);
 #else
     throw std::runtime_error("comm.backend=mpi is not compiled into this build: reconfigure with "
                              "-DKFORMER_ENABLE_MPI=ON, or use comm.backend=self");
@@ -133,7 +170,7 @@ std::unique_ptr<Communicator> make_backend(const std::string& backend, const Run
 std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,
                                          const WorldOptions& options) {
   check_network_model(options.emulate);  // before any collective set-up, identically on every rank
-  return decorate(make_backend(backend, runtime), options);
+  return decorate(make_backend(backend, runtime, options.strict), options);
 }
 
 }  // namespace kformer::comm

@@ -24,8 +24,14 @@ class Runtime {
   // Rank and size of the launched job (1 process without MPI), known before any backend exists.
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
-  // Ranks of the job on this rank's node (MPI_COMM_TYPE_SHARED; 1 without MPI).
+  // Ranks of the job on this rank's node (MPI_COMM_TYPE_SHARED; 1 without MPI), and this rank's
+  // place among them (0 .. ranks_on_node-1, in world-rank order): what picks its GPU.
   int ranks_on_node() const { return ranks_on_node_; }
+  int node_rank() const { return node_rank_; }
+
+  // Every rank's `mine`, in world-rank order, on every rank (MPI_Allgatherv; {mine} without MPI).
+  // For start-up verdicts taken before Kokkos and the communicator exist.
+  std::vector<std::string> allgather_text(const std::string& mine) const;
 
   // Hard stop of every process of the job (MPI_Abort); returns only without MPI.
   [[noreturn]] void abort(int code) const;
@@ -35,6 +41,7 @@ class Runtime {
   int world_rank_ = 0;
   int world_size_ = 1;
   int ranks_on_node_ = 1;
+  int node_rank_ = 0;
 };
 
 // Backends compiled into this build, in the order a user would prefer them.
@@ -46,10 +53,12 @@ struct WorldOptions {
   NetworkModel emulate;             // off while latency and bandwidth are both 0
   std::shared_ptr<TraceLog> trace;  // when set, every call of the world and its splits lands here
   double timeout_s = 0;             // > 0: a call not completed after this long ends the job (watchdog.hpp)
+  bool strict = false;              // comm.strict: NCCL's contract on any backend (strict_comm.hpp)
 };
 
 // The world communicator of `backend` ("self", "mpi", "nccl"), wrapped as `options` say:
-// tracing outermost, so traced times include the emulated network; the watchdog innermost, so
+// comm.strict's check outermost, so it sees every call as made (its backend sends in rendezvous
+// mode); then tracing, so traced times include the emulated network; the watchdog innermost, so
 // it times the real network and not the emulated wait. Throws with the fix when the
 // backend is unknown, not compiled in, or does not fit the launch (self on several ranks).
 std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,

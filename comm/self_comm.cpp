@@ -20,41 +20,62 @@ void check_same_size(std::size_t sent, std::size_t room) {
                                 " bytes: post sends and receives with the same count and type");
 }
 
-class SelfRecv final : public Request::Impl {
+// A message of one rank to itself still waiting for its other end: on one rank nobody else can
+// post it, so waiting would hang for ever and is reported instead.
+class SelfPending final : public Request::Impl {
  public:
-  explicit SelfRecv(std::shared_ptr<SelfComm::PendingRecv> p) : p_(std::move(p)) {}
+  SelfPending(std::shared_ptr<SelfComm::Pending> p, const char* hang) : p_(std::move(p)), hang_(hang) {}
   bool test() override { return p_->done; }
   void wait() override {
-    // One rank has nobody else to send: waiting would hang for ever.
-    if (!p_->done)
-      throw std::logic_error("comm self: waiting on a receive from rank 0 that no send matches; "
-                             "post the send (isend or send) before waiting on the receive");
+    if (!p_->done) throw std::logic_error(hang_);
   }
 
  private:
-  std::shared_ptr<SelfComm::PendingRecv> p_;
+  std::shared_ptr<SelfComm::Pending> p_;
+  const char* hang_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> SelfComm::split(int, int) { return std::make_unique<SelfComm>(); }
+std::unique_ptr<Communicator> SelfComm::split(int, int) { return std::make_unique<SelfComm>(rendezvous_); }
 
-void SelfComm::deliver(const Op& send) {
+Request SelfComm::park(std::deque<std::shared_ptr<Pending>>& queue, const Op& op, const char* hang) {
+  auto p = std::make_shared<Pending>();
+  p->op = op;
+  queue.push_back(p);
+  return Request(std::make_unique<SelfPending>(std::move(p), hang));
+}
+
+Request SelfComm::deliver(const Op& send) {
   if (!waiting_.empty()) {
     auto r = waiting_.front();
     waiting_.pop_front();
     check_same_size(bytes_of(send), bytes_of(r->op));
     copy_bytes(r->op.recv, send.send, bytes_of(send));
     r->done = true;
-    return;
+    return Request();
+  }
+  if (rendezvous_) {  // the data stays in the sender's buffer until a receive takes it
+    return park(unmatched_, send,
+                "comm self (comm.strict): a send to rank 0 waits for a receive that is not posted: NCCL would "
+                "deadlock here; post the receive first, or send and receive in one group");
   }
   // Buffered, as a small MPI_Send would be, so a blocking send to oneself returns.
   std::vector<char> msg(bytes_of(send));
   copy_bytes(msg.data(), send.send, msg.size());
   unclaimed_.push_back(std::move(msg));
+  return Request();
 }
 
 Request SelfComm::receive(const Op& recv) {
+  if (!unmatched_.empty()) {
+    auto p = unmatched_.front();
+    unmatched_.pop_front();
+    check_same_size(bytes_of(p->op), bytes_of(recv));
+    copy_bytes(recv.recv, p->op.send, bytes_of(recv));
+    p->done = true;
+    return Request();
+  }
   if (!unclaimed_.empty()) {
     std::vector<char> msg = std::move(unclaimed_.front());
     unclaimed_.pop_front();
@@ -62,10 +83,9 @@ Request SelfComm::receive(const Op& recv) {
     copy_bytes(recv.recv, msg.data(), msg.size());
     return Request();
   }
-  auto r = std::make_shared<PendingRecv>();
-  r->op = recv;
-  waiting_.push_back(r);
-  return Request(std::make_unique<SelfRecv>(r));
+  return park(waiting_, recv,
+              "comm self: waiting on a receive from rank 0 that no send matches; post the send (isend or send) "
+              "before waiting on the receive");
 }
 
 void SelfComm::run(const Op& op) { start(op).wait(); }
@@ -78,7 +98,7 @@ Request SelfComm::start(const Op& op) {
     case OpKind::reduce_scatter:
     case OpKind::allgather: copy_bytes(op.recv, op.send, bytes_of(op)); break;
     case OpKind::broadcast: break;
-    case OpKind::send: deliver(op); break;
+    case OpKind::send: return deliver(op);
     case OpKind::recv: return receive(op);
   }
   return Request();
@@ -86,12 +106,12 @@ Request SelfComm::start(const Op& op) {
 
 Request SelfComm::start_group(const std::vector<Op>& ops) {
   // Receives first: then the group's own sends complete them, whatever order they were listed in.
-  std::vector<Request> recvs;
+  std::vector<Request> calls;
   for (const Op& op : ops)
-    if (op.kind == OpKind::recv) recvs.push_back(start(op));
+    if (op.kind == OpKind::recv) calls.push_back(start(op));
   for (const Op& op : ops)
-    if (op.kind == OpKind::send) start(op);
-  for (auto& r : recvs) r.wait();
+    if (op.kind == OpKind::send) calls.push_back(start(op));
+  for (auto& r : calls) r.wait();
   return Request();
 }
 

@@ -1,6 +1,9 @@
 // Tracing around any backend: every call is timed and appended to a TraceLog shared by the
 // world communicator and everything split from it, so one rank has one timeline. Put it
 // outermost (around the emulation) so the recorded time is what the caller waited.
+// The compute queued before a call is fenced before its record opens (fence_compute), so a
+// record never contains kernels that were still running; a non-blocking call that the backend
+// timed on the device (nccl) also gets that device span.
 #pragma once
 
 #include <memory>
@@ -21,6 +24,7 @@ class TracedComm final : public Communicator {
   std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
   void abort_calls() noexcept override { inner_->abort_calls(); }
   void set_name(const std::string& name) override { inner_->set_name(name); }
+  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;
@@ -31,7 +35,8 @@ class TracedComm final : public Communicator {
   int comm_id() const { return comm_id_; }
 
  private:
-  TraceRecord record(const char* op, std::size_t bytes, bool blocking) const;
+  // Fences the compute queued so far (fence_compute), then opens the call's record.
+  std::size_t open(const char* op, std::size_t bytes, bool blocking);
 
   std::unique_ptr<Communicator> inner_;
   std::shared_ptr<TraceLog> log_;

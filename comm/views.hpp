@@ -17,8 +17,20 @@
 
 namespace kformer::comm {
 
+// float, double, int32_t and bfloat16 have one: other element types do not compile. comm knows no
+// kernels/, so a bfloat16 is recognised by its marker: a 2-byte type with `static constexpr bool
+// is_bfloat16 = true` (kernels::bf16).
+template <class T, class = void>
+struct is_bfloat16 : std::false_type {};
 template <class T>
-struct dtype_of;  // only float, double and int32_t have one: other element types do not compile
+struct is_bfloat16<T, std::enable_if_t<T::is_bfloat16>> : std::integral_constant<bool, sizeof(T) == 2> {};
+
+template <class T, class = void>
+struct dtype_of;
+template <class T>
+struct dtype_of<T, std::enable_if_t<is_bfloat16<T>::value>> {
+  static constexpr DType value = DType::bf16;
+};
 template <>
 struct dtype_of<float> {
   static constexpr DType value = DType::f32;
@@ -38,8 +50,8 @@ template <class V>
 constexpr DType view_dtype() {
   using T = typename V::non_const_value_type;
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value ||
-                    std::is_same<T, std::int32_t>::value,
-                "kformer::comm takes Views of float, double or int32_t");
+                    std::is_same<T, std::int32_t>::value || is_bfloat16<T>::value,
+                "kformer::comm takes Views of float, double, int32_t or bfloat16");
   return dtype_of<T>::value;
 }
 
@@ -94,22 +106,22 @@ void check_allreduce(const S& send, const R& recv) {
 }
 }  // namespace detail
 template <class S, class R>
-void allreduce(Communicator& c, const S& send, const R& recv, ReduceOp op) {
+void allreduce(Communicator& c, const S& send, const R& recv, ReduceOp op, CallSite at = CallSite::here()) {
   detail::check_allreduce(send, recv);
-  c.allreduce(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), op);
+  c.allreduce(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), op, at);
 }
 template <class S, class R>
-Request iallreduce(Communicator& c, const S& send, const R& recv, ReduceOp op) {
+Request iallreduce(Communicator& c, const S& send, const R& recv, ReduceOp op, CallSite at = CallSite::here()) {
   detail::check_allreduce(send, recv);
-  return c.iallreduce(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), op);
+  return c.iallreduce(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), op, at);
 }
 template <class V>
-void allreduce(Communicator& c, const V& inout, ReduceOp op) {
-  allreduce(c, inout, inout, op);
+void allreduce(Communicator& c, const V& inout, ReduceOp op, CallSite at = CallSite::here()) {
+  allreduce(c, inout, inout, op, at);
 }
 template <class V>
-Request iallreduce(Communicator& c, const V& inout, ReduceOp op) {
-  return iallreduce(c, inout, inout, op);
+Request iallreduce(Communicator& c, const V& inout, ReduceOp op, CallSite at = CallSite::here()) {
+  return iallreduce(c, inout, inout, op, at);
 }
 
 // --- reduce_scatter (send holds size() blocks of recv's size) and allgather (the reverse) ---
@@ -128,71 +140,71 @@ void check_blocks(const Communicator& c, const S& send, const R& recv, const cha
 }
 }  // namespace detail
 template <class S, class R>
-void reduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op) {
+void reduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op, CallSite at = CallSite::here()) {
   detail::check_blocks(c, send, recv, "reduce_scatter", true);
-  c.reduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op);
+  c.reduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op, at);
 }
 template <class S, class R>
-Request ireduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op) {
+Request ireduce_scatter(Communicator& c, const S& send, const R& recv, ReduceOp op, CallSite at = CallSite::here()) {
   detail::check_blocks(c, send, recv, "reduce_scatter", true);
-  return c.ireduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op);
+  return c.ireduce_scatter(send.data(), recv.data(), recv.size(), detail::view_dtype<S>(), op, at);
 }
 template <class S, class R>
-void allgather(Communicator& c, const S& send, const R& recv) {
+void allgather(Communicator& c, const S& send, const R& recv, CallSite at = CallSite::here()) {
   detail::check_blocks(c, send, recv, "allgather", false);
-  c.allgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>());
+  c.allgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), at);
 }
 template <class S, class R>
-Request iallgather(Communicator& c, const S& send, const R& recv) {
+Request iallgather(Communicator& c, const S& send, const R& recv, CallSite at = CallSite::here()) {
   detail::check_blocks(c, send, recv, "allgather", false);
-  return c.iallgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>());
+  return c.iallgather(send.data(), recv.data(), send.size(), detail::view_dtype<S>(), at);
 }
 
 // --- broadcast -------------------------------------------------------------------------------
 template <class V>
-void broadcast(Communicator& c, const V& buf, int root) {
+void broadcast(Communicator& c, const V& buf, int root, CallSite at = CallSite::here()) {
   detail::check_writable<V>();
   detail::check_flat(buf, "broadcast", "buffer");
-  c.broadcast(buf.data(), buf.size(), detail::view_dtype<V>(), root);
+  c.broadcast(buf.data(), buf.size(), detail::view_dtype<V>(), root, at);
 }
 template <class V>
-Request ibroadcast(Communicator& c, const V& buf, int root) {
+Request ibroadcast(Communicator& c, const V& buf, int root, CallSite at = CallSite::here()) {
   detail::check_writable<V>();
   detail::check_flat(buf, "broadcast", "buffer");
-  return c.ibroadcast(buf.data(), buf.size(), detail::view_dtype<V>(), root);
+  return c.ibroadcast(buf.data(), buf.size(), detail::view_dtype<V>(), root, at);
 }
 
 // --- point to point (the receive must have the sender's size); Ops for Communicator::group ----
 template <class V>
-Op send_op(const V& buf, int peer) {
+Op send_op(const V& buf, int peer, CallSite at = CallSite::here()) {
   detail::check_flat(buf, "send", "send");
-  return Op::send_to(buf.data(), buf.size(), detail::view_dtype<V>(), peer);
+  return Op::send_to(buf.data(), buf.size(), detail::view_dtype<V>(), peer, at);
 }
 template <class V>
-Op recv_op(const V& buf, int peer) {
+Op recv_op(const V& buf, int peer, CallSite at = CallSite::here()) {
   detail::check_writable<V>();
   detail::check_flat(buf, "recv", "recv");
-  return Op::recv_from(buf.data(), buf.size(), detail::view_dtype<V>(), peer);
+  return Op::recv_from(buf.data(), buf.size(), detail::view_dtype<V>(), peer, at);
 }
 template <class V>
-void send(Communicator& c, const V& buf, int peer) {
-  const Op op = send_op(buf, peer);
-  c.send(op.send, op.count, op.type, peer);
+void send(Communicator& c, const V& buf, int peer, CallSite at = CallSite::here()) {
+  const Op op = send_op(buf, peer, at);
+  c.send(op.send, op.count, op.type, peer, at);
 }
 template <class V>
-Request isend(Communicator& c, const V& buf, int peer) {
-  const Op op = send_op(buf, peer);
-  return c.isend(op.send, op.count, op.type, peer);
+Request isend(Communicator& c, const V& buf, int peer, CallSite at = CallSite::here()) {
+  const Op op = send_op(buf, peer, at);
+  return c.isend(op.send, op.count, op.type, peer, at);
 }
 template <class V>
-void recv(Communicator& c, const V& buf, int peer) {
-  const Op op = recv_op(buf, peer);
-  c.recv(op.recv, op.count, op.type, peer);
+void recv(Communicator& c, const V& buf, int peer, CallSite at = CallSite::here()) {
+  const Op op = recv_op(buf, peer, at);
+  c.recv(op.recv, op.count, op.type, peer, at);
 }
 template <class V>
-Request irecv(Communicator& c, const V& buf, int peer) {
-  const Op op = recv_op(buf, peer);
-  return c.irecv(op.recv, op.count, op.type, peer);
+Request irecv(Communicator& c, const V& buf, int peer, CallSite at = CallSite::here()) {
+  const Op op = recv_op(buf, peer, at);
+  return c.irecv(op.recv, op.count, op.type, peer, at);
 }
 
 }  // namespace kformer::comm

@@ -66,6 +66,8 @@ std::string describe(const Activity& a) {
   if (a.from >= 0) s += (a.from_root ? " from root " : " from ") + peer_text(g, a.from);
   if (a.more_peers > 0) s += " and " + std::to_string(a.more_peers) + " more message(s)";
   if (g) s += " on " + g->text;
+  const std::string site = describe(a.site);
+  if (!site.empty()) s += " (called at " + site + ")";
   return s;
 }
 
@@ -90,6 +92,7 @@ Activity activity_of(const Op& op, int group_size, std::shared_ptr<const GroupIn
   if (op.kind == OpKind::send) a.to = op.peer;
   if (op.kind == OpKind::recv || op.kind == OpKind::broadcast) a.from = op.peer;
   a.from_root = op.kind == OpKind::broadcast;
+  a.site = op.site;
   a.group = std::move(group);
   return a;
 }
@@ -108,6 +111,7 @@ Activity activity_of(const std::vector<Op>& ops, int group_size, std::shared_ptr
   bool same_type = !ops.empty();
   for (const Op& op : ops) same_type = same_type && op.type == ops.front().type;
   a.dtype = same_type ? dtype_name(ops.front().type) : "mixed types";
+  if (!ops.empty()) a.site = ops.front().site;
   a.group = std::move(group);
   return a;
 }

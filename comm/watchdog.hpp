@@ -42,6 +42,7 @@ struct Activity {
   int to = -1, from = -1;       // group ranks of the (first) destination / source, -1: none
   int more_peers = 0;           // messages of a group beyond the first send and the first recv
   bool from_root = false;       // broadcast: `from` is the root
+  CallSite site;                // who made the call
   std::shared_ptr<const GroupInfo> group;
 };
 Activity activity_of(const Op& op, int group_size, std::shared_ptr<const GroupInfo> group);

@@ -18,6 +18,7 @@ class WatchedRequest final : public Request::Impl {
     Watchdog::Watch watch(*dog_, activity_);
     inner_.wait();
   }
+  std::optional<DeviceSpan> device_span() const override { return inner_.device_span(); }
 
  private:
   Request inner_;

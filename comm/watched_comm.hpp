@@ -31,6 +31,7 @@ class WatchedComm final : public Communicator {
   Request start(const Op& op) override;
   Request start_group(const std::vector<Op>& ops) override;
   void abort_calls() noexcept override { inner_->abort_calls(); }
+  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   void set_name(const std::string& name) override { group_ = describe_group(group_->world_ranks, group_->size, name); }
 
   Watchdog& watchdog() { return *dog_; }

@@ -39,8 +39,8 @@ std::vector<T> to_vec(const Buf<T>& b) {
   return v;
 }
 
-// Small integers in [-4, 6]: exact in float, sums over 4 ranks stay exact, and the maximum over
-// ranks differs from element to element.
+// Small integers in [-4, 6]: exact in float and bfloat16, sums over 4 ranks stay exact, and the
+// maximum over ranks differs from element to element.
 template <class T>
 T value(int rank, std::size_t i) {
   return static_cast<T>(static_cast<int>((i * 3 + static_cast<std::size_t>(rank) * 5) % 11) - 4);
@@ -58,7 +58,7 @@ T reduced(int nranks, std::size_t i, comm::ReduceOp op) {
   T acc = value<T>(0, i);
   for (int r = 1; r < nranks; ++r) {
     const T x = value<T>(r, i);
-    acc = op == comm::ReduceOp::sum ? acc + x : (x > acc ? x : acc);
+    acc = static_cast<T>(op == comm::ReduceOp::sum ? acc + x : (x > acc ? x : acc));
   }
   return acc;
 }

@@ -24,8 +24,28 @@ std::vector<CommCase> comm_cases() {
                      return make_world("self", runtime(), o);
                    },
                    true});
+  cases.push_back({"strict_self", [] {
+                     WorldOptions o;
+                     o.strict = true;
+                     return make_world("self", runtime(), o);
+                   },
+                   true});
   if (KFORMER_ENABLE_MPI) {
     cases.push_back({"mpi", [] { return make_world("mpi", runtime()); }, false});
+    cases.push_back({"strict_mpi", [] {
+                       WorldOptions o;
+                       o.strict = true;
+                       return make_world("mpi", runtime(), o);
+                     },
+                     false});
+    cases.push_back({"strict_traced_emulated_mpi", [] {
+                       WorldOptions o;
+                       o.strict = true;
+                       o.emulate = {20.0, 100.0};
+                       o.trace = std::make_shared<TraceLog>();
+                       return make_world("mpi", runtime(), o);
+                     },
+                     false});
     cases.push_back({"emulated_mpi", [] {
                        WorldOptions o;
                        o.emulate = {20.0, 100.0};

@@ -1,10 +1,15 @@
-// Collectives give exactly the expected result on every rank, for every element type, out of
-// place and in place, for zero and odd lengths, blocking and non-blocking, and inside split
-// groups; wrong arguments are refused with a message naming the fix.
+// Collectives give exactly the expected result on every rank, for every element type (bfloat16
+// included), out of place and in place, for zero and odd lengths, blocking and non-blocking, and
+// inside split groups; bfloat16 sums add in fp32 and round once per combine; wrong arguments are
+// refused with a message naming the fix.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 
+#include "bf16.hpp"
 #include "conformance.hpp"
 
 namespace kformer::test {
@@ -92,6 +97,115 @@ void every_collective(comm::Communicator& c) {
 TEST_P(CommConformance, CollectivesFloat) { every_collective<float>(*c); }
 TEST_P(CommConformance, CollectivesDouble) { every_collective<double>(*c); }
 TEST_P(CommConformance, CollectivesInt32) { every_collective<std::int32_t>(*c); }
+TEST_P(CommConformance, CollectivesBfloat16) { every_collective<kernels::bf16>(*c); }
+
+TEST_P(CommConformance, Bfloat16MapsToItsDType) {
+  EXPECT_EQ(comm::dtype_of<kernels::bf16>::value, comm::DType::bf16);
+  EXPECT_EQ(comm::dtype_size(comm::DType::bf16), 2u);
+  EXPECT_STREQ(comm::dtype_name(comm::DType::bf16), "bfloat16");
+}
+
+namespace {
+using kernels::bf16;
+
+// Pairs of bf16 values whose sums need rounding: 1 + k 2^-7 plus j 2^-9 (below, at and above the
+// midpoints, ties to both even and odd neighbours), then random values of mixed sign and
+// magnitude (the same on every rank: a fixed seed).
+void rounding_pairs(std::vector<bf16>& x0, std::vector<bf16>& x1) {
+  for (int k = 0; k < 128; ++k)
+    for (int j = 0; j < 16; ++j) {
+      x0.push_back(bf16(1.0f + std::ldexp(float(k), -7)));
+      x1.push_back(bf16(std::ldexp(float(j), -9)));
+    }
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<float> mant(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-20, 20);
+  for (int i = 0; i < 4096; ++i) {
+    x0.push_back(bf16(std::ldexp(mant(rng), expo(rng))));
+    x1.push_back(bf16(std::ldexp(mant(rng), expo(rng))));
+  }
+}
+
+// The elements whose bits differ, with the first of them described (0 when all agree).
+std::size_t differing_bits(const std::vector<bf16>& got, const std::vector<bf16>& want, std::string& first) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (got[i].bits != want[i].bits && n++ == 0)
+      first = "element " + std::to_string(i) + ": got " + std::to_string(float(got[i])) + ", want " +
+              std::to_string(float(want[i]));
+  return n;
+}
+}  // namespace
+
+// With two ranks contributing (the others add zeros, which every combine keeps exactly), each
+// element's sum is the fp32 sum of the two rounded once to nearest even, and the max is the
+// larger: a reduction that adds the 16-bit words as integers, truncates, or rounds ties away
+// from even fails it. Blocking and non-blocking, in place and not, allreduce and reduce_scatter.
+TEST_P(CommConformance, Bfloat16SumsAddInFp32AndRoundOnce) {
+  if (size < 2) GTEST_SKIP() << "needs two contributing ranks";
+  std::vector<bf16> x0, x1;
+  rounding_pairs(x0, x1);
+  const std::size_t n = x0.size();
+  std::vector<bf16> mine = rank == 0 ? x0 : rank == 1 ? x1 : std::vector<bf16>(n, bf16(0.0f));
+  std::vector<bf16> sum(n), max(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    sum[i] = bf16(float(x0[i]) + float(x1[i]));
+    max[i] = size > 2 ? bf16(std::max({float(x0[i]), float(x1[i]), 0.0f})) : (x0[i] > x1[i] ? x0[i] : x1[i]);
+  }
+  for (bool nb : {false, true})
+    for (bool ip : {false, true}) {
+      auto send = to_buf(mine, "send");
+      Buf<bf16> recv = ip ? send : Buf<bf16>("recv", n);
+      if (nb)
+        comm::iallreduce(*c, send, recv, ReduceOp::sum).wait();
+      else
+        comm::allreduce(*c, send, recv, ReduceOp::sum);
+      std::string first;
+      EXPECT_EQ(differing_bits(to_vec(recv), sum, first), 0u)
+          << "allreduce sum" << (nb ? " non-blocking" : "") << (ip ? " in place" : "") << ", " << first;
+      send = to_buf(mine, "send");
+      recv = ip ? send : Buf<bf16>("recv", n);
+      comm::allreduce(*c, send, recv, ReduceOp::max);
+      EXPECT_EQ(differing_bits(to_vec(recv), max, first), 0u) << "allreduce max, " << first;
+    }
+  // reduce_scatter: every rank's block is the same pairs.
+  std::vector<bf16> whole;
+  for (int r = 0; r < size; ++r) whole.insert(whole.end(), mine.begin(), mine.end());
+  auto send = to_buf(whole, "send");
+  Buf<bf16> recv("recv", n);
+  comm::reduce_scatter(*c, send, recv, ReduceOp::sum);
+  std::string first;
+  EXPECT_EQ(differing_bits(to_vec(recv), sum, first), 0u) << "reduce_scatter sum, " << first;
+}
+
+// Every rank contributing: each combine rounds (as NCCL's bf16 sums do), so the result is no
+// longer the one-rounding sum, but every rank holds the same bits (replicas stay identical) and
+// the error stays within one half-ulp per combine of the largest partial sum.
+TEST_P(CommConformance, Bfloat16SumsAgreeOnEveryRank) {
+  std::vector<bf16> x0, x1;
+  rounding_pairs(x0, x1);
+  const std::size_t n = x0.size();
+  std::vector<bf16> mine(n);
+  for (std::size_t i = 0; i < n; ++i) mine[i] = bf16(rank % 2 ? float(x1[i]) * (rank + 1) : float(x0[i]) - rank);
+  auto buf = to_buf(mine, "buf");
+  comm::allreduce(*c, buf, ReduceOp::sum);
+  Buf<bf16> all("all", n * size);
+  comm::allgather(*c, buf, all);
+  const auto got = to_vec(all);
+  std::size_t differ = 0, beyond = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double exact = 0, scale = 0;
+    for (int r = 0; r < size; ++r) {
+      const double v = r % 2 ? double(float(x1[i])) * (r + 1) : double(float(bf16(float(x0[i]) - r)));
+      exact += v;
+      scale += std::fabs(v);
+    }
+    for (int r = 1; r < size; ++r) differ += got[n * r + i].bits != got[i].bits;
+    beyond += std::fabs(double(float(got[i])) - exact) > (size - 1) * std::ldexp(scale, -8);
+  }
+  EXPECT_EQ(differ, 0u) << "ranks hold different sums";
+  EXPECT_EQ(beyond, 0u) << "sums off by more than a half-ulp per combine";
+}
 
 TEST_P(CommConformance, ZeroLengthCallsCompleteAndTouchNothing) {
   Buf<float> empty("empty", 0), big("big", 0);

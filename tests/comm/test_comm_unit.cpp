@@ -9,7 +9,9 @@
 #include <limits>
 #include <string>
 
+#include "comm/allocation_registry.hpp"
 #include "comm/alpha_beta.hpp"
+#include "comm/stream_queue.hpp"
 #include "comm/runtime.hpp"
 #include "comm/self_comm.hpp"
 #include "comm/trace_log.hpp"
@@ -91,6 +93,16 @@ TEST(TraceLog, BusyTimeCountsOverlapOnce) {
   EXPECT_EQ(log.records()[3].end_us, -1.0);
 }
 
+TEST(CallSite, DescribeNamesFileLineAndFunctionWithoutTemplateArguments) {
+  EXPECT_EQ(describe(CallSite{"/build/x/miniapp/trainer.cpp", 154, "iterate"}),
+            "miniapp/trainer.cpp:154 in iterate");
+  // GCC spells a template's arguments in __builtin_FUNCTION; the watchdog line keeps the name.
+  EXPECT_EQ(describe(CallSite{"miniapp/device_reduce.cpp", 15,
+                                          "reduce_through<double, Kokkos::View<double*> >"}),
+            "miniapp/device_reduce.cpp:15 in reduce_through");
+  EXPECT_EQ(describe(CallSite{}), "");
+}
+
 TEST(Request, DefaultIsCompleteAndWaitIsIdempotent) {
   Request r;
   EXPECT_TRUE(r.done());
@@ -152,4 +164,42 @@ TEST(Runtime, FactoryRefusalsNameTheFix) {
   both.emulate = {5.0, 0.0};
   both.trace = std::make_shared<TraceLog>();
   EXPECT_EQ(make_world("self", rt, both)->backend(), "traced(emulated(self))");
+}
+
+// The registry comm.strict checks buffers against: Views of the execution space's memory, while
+// they live, and nothing else.
+TEST(AllocationRegistry, KnowsLiveViewsAndNothingElse) {
+  ASSERT_TRUE(AllocationRegistry::installed());  // test_main installs it before any View
+  using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  const void* gone = nullptr;
+  {
+    Kokkos::View<double*, Mem> v("kformer_registry_test", 100);
+    std::string label;
+    EXPECT_TRUE(AllocationRegistry::contains(v.data(), 800, &label));
+    EXPECT_EQ(label, "kformer_registry_test");
+    EXPECT_TRUE(AllocationRegistry::contains(v.data() + 99, 8));
+    EXPECT_FALSE(AllocationRegistry::contains(v.data() + 99, 16)) << "one element past the end";
+    EXPECT_FALSE(AllocationRegistry::contains(reinterpret_cast<const char*>(v.data()) - 1, 8)) << "before the data";
+    gone = v.data();
+  }
+  EXPECT_FALSE(AllocationRegistry::contains(gone, 8)) << "a freed View";
+  double on_stack = 0;
+  std::vector<float> heap(64);
+  EXPECT_FALSE(AllocationRegistry::contains(&on_stack, sizeof on_stack));
+  EXPECT_FALSE(AllocationRegistry::contains(heap.data(), 4));
+}
+
+// The emulated stream: calls complete in the order they were made, and nothing is posted before
+// the call ahead of it has completed.
+TEST(StreamQueue, PostsEachCallOnlyAfterTheOneBefore) {
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("a", 4), b("b", 4);
+  SelfComm self(/*rendezvous=*/true);
+  auto q = std::make_shared<StreamQueue>();
+  Request send = q->enqueue(self, {Op::send_to(a.data(), 4, DType::f32, 0)}, false);
+  Request recv = q->enqueue(self, {Op::recv_from(b.data(), 4, DType::f32, 0)}, false);
+  EXPECT_FALSE(recv.test()) << "the receive sits behind the send it would match";
+  EXPECT_THROW(send.wait(), std::logic_error) << "a send nobody receives, with nothing else to run";
+  recv.wait();  // its turn now: it takes the message the failed send left in place
+  Request grouped = q->enqueue(self, {Op::send_to(a.data(), 4, DType::f32, 0), Op::recv_from(b.data(), 4, DType::f32, 0)}, true);
+  EXPECT_TRUE(grouped.test()) << "a group's members progress together";
 }

@@ -5,6 +5,8 @@
 
 #include <numeric>
 
+#include <Kokkos_Core.hpp>
+
 #include "comm/mesh.hpp"
 #include "comm/runtime.hpp"
 #include "test_env.hpp"
@@ -17,10 +19,12 @@ using kformer::test::world;
 
 // Members of `axis` as world ranks, in the axis communicator's own rank order.
 std::vector<int> members(Communicator& axis, int world_rank) {
-  std::vector<int> slot(axis.size(), 0);
-  slot[axis.rank()] = world_rank;
+  // In the execution space's memory, as NCCL (and comm.strict) require.
+  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> slot("slot", axis.size());
+  Kokkos::deep_copy(Kokkos::subview(slot, axis.rank()), world_rank);
   axis.allreduce(slot.data(), slot.data(), slot.size(), DType::i32, ReduceOp::sum);
-  return slot;
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), slot);
+  return std::vector<int>(host.data(), host.data() + host.size());
 }
 
 }  // namespace

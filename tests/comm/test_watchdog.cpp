@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <Kokkos_Core.hpp>
+
 #include "comm/runtime.hpp"
 #include "comm/watched_comm.hpp"
 #include "kformer_config.hpp"
@@ -129,7 +131,8 @@ TEST(Watchdog, LineNamesRankOperationBytesAndGroup) {
     return line;
   };
   EXPECT_TRUE(has(at(activity_of(Op::recv_from(nullptr, 4096, DType::f32, 1), 2, pp)),
-                  "rank 2: recv of 16.0 KiB (float32) from rank 3 on group [1,3] (2 ranks) has not completed"));
+                  "rank 2: recv of 16.0 KiB (float32) from rank 3 on group [1,3] (2 ranks) (called at "
+                  "comm/test_watchdog.cpp:"));  // the call site: where the Op was made
   Op bcast{OpKind::broadcast, nullptr, nullptr, 3, DType::f64, ReduceOp::sum, 0};
   EXPECT_TRUE(has(at(activity_of(bcast, 2, pp)), "broadcast of 24 B (float64) from root rank 1 on group [1,3]"));
   const std::vector<Op> exchange = {Op::send_to(nullptr, 256, DType::f32, 1), Op::recv_from(nullptr, 256, DType::f32, 0),
@@ -159,7 +162,8 @@ TEST(Watchdog, BlockingCallTripsItAndAbortsTheBackend) {
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto lines = rec.seen();
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_TRUE(has(lines[0], "kformer: rank 5: allreduce of 16 B (float32) on group [5,7] (2 ranks) has not completed"))
+  EXPECT_TRUE(has(lines[0], "kformer: rank 5: allreduce of 16 B (float32) on group [5,7] (2 ranks) (called at "
+                  "comm/test_watchdog.cpp:"))
       << lines[0];
   EXPECT_GE(took, 0.3);
   EXPECT_EQ(raw->aborts, 1);
@@ -198,11 +202,14 @@ TEST(Watchdog, HealthyRunNeverTripsIt) {
   std::vector<int> want;
   for (int r = me % 2; r < n; r += 2) want.push_back(r);
   if (KFORMER_ENABLE_MPI) EXPECT_EQ(halves->world_ranks(), want);
+  Kokkos::View<double*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
   for (int i = 0; i < 20; ++i) {
-    double v = 1.0;
-    world->allreduce(&v, &v, 1, DType::f64, ReduceOp::sum);
-    EXPECT_EQ(v, n);
-    Request r = halves->iallreduce(&v, &v, 1, DType::f64, ReduceOp::max);
+    Kokkos::deep_copy(v, 1.0);
+    world->allreduce(v.data(), v.data(), 1, DType::f64, ReduceOp::sum);
+    double got = 0;
+    Kokkos::deep_copy(got, Kokkos::subview(v, 0));
+    EXPECT_EQ(got, n);
+    Request r = halves->iallreduce(v.data(), v.data(), 1, DType::f64, ReduceOp::max);
     r.wait();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle between calls is not a hang
@@ -218,9 +225,12 @@ TEST(Watchdog, LateRankHoldsUpARealCollective) {
   const int me = world->rank(), n = world->size();
   const int late = n - 1;
   if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  int v = 1;
-  world->allreduce(&v, &v, 1, DType::i32, ReduceOp::sum);
-  EXPECT_EQ(v, n);
+  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
+  Kokkos::deep_copy(v, 1);
+  world->allreduce(v.data(), v.data(), 1, DType::i32, ReduceOp::sum);
+  int got = 0;
+  Kokkos::deep_copy(got, Kokkos::subview(v, 0));
+  EXPECT_EQ(got, n);
   const auto lines = rec.seen();
   if (me == late) {
     EXPECT_TRUE(lines.empty());
@@ -230,7 +240,7 @@ TEST(Watchdog, LateRankHoldsUpARealCollective) {
     for (int r = 1; r < n; ++r) group += "," + std::to_string(r);
     group += "] (" + std::to_string(n) + " ranks)";
     EXPECT_TRUE(has(lines[0], "kformer: rank " + std::to_string(me) + ": allreduce of 4 B (int32) on " + group +
-                                  " has not completed after"))
+                                  " (called at comm/test_watchdog.cpp:"))
         << lines[0];
   }
   world->barrier();

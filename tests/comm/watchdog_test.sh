@@ -100,7 +100,7 @@ if victim stop 1; then
     fail "no watchdog line in the output"; tail -20 "$tmp/stop.out"
   else
     echo "$line"
-    echo "$line" | grep -Eq "^kformer: rank [0-9]+: [a-z_+]+ (of [0-9.]+ [KMG]?i?B \([a-z0-9 ]+\) )?.*on ((tp|dp|pp|world) group \[[0-9,.]+\] \([0-9]+ ranks?\)) has not completed after [0-9.]+ s \(comm.timeout_s=$timeout_s\)" ||
+    echo "$line" | grep -Eq "^kformer: rank [0-9]+: [a-z_+]+ (of [0-9.]+ [KMG]?i?B \([a-z0-9 ]+\) )?.*on ((tp|dp|pp|world) group \[[0-9,.]+\] \([0-9]+ ranks?\))( \(called at [a-z_]+/[a-z_]+\.cpp:[0-9]+ in [A-Za-z_:]+\))? has not completed after [0-9.]+ s \(comm.timeout_s=$timeout_s\)" ||
       fail "the watchdog line does not name rank, operation, bytes and group: $line"
   fi
   # The stopped rank, continued by the launcher to be terminated, does not blame its peers.

@@ -10,6 +10,7 @@
 namespace kformer::test {
 
 comm::Runtime& runtime();
-std::unique_ptr<comm::Communicator> world();  // mpi when built with MPI, else self
+// mpi when built with MPI, else self; strict (comm.strict) when KFORMER_COMM_STRICT=true, as ctest sets it
+std::unique_ptr<comm::Communicator> world();
 
 }  // namespace kformer::test

@@ -5,16 +5,26 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "comm/allocation_registry.hpp"
 #include "kformer_config.hpp"
 #include "test_env.hpp"
 
 namespace kformer::test {
 namespace {
 comm::Runtime* g_runtime = nullptr;
+bool strict_from_env() {
+  const char* v = std::getenv("KFORMER_COMM_STRICT");
+  return v && std::strcmp(v, "true") == 0;
+}
 }
 comm::Runtime& runtime() { return *g_runtime; }
 std::unique_ptr<comm::Communicator> world() {
-  return comm::make_world(KFORMER_ENABLE_MPI ? "mpi" : "self", runtime());
+  comm::WorldOptions options;
+  options.strict = strict_from_env();
+  return comm::make_world(KFORMER_ENABLE_MPI ? "mpi" : "self", runtime(), options);
 }
 }  // namespace kformer::test
 
@@ -25,6 +35,8 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
+    // Before any View exists, so that comm.strict (conformance cases, KFORMER_COMM_STRICT) knows them all.
+    kformer::comm::AllocationRegistry::install();
     if (runtime.world_rank() != 0) {
       auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
       delete listeners.Release(listeners.default_result_printer());

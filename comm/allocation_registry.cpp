@@ -1,0 +1,101 @@
+// Kokkos Tools callbacks feeding the registry (see allocation_registry.hpp).
+#include "allocation_registry.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace kformer::comm {
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace::memory_space;
+
+struct Allocation {
+  std::uint64_t bytes;
+  std::string label;
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<std::uintptr_t, Allocation> live;  // by the pointer Kokkos reports
+  Kokkos::Tools::Experimental::EventSet chained{};
+  // Kokkos reports the start of an allocation, which holds a header before the View's data:
+  // measured once on a probe View instead of relying on the header's size.
+  std::uintptr_t data_offset = 0;
+  bool installed = false;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+bool tracked_space(const Kokkos::Tools::SpaceHandle& h) { return std::strcmp(h.name, Space::name()) == 0; }
+
+void on_allocate(const Kokkos::Tools::SpaceHandle h, const char* label, const void* ptr, const std::uint64_t bytes) {
+  State& s = state();
+  if (tracked_space(h)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : ""};
+  }
+  if (s.chained.allocate_data) s.chained.allocate_data(h, label, ptr, bytes);
+}
+
+void on_deallocate(const Kokkos::Tools::SpaceHandle h, const char* label, const void* ptr, const std::uint64_t bytes) {
+  State& s = state();
+  if (tracked_space(h)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.live.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  }
+  if (s.chained.deallocate_data) s.chained.deallocate_data(h, label, ptr, bytes);
+}
+
+}  // namespace
+
+void AllocationRegistry::install() {
+  State& s = state();
+  if (s.installed) return;
+  if (!Kokkos::is_initialized())
+    throw std::logic_error("AllocationRegistry::install needs Kokkos initialised: call it after Kokkos starts");
+  s.chained = Kokkos::Tools::Experimental::get_callbacks();
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
+  s.installed = true;
+  std::uintptr_t reported = 0;
+  {
+    Kokkos::View<char*, Space> probe("kformer_allocation_probe", 1);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (const auto& a : s.live)
+      if (a.second.label == "kformer_allocation_probe") reported = a.first;
+    const auto data = reinterpret_cast<std::uintptr_t>(probe.data());
+    if (reported == 0 || data < reported)
+      throw std::logic_error("AllocationRegistry: Kokkos did not report the probe allocation: comm.strict cannot "
+                             "check buffers with this Kokkos; run without comm.strict");
+    s.data_offset = data - reported;
+  }
+}
+
+bool AllocationRegistry::installed() { return state().installed; }
+
+bool AllocationRegistry::contains(const void* p, std::size_t bytes, std::string* label) {
+  State& s = state();
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  // The allocation that starts at or before p (its header comes before its data).
+  auto it = s.live.upper_bound(begin);
+  if (it == s.live.begin()) return false;
+  it = std::prev(it);
+  const std::uintptr_t data = it->first + s.data_offset;
+  if (begin < data || begin + bytes > data + it->second.bytes) return false;
+  if (label) *label = it->second.label;
+  return true;
+}
+
+const char* AllocationRegistry::space_name() { return Space::name(); }
+
+}  // namespace kformer::comm
