@@ -13,6 +13,7 @@
 #include "checkpoint_format.hpp"
 #include "checkpoint_slices.hpp"
 #include "checksum.hpp"
+#include "device_reduce.hpp"
 #include "errors.hpp"
 #include "kformer_config.hpp"
 #include "posix_file.hpp"
@@ -23,8 +24,7 @@ namespace {
 
 // Every rank learns whether any failed; the ones that did say why in their own line.
 void agree(comm::Communicator& world, const std::string& error, const std::string& dir) {
-  int bad = error.empty() ? 0 : 1;
-  world.allreduce(&bad, &bad, 1, comm::DType::i32, comm::ReduceOp::max);
+  const std::int32_t bad = DeviceReduce().allreduce(world, std::int32_t(error.empty() ? 0 : 1), comm::ReduceOp::max);
   if (!bad) return;
   if (!error.empty() && world.rank() != 0) std::cerr << "kformer: rank " << world.rank() << ": " << error << std::endl;
   throw CheckpointError("checkpoint save to " + dir + " failed: " +
@@ -100,8 +100,7 @@ void prepare_checkpoint_root(const std::string& root, comm::Communicator& world)
       f.close();
       fs::remove(probe);
     });
-  int bad = error.empty() ? 0 : 1;
-  world.allreduce(&bad, &bad, 1, comm::DType::i32, comm::ReduceOp::max);
+  const std::int32_t bad = DeviceReduce().allreduce(world, std::int32_t(error.empty() ? 0 : 1), comm::ReduceOp::max);
   if (bad) throw ConfigError("checkpoint.save=" + root + " is not writable (" + error + "): give a directory this job can write");
 }
 
@@ -208,7 +207,7 @@ std::string save_checkpoint(const std::string& root, const TrainingPosition& at,
   allreduce_xsums(world, sums);
   agree(world, root_rank ? attempt([&] { publish(root, dir, tmp, plan, sums, at, c); }) : std::string(), dir);
 
-  world.allreduce(&bytes, &bytes, 1, comm::DType::f64, comm::ReduceOp::sum);
+  bytes = DeviceReduce().allreduce(world, bytes, comm::ReduceOp::sum);
   if (root_rank) {
     std::ostringstream line;
     line.precision(3);

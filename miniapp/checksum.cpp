@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "counter_rng.hpp"
+#include "device_reduce.hpp"
 
 namespace kformer {
 
@@ -35,8 +36,7 @@ void allreduce_xsums(comm::Communicator& group, std::vector<std::uint64_t>& sums
   std::vector<double> digits(4 * sums.size());
   for (std::size_t i = 0; i < sums.size(); ++i)
     for (int d = 0; d < 4; ++d) digits[4 * i + d] = double((sums[i] >> (16 * d)) & 0xffff);
-  if (group.size() > 1)
-    group.allreduce(digits.data(), digits.data(), digits.size(), comm::DType::f64, comm::ReduceOp::sum);
+  if (group.size() > 1) DeviceReduce().allreduce(group, digits, comm::ReduceOp::sum);
   for (std::size_t i = 0; i < sums.size(); ++i) {
     std::uint64_t s = 0;
     for (int d = 0; d < 4; ++d) s += std::uint64_t(digits[4 * i + d]) << (16 * d);

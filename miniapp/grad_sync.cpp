@@ -22,6 +22,9 @@ void GradSync::unit_done(int layer) {
 }
 
 void GradSync::finish() {
+  // Compute still queued (the last layers' backward) is not the exposed communication: fenced
+  // before the clock starts. On the host, or after the stage's own fence, it costs nothing.
+  if (dp_) dp_->fence_compute(true);
   Kokkos::Timer t;
   comm::wait_all(pending_);
   pending_.clear();

@@ -1,8 +1,10 @@
-// The one executor every schedule runs on: it walks this rank's action list, receives each
-// forward's input from the previous chunk and each backward's output gradient from the next one
-// (blocking: that wait is the bubble), computes, and sends results on without waiting (the slot
-// is freed once its sends have completed). With one stage the list is F0 B0 F1 B1 ...: the same
-// code path trains every layout.
+// The one executor every schedule runs on: it runs this rank's communication program
+// (pipeline_program.hpp), derived from its action list. Each step posts one group of messages:
+// the sends of the previous action (or forward-backward pair) with the receives the next one
+// needs, waited for before that computes (that wait is the bubble); a group of sends only is left
+// to complete while the rank computes on. A slot (one micro-batch's activations on one chunk) is
+// freed once its backward has run and its sends have completed. With one stage the list is
+// F0 B0 F1 B1 ... and nothing is sent: the same code path trains every layout.
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 
 #include "comm/communicator.hpp"
 #include "data.hpp"
+#include "pipeline_program.hpp"
 #include "schedule.hpp"
 #include "stage.hpp"
 
@@ -20,12 +23,13 @@ struct ActionSpan {  // for the timeline
   Phase phase;
   int micro, chunk;
   double start_us, end_us;
+  bool head = false;  // the loss gradient and the head's backward, run at the end of the forward call
 };
 
 class Pipeline {
  public:
   // stages: this rank's chunks (global chunk c held at local index c / pp); pp: the pipeline group.
-  Pipeline(std::vector<std::unique_ptr<Stage>>& stages, std::vector<Action> actions, comm::Communicator* pp);
+  Pipeline(std::vector<std::unique_ptr<Stage>>& stages, const std::vector<Action>& actions, comm::Communicator* pp);
 
   // One iteration: micro-batch m holds global samples first_sample + m*micro_batch onward.
   // on_unit_done fires during each chunk's backward of the last micro-batch.
@@ -33,23 +37,33 @@ class Pipeline {
            const std::function<void(int)>& on_unit_done);
 
   double wall_ms = 0, compute_ms = 0;  // of the last run: the bubble is 1 - compute / wall
-  std::vector<ActionSpan> spans;       // of the last run
+  // Of the last run: time waited for groups of several messages. The trace records a group as
+  // non-blocking, so the trainer adds this to the exposed communication time; single messages
+  // go out as plain blocking calls, which the trace counts itself.
+  double group_wait_ms = 0;
+  std::vector<ActionSpan> spans;  // of the last run
+  const Program& program() const { return program_; }
 
  private:
-  Stage& stage_of(int chunk) { return *stages_[chunk / pp_size_]; }
-  void poll_sends(bool wait);
-
-  std::vector<std::unique_ptr<Stage>>& stages_;
-  std::vector<Action> actions_;
-  comm::Communicator* pp_;
-  int pp_size_ = 1, pp_rank_ = 0;
-  struct Pending {
-    comm::Request request;
+  struct SlotRef {
     Stage* stage;
     int micro;
-    bool release;  // the slot is done with once this send completes
+  };
+  Stage& stage_of(int chunk) { return *stages_[chunk / pp_size_]; }
+  void exchange(const Step& step);
+  void poll(bool wait);
+  void release_finished();
+
+  std::vector<std::unique_ptr<Stage>>& stages_;
+  comm::Communicator* pp_;
+  int pp_size_ = 1;
+  Program program_;
+  struct Pending {
+    comm::Request request;
+    std::vector<SlotRef> sends;  // the slots whose buffers it sends
   };
   std::vector<Pending> pending_;
+  std::vector<SlotRef> finished_;  // backward run and last send posted: freed when no send of theirs is pending
 };
 
 }  // namespace kformer

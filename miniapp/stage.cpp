@@ -3,6 +3,7 @@
 
 #include <Kokkos_Timer.hpp>
 
+#include "comm/trace_log.hpp"
 #include "comm/views.hpp"
 #include "cross_entropy.hpp"
 #include "embedding.hpp"
@@ -91,15 +92,25 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t + 1];
     Kokkos::deep_copy(exec, targets_, h);
-    head_forward_backward(s, grad_scale);
+    head_forward(s);
   }
   exec.fence();
   forward_ms += timer.seconds() * 1e3;
+  head_backward_start_us = -1;
+  if (c_.last()) {
+    // The loss gradient and the head's backward run now, so that the logits (N, V/tp: the largest
+    // activation) never outlive this call; they are backward work, and counted as such.
+    head_backward_start_us = comm::TraceLog::now_us();
+    Kokkos::Timer back;
+    head_backward(s, grad_scale);
+    exec.fence();
+    backward_ms += back.seconds() * 1e3;
+  }
 }
 
-// Final norm, vocab-parallel head and cross-entropy, then straight back through the head and
-// the final norm: what the backward needs is the gradient of the last block's output (N,C).
-void Stage::head_forward_backward(Slot& s, float grad_scale) {
+// Final norm, vocab-parallel head and the cross-entropy's row maxima and sums: the logits and
+// what the loss needs.
+void Stage::head_forward(Slot& s) {
   Exec exec;
   const int L = s_.n_layers;
   p_.require(L);
@@ -116,6 +127,14 @@ void Stage::head_forward_backward(Slot& s, float grad_scale) {
   if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
   kk::xent_local_sums(exec, stats_, logits_, targets_, lmax_, v0_, s_.vocab);
   tp_allreduce(stats_);
+}
+
+// The loss and its gradient (one pass over the logits), then back through the head and the
+// final norm: what the blocks' backward needs is the gradient of the last block's output (N,C).
+void Stage::head_backward(Slot& s, float grad_scale) {
+  Exec exec;
+  const DV<float**> head = p_.w(s_.gpt ? "embed.tokens.weight" : "head.weight");
+  const DV<float**> x = x_last(s);
   kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
   loss_sum += kk::xent_loss_sum(exec, DV<const float*>(loss_));
 
@@ -135,7 +154,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   Exec exec;
   Slot& s = slot(micro);
   if (c_.last() && on_unit_done) {
-    on_unit_done(s_.n_layers);                       // final norm and head: done in forward
+    on_unit_done(s_.n_layers);                       // final norm and head: done after the forward
     if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
   }
   for (int i = c_.n_layers - 1; i >= 0; --i) {

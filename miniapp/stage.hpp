@@ -32,8 +32,10 @@ class Stage {
   // The buffer the previous chunk's activation (N,C) is received into; takes a slot for `micro`.
   DV<float**> input(int micro);
   // tokens (B, T+1) host: read by the first chunk (inputs) and the last (targets). The last chunk
-  // also computes the loss and runs the head's backward here, so logits never outlive the call.
+  // also computes the loss and runs the head's backward here, so logits never outlive the call;
+  // that part is timed as backward (backward_ms), and head_backward_start_us says where it began.
   void forward(int micro, const std::vector<std::int32_t>& tokens, float grad_scale);
+  double head_backward_start_us = -1;  // of the last forward call (TraceLog clock); -1: not the last chunk
   DV<float**> output(int micro) const;       // (N,C) for the next chunk
   DV<float**> output_grad(int micro) const;  // the buffer its gradient is received into
   // on_unit_done(layer): the unit's gradients are complete (hook for data-parallel buckets).
@@ -55,7 +57,8 @@ class Stage {
   };
   Slot& slot(int micro);
   const Slot& slot(int micro) const;
-  void head_forward_backward(Slot& s, float grad_scale);
+  void head_forward(Slot& s);
+  void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
   void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
 

@@ -25,14 +25,21 @@ Timeline::Timeline(std::string dir, int rank) : dir_(std::move(dir)), rank_(rank
 
 void Timeline::add_iteration(int iteration, const std::vector<ActionSpan>& spans, const comm::TraceLog& comm,
                              double optimizer_start_us, double optimizer_end_us) {
-  for (const auto& s : spans)
+  for (const auto& s : spans) {
+    nlohmann::json args = {{"micro_batch", s.micro}, {"chunk", s.chunk}, {"iteration", iteration}};
+    if (s.head) args["part"] = "loss and head";
     events_.push_back(span(s.phase == Phase::forward ? "forward" : "backward", "compute", rank_, 0, s.start_us,
-                           s.end_us, {{"micro_batch", s.micro}, {"chunk", s.chunk}, {"iteration", iteration}}));
+                           s.end_us, std::move(args)));
+  }
+  // A call timed on the device is drawn where it ran there; its post and the moment it was seen
+  // complete stay in the args.
   for (const auto& r : comm.records())
-    if (r.end_us >= 0)
-      events_.push_back(span(r.op, "comm", rank_, 1, r.start_us, r.end_us,
-                             {{"bytes", r.bytes}, {"group_size", r.group_size}, {"blocking", r.blocking},
-                              {"iteration", iteration}}));
+    if (r.end_us >= 0) {
+      nlohmann::json args = {
+          {"bytes", r.bytes}, {"group_size", r.group_size}, {"blocking", r.blocking}, {"iteration", iteration}};
+      if (r.has_device_span()) args["host_span_us"] = {r.start_us, r.end_us};
+      events_.push_back(span(r.op, "comm", rank_, 1, r.busy_start_us(), r.busy_end_us(), std::move(args)));
+    }
   events_.push_back(span("optimizer", "compute", rank_, 0, optimizer_start_us, optimizer_end_us,
                          {{"iteration", iteration}}));
 }

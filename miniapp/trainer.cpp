@@ -147,12 +147,10 @@ IterationRecord Trainer::iterate(int it) {
   if (after_backward) after_backward(it);
 
   // Loss over the global token count: only the last stage has it; TP ranks hold the same sum.
-  if (mesh_.pp->size() > 1) mesh_.pp->allreduce(&loss_sum, &loss_sum, 1, comm::DType::f64, comm::ReduceOp::sum);
-  if (mesh_.dp->size() > 1) mesh_.dp->allreduce(&loss_sum, &loss_sum, 1, comm::DType::f64, comm::ReduceOp::sum);
+  if (mesh_.pp->size() > 1) loss_sum = reduce_.allreduce(*mesh_.pp, loss_sum, comm::ReduceOp::sum);
+  if (mesh_.dp->size() > 1) loss_sum = reduce_.allreduce(*mesh_.dp, loss_sum, comm::ReduceOp::sum);
   r.loss = loss_sum / double(tokens_per_iter);
-  double sq = optimizer_->grad_sq_local();
-  world_.allreduce(&sq, &sq, 1, comm::DType::f64, comm::ReduceOp::sum);
-  r.grad_norm = std::sqrt(sq);
+  r.grad_norm = std::sqrt(reduce_.allreduce(world_, optimizer_->grad_sq_local(), comm::ReduceOp::sum));
 
   Kokkos::Timer opt_timer;
   r.optimizer_start_us = comm::TraceLog::now_us();
@@ -175,13 +173,14 @@ IterationRecord Trainer::iterate(int it) {
   r.pipeline_compute_ms = pipeline_->compute_ms;
 
   // Communication: total = time with a call in flight; exposed = time the caller waited (blocking
-  // calls, TP's all-reduces and the pipeline's receives among them, and the wait for the DP buckets).
+  // calls, TP's all-reduces and the pipeline's receives among them, the waits for the pipeline's
+  // groups of messages, and the wait for the DP buckets).
   if (trace_) {
     r.comm_total_ms = trace_->busy_us() / 1e3;
     for (const auto& rec : trace_->records())
       if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
   }
-  r.comm_exposed_ms += sync_->exposed_ms();
+  r.comm_exposed_ms += sync_->exposed_ms() + pipeline_->group_wait_ms;
   // Every rank's busy time, bubble and communication time, for the straggler and bubble figures,
   // and the stop signal it may have received: one all-reduce of a (4, world) table in which each
   // rank fills its own column, so every rank learns of a signal after the same iteration.
@@ -190,8 +189,9 @@ IterationRecord Trainer::iterate(int it) {
   table[me] = busy_ms;
   table[n + me] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
   table[2 * n + me] = r.comm_total_ms;
+  hold_after_signal_for_test();
   table[3 * n + me] = stop_signal();
-  world_.allreduce(table.data(), table.data(), table.size(), comm::DType::f64, comm::ReduceOp::sum);
+  reduce_.allreduce(world_, table, comm::ReduceOp::sum);
   r.rank_busy_ms.assign(table.begin(), table.begin() + n);
   r.rank_bubble.assign(table.begin() + n, table.begin() + 2 * n);
   r.rank_comm_ms.assign(table.begin() + 2 * n, table.begin() + 3 * n);

@@ -13,6 +13,7 @@
 #include "comm/trace_log.hpp"
 #include "config.hpp"
 #include "data.hpp"
+#include "device_reduce.hpp"
 #include "grad_sync.hpp"
 #include "metrics.hpp"
 #include "optimizer.hpp"
@@ -66,6 +67,7 @@ class Trainer {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
+  DeviceReduce reduce_;  // the loss, the gradient norm and the per-rank table, every iteration
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
   int first_iteration_ = 1;
