@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# Binds one MPI rank to one GPU: exports CUDA_VISIBLE_DEVICES from the node-local rank, then
-# execs the command. The launcher puts it in front of kformer (polaris.pbs, perlmutter.slurm):
+# Lists the node's GPUs nearest-first for kformer, then execs the command. kformer itself gives
+# each rank its own GPU (device = node-local rank among the GPUs it sees, see the user guide,
+# "GPUs"); this wrapper only changes the order in which the ranks meet the GPUs, so that local
+# rank r lands on the GPU of its own NUMA domain:
 #   mpiexec ... jobscripts/gpu_affinity.sh build/polaris/bin/kformer DECK key=value ...
-# kformer uses device 0 of what it sees, so without this every rank of a node would share GPU 0.
 #
-# KFORMER_GPUS_PER_NODE (default 4) and KFORMER_GPU_ORDER (default reverse) tune the mapping.
-# Reverse (local rank r -> GPU 3-r) because on Polaris and Perlmutter GPU 3 is the one attached
-# to the NUMA domain of cores 0..N, where the launcher's depth/cores binding puts local rank 0.
+# KFORMER_GPU_ORDER=reverse (default): CUDA_VISIBLE_DEVICES becomes the node's GPUs in reverse
+# (4 GPUs: 3,2,1,0), because on Polaris and Perlmutter the last GPU is the one attached to the
+# NUMA domain of cores 0..N, where the launcher's depth/cores binding puts local rank 0.
+# KFORMER_GPU_ORDER=linear: the order is left as it is.
+# The GPUs are those of CUDA_VISIBLE_DEVICES when the launcher set it (any count, ids or UUIDs),
+# else the ones `nvidia-smi -L` lists. Every rank keeps seeing every GPU of the node, which CUDA
+# IPC (NCCL over NVLink between the ranks of a node) needs.
 set -euo pipefail
 
-# PALS (Polaris mpiexec) sets PALS_LOCAL_RANKID and PMI_LOCAL_RANK, Slurm SLURM_LOCALID,
-# Open MPI OMPI_COMM_WORLD_LOCAL_RANK: take the first one present.
-local_rank=${PALS_LOCAL_RANKID:-${PMI_LOCAL_RANK:-${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-}}}}
-if [ -z "$local_rank" ]; then
-  echo "gpu_affinity.sh: no local rank in the environment (PALS_LOCAL_RANKID, PMI_LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK): start it under mpiexec or srun" >&2
-  exit 2
-fi
-gpus=${KFORMER_GPUS_PER_NODE:-4}
-case "${KFORMER_GPU_ORDER:-reverse}" in
-  reverse) gpu=$((gpus - 1 - local_rank % gpus)) ;;
-  linear)  gpu=$((local_rank % gpus)) ;;
-  *) echo "gpu_affinity.sh: KFORMER_GPU_ORDER='${KFORMER_GPU_ORDER}' (valid: reverse, linear)" >&2; exit 2 ;;
+order=${KFORMER_GPU_ORDER:-reverse}
+case "$order" in
+  reverse|linear) ;;
+  *) echo "gpu_affinity.sh: KFORMER_GPU_ORDER='$order' is not an order (valid: reverse, linear)" >&2; exit 2 ;;
 esac
-export CUDA_VISIBLE_DEVICES=$gpu
-[ "${KFORMER_GPU_AFFINITY_VERBOSE:-0}" = 1 ] && echo "gpu_affinity: host $(hostname) local rank $local_rank -> GPU $gpu" >&2
+
+if [ "$order" = reverse ]; then
+  gpus=()
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    IFS=, read -ra gpus <<< "$CUDA_VISIBLE_DEVICES"
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    for ((i = 0; i < n; i++)); do gpus+=("$i"); done
+  fi
+  if [ ${#gpus[@]} -eq 0 ]; then
+    # kformer still gives each rank its own GPU, in the CUDA runtime's order: say so and go on.
+    echo "gpu_affinity.sh: on $(hostname) neither CUDA_VISIBLE_DEVICES nor nvidia-smi -L names a GPU: the GPUs keep their order" >&2
+  else
+    reversed=""
+    for ((i = ${#gpus[@]} - 1; i >= 0; i--)); do reversed+="${reversed:+,}${gpus[i]}"; done
+    export CUDA_VISIBLE_DEVICES=$reversed
+  fi
+fi
+if [ "${KFORMER_GPU_AFFINITY_VERBOSE:-0}" = 1 ]; then
+  echo "gpu_affinity: host $(hostname) order $order: CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-(unset)}" >&2
+fi
 exec "$@"

@@ -11,10 +11,12 @@
 #include "config.hpp"
 #include "errors.hpp"
 #include "gpu_memory.hpp"
+#include "gpu_placement.hpp"
 #include "memory.hpp"
 #include "reference_export.hpp"
 #include "report.hpp"
 #include "stop_signals.hpp"
+#include "summary_text.hpp"
 #include "timeline.hpp"
 #include "trainer.hpp"
 #include "validate.hpp"
@@ -30,7 +32,32 @@ Config load_config(const CliArgs& args, int world_size, int ranks_on_node) {
   return cfg;
 }
 
-int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
+namespace {
+
+// The start-up lines about GPUs: rank 0's own, or in a dry run every rank's (the seats were
+// gathered before Kokkos started). Empty in host builds.
+std::string gpu_lines(const std::vector<GpuSeat>& gpus, bool every_rank) {
+  if (gpus.empty()) return "";
+  if (!every_rank) {
+    std::string line = "gpu: " + describe_seat(gpus.front());
+    if (gpus.front().device < 0) line += ", runs on GPU " + std::to_string(current_gpu());
+    return line + "\n";
+  }
+  std::string out = "gpus:\n";
+  for (const auto& s : gpus) out += "  " + describe_seat(s) + "\n";
+  return out;
+}
+
+}  // namespace
+
+int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
+  if (!gpus.empty()) {  // Kokkos took the device kformer handed it (a Kokkos that ignored it would share GPUs)
+    const GpuSeat& me = gpus[std::size_t(runtime.world_rank())];
+    if (me.device >= 0 && current_gpu() != me.device)
+      throw std::runtime_error("Kokkos runs on GPU " + std::to_string(current_gpu()) + " but kformer chose GPU " +
+                               std::to_string(me.device) + " (" + kokkos_device_argument(me.device) +
+                               "): report this Kokkos version; meanwhile choose with KOKKOS_DEVICE_ID per rank");
+  }
 
   std::unique_ptr<comm::Communicator> world;
   auto trace = std::make_shared<comm::TraceLog>();
@@ -39,6 +66,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
     options.emulate = {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")};
     options.trace = trace;
     options.timeout_s = cfg.f64("comm.timeout_s");
+    options.strict = cfg.str("comm.strict") == "true";
     world = comm::make_world(cfg.str("comm.backend"), runtime, options);
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // the same verdict on every rank: report it once
@@ -49,7 +77,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
   if (world->rank() == 0) {
     std::cout << "kformer: deck " << args.deck << " on " << world->size() << " rank(s), comm " << world->backend()
               << ", Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n"
-              << "resolved configuration:\n"
+              << gpu_lines(gpus, args.dry_run) << "resolved configuration:\n"
               << cfg.to_text() << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
               << " tp=" << mesh.shape.tp << "\n"
               << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
@@ -106,7 +134,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime) {
   if (timeline) timeline->write(*world);
   const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);
   if (world->rank() == 0) {
-    std::cout << "summary: " << report["summary"].dump() << std::endl;
+    std::cout << format_summary(report["summary"]) << std::flush;
     if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report, "output.json", 2);
   }
   world->barrier();

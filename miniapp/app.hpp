@@ -2,9 +2,12 @@
 // initialises the runtimes and hands over to run_app().
 #pragma once
 
+#include <vector>
+
 #include "cli.hpp"
 #include "config.hpp"
 #include "comm/runtime.hpp"
+#include "gpu_choice.hpp"
 
 namespace kformer {
 
@@ -13,6 +16,7 @@ namespace kformer {
 // `ranks_on_node` ranks share this node's memory (the memory check without memory.limit_gb).
 Config load_config(const CliArgs& args, int world_size, int ranks_on_node);
 
-int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime);
+// `gpus`: every rank's seat from place_gpus (empty in host builds), for the start-up lines.
+int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus = {});
 
 }  // namespace kformer

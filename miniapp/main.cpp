@@ -3,11 +3,14 @@
 
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "app.hpp"
 #include "cli.hpp"
 #include "comm/runtime.hpp"
 #include "errors.hpp"
+#include "gpu_placement.hpp"
 
 int main(int argc, char** argv) {
   kformer::comm::Runtime runtime(argc, argv);
@@ -21,8 +24,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     const kformer::Config cfg = kformer::load_config(args, runtime.world_size(), runtime.ranks_on_node());
-    Kokkos::ScopeGuard kokkos(argc, argv);
-    rc = kformer::run_app(args, cfg, runtime);
+    // CUDA builds: each rank's own GPU, told to Kokkos before it starts (host builds: none).
+    const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
+    std::vector<std::string> extra;
+    if (!gpus.empty() && gpus[std::size_t(runtime.world_rank())].device >= 0)
+      extra.push_back(kformer::kokkos_device_argument(gpus[std::size_t(runtime.world_rank())].device));
+    kformer::KokkosArguments kokkos_args(argc, argv, extra);
+    Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
+    rc = kformer::run_app(args, cfg, runtime, gpus);
   } catch (const kformer::CollectiveError& e) {
     // Every rank reached the same verdict: one line, from rank 0.
     if (root) std::cerr << "kformer: error: " << e.what() << std::endl;

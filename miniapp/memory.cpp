@@ -48,11 +48,14 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const int m = cfg.i32("parallel.microbatches");
   const std::string sched = cfg.str("parallel.schedule");
   // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
-  // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks.
+  // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
+  // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
+  // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
+  const int back = sched == "interleaved" || stage > 0 ? 1 : 0;
   const int in_flight = pp == 1                ? 1
                         : sched == "gpipe"     ? m * v
-                        : sched == "1f1b"      ? std::min(m, pp - stage)
-                                               : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1);
+                        : sched == "1f1b"      ? std::min(m, pp - stage + back)
+                                               : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;
   e.activations = kFloat * per_layer * (double(count) / v) * in_flight;
   const double Vl = double(s.vocab_padded) / s.tp;

@@ -3,10 +3,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <thread>
 
 namespace kformer {
 namespace {
@@ -44,6 +47,15 @@ void install_stop_signals(int rank) {
 }
 
 int stop_signal() { return g_signal; }
+
+void hold_after_signal_for_test() {
+  if (g_signal == 0) return;
+  const char* env = std::getenv("KFORMER_TEST_SIGNAL_HOLD_S");
+  if (!env) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(env));
+  // Short sleeps: the handler of the second signal ends the process during one of them.
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
 
 const char* signal_name(int sig) {
   switch (sig) {

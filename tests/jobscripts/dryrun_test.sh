@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Each batch script in DRY_RUN=1 mode with a fake 2-node allocation: the launch lines start 8 ranks,
-# 4 per node, bind one GPU per rank and run the study's deck; gpu_affinity.sh maps local ranks to
-# GPUs; missing allocation variables stop with a message.
+# 4 per node, put gpu_affinity.sh in front and run the study's deck; gpu_affinity.sh orders the
+# node's GPUs; missing allocation variables stop with a message.
 #   dryrun_test.sh SOURCE_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -74,17 +74,49 @@ grep -qF "checkpoint.load=$tmp/pm-train-ck comm.backend=nccl" "$tmp/pmtrain.out"
 DRY_RUN=1 RESULTS=$tmp NP=4 bash "$src/jobscripts/local.sh" > "$tmp/local.out" 2>&1 || { cat "$tmp/local.out"; fail "local.sh dry run exited non-zero"; }
 check_lines "$tmp/local.out" "$src/jobscripts/mpirun_local.sh 4 " 5 local
 
-# --- GPU affinity: local rank r -> GPU 3-r (reverse, default) or r (linear) ------------------
-for r in 0 1 2 3; do
-  got=$(PALS_LOCAL_RANKID=$r "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
-  [ "$got" = $((3 - r)) ] || fail "gpu_affinity: PALS local rank $r -> GPU $got, expected $((3 - r))"
-  got=$(env -u PALS_LOCAL_RANKID SLURM_LOCALID=$r KFORMER_GPU_ORDER=linear "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
-  [ "$got" = "$r" ] || fail "gpu_affinity: Slurm local rank $r (linear) -> GPU $got"
-done
-if env -u PALS_LOCAL_RANKID -u PMI_LOCAL_RANK -u SLURM_LOCALID -u OMPI_COMM_WORLD_LOCAL_RANK \
-     "$src/jobscripts/gpu_affinity.sh" true 2>/dev/null; then
-  fail "gpu_affinity: ran without a local rank"
+# --- GPU affinity: the node's GPUs nearest-first (reverse, default) or as they are (linear) ---
+# kformer gives node-local rank r the r-th GPU it sees; the wrapper only orders them, for any count.
+got=$(CUDA_VISIBLE_DEVICES=0,1,2,3 "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+[ "$got" = 3,2,1,0 ] || fail "gpu_affinity: CUDA_VISIBLE_DEVICES=0,1,2,3 -> $got, expected 3,2,1,0"
+got=$(CUDA_VISIBLE_DEVICES=GPU-aa,GPU-bb "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+[ "$got" = GPU-bb,GPU-aa ] || fail "gpu_affinity: two UUIDs -> $got, expected GPU-bb,GPU-aa"
+got=$(CUDA_VISIBLE_DEVICES=0,1 KFORMER_GPU_ORDER=linear "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+[ "$got" = 0,1 ] || fail "gpu_affinity: linear changed CUDA_VISIBLE_DEVICES=0,1 to $got"
+mkdir -p "$tmp/smi"   # a node whose nvidia-smi -L lists 2 GPUs (one split into MIG devices)
+cat > "$tmp/smi/nvidia-smi" <<'SMI'
+#!/bin/sh
+echo "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-1111)"
+echo "  MIG 3g.20gb     Device  0: (UUID: MIG-aaaa)"
+echo "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2222)"
+SMI
+chmod +x "$tmp/smi/nvidia-smi"
+got=$(env -u CUDA_VISIBLE_DEVICES PATH="$tmp/smi:$PATH" "$src/jobscripts/gpu_affinity.sh" printenv CUDA_VISIBLE_DEVICES)
+[ "$got" = 1,0 ] || fail "gpu_affinity: nvidia-smi -L with 2 GPUs -> $got, expected 1,0"
+# No GPU named anywhere: a warning, and the command still runs with the order untouched.
+nosmi=$(mktemp -d "$tmp/nosmi.XXXX")
+for t in bash env hostname; do ln -s "$(command -v $t)" "$nosmi/$t"; done
+env -u CUDA_VISIBLE_DEVICES PATH="$nosmi" "$src/jobscripts/gpu_affinity.sh" env > "$tmp/nogpu.out" 2> "$tmp/nogpu.err" ||
+  fail "gpu_affinity: did not run the command when no GPU is named ($(cat "$tmp/nogpu.err"))"
+grep -q CUDA_VISIBLE_DEVICES "$tmp/nogpu.out" && fail "gpu_affinity: set CUDA_VISIBLE_DEVICES without any GPU named"
+grep -q "neither CUDA_VISIBLE_DEVICES nor nvidia-smi -L names a GPU" "$tmp/nogpu.err" || fail "gpu_affinity: no warning without GPUs"
+if KFORMER_GPU_ORDER=sideways "$src/jobscripts/gpu_affinity.sh" true 2>/dev/null; then
+  fail "gpu_affinity: ran with KFORMER_GPU_ORDER=sideways"
 fi
 
+# --- gpu_check.sh stops with exit 2 and one line when it cannot start (no GPU, no bundle) ------
+mkdir -p "$tmp/nogpu" "$tmp/onegpu"
+printf '#!/bin/sh\nexit 0\n' > "$tmp/nogpu/nvidia-smi"
+printf '#!/bin/sh\necho "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1111)"\n' > "$tmp/onegpu/nvidia-smi"
+chmod +x "$tmp/nogpu/nvidia-smi" "$tmp/onegpu/nvidia-smi"
+check_cannot_start() {  # NAME PATH_DIR PATTERN (of the last line)
+  local rc=0
+  PATH="$2:$PATH" KFORMER_BUNDLE_DIR=$tmp/no-bundle "$src/scripts/gpu_check.sh" "$tmp/$1" > "$tmp/$1.out" 2>&1 || rc=$?
+  [ $rc -eq 2 ] || fail "gpu_check ($1): exit $rc, expected 2: $(cat "$tmp/$1.out")"
+  tail -n 1 "$tmp/$1.out" | grep -qF "$3" || fail "gpu_check ($1): output lacks '$3': $(cat "$tmp/$1.out")"
+  grep -q '"ok": false' "$tmp/$1/gpu_check.json" || fail "gpu_check ($1): gpu_check.json does not say ok false"
+}
+check_cannot_start nogpu "$tmp/nogpu" "no GPU on $(hostname) (nvidia-smi -L lists none): run this on the GPU machine"
+check_cannot_start nobundle "$tmp/onegpu" "no bundle at $tmp/no-bundle: build it on the build machine with scripts/gpu_bundle.sh"
+
 [ "$fails" -eq 0 ] || { echo "dryrun_test: $fails failure(s)" >&2; exit 1; }
-echo "dryrun_test: polaris, perlmutter, local and gpu_affinity OK"
+echo "dryrun_test: polaris, perlmutter, local, gpu_affinity and gpu_check OK"
