@@ -1,6 +1,13 @@
 # Finds what kformer builds on. Kokkos is required; MPI, BLAS and NCCL are optional and each
 # sets its KFORMER_ENABLE_* option and an imported target the libraries link.
 
+# find_package prefers the Kokkos_DIR cached by an earlier configure to Kokkos_ROOT, so a build
+# directory configured again with another Kokkos_ROOT (Kokkos_ROOT=... scripts/test.sh) would
+# quietly keep the old Kokkos: forget Kokkos_DIR when Kokkos_ROOT changed.
+if(DEFINED KFORMER_KOKKOS_ROOT_USED AND NOT "${Kokkos_ROOT}" STREQUAL "${KFORMER_KOKKOS_ROOT_USED}")
+  unset(Kokkos_DIR CACHE)
+endif()
+set(KFORMER_KOKKOS_ROOT_USED "${Kokkos_ROOT}" CACHE INTERNAL "Kokkos_ROOT of the last configure")
 # Asking for 3.4 accepts 3.4.x (SameMajorVersion) and a standalone 4.x (AnyNewerVersion).
 find_package(Kokkos 3.4 REQUIRED)
 # Debian's binary Kokkos points its target at a missing include directory: repair it.
@@ -109,6 +116,25 @@ if(KFORMER_ENABLE_BLAS)
   elseif(NOT KFORMER_HAVE_CUBLAS)
     message(FATAL_ERROR "KFORMER_ENABLE_BLAS=ON but no CBLAS (library + cblas.h) was found: "
                         "install libopenblas-dev, set BLA_VENDOR, or -DKFORMER_ENABLE_BLAS=OFF")
+  endif()
+endif()
+
+# --- bf16 vendor GEMM on the host: oneDNN's matmul (Debian's libdnnl-dev; OpenBLAS 0.3.21 has no
+# sbgemm). Optional: without it kernels.gemm=vendor runs bf16 as cblas_sgemm on widened copies.
+# Off by default under CUDA, where the GPU's bf16 GEMM is cublasGemmEx.
+set(_kformer_dnnl_default ON)
+if(KFORMER_KOKKOS_HAS_CUDA)
+  set(_kformer_dnnl_default OFF)
+endif()
+option(KFORMER_ENABLE_DNNL "bf16 vendor GEMM on the host through oneDNN (libdnnl-dev), where found" ${_kformer_dnnl_default})
+set(KFORMER_HAVE_DNNL OFF)
+if(KFORMER_ENABLE_DNNL)
+  find_package(dnnl CONFIG QUIET)
+  if(TARGET DNNL::dnnl)
+    set(KFORMER_HAVE_DNNL ON)
+  else()
+    message(STATUS "oneDNN not found (apt-get install libdnnl-dev): the host bf16 vendor GEMM widens to fp32 "
+                   "and calls cblas_sgemm")
   endif()
 endif()
 

@@ -13,6 +13,11 @@
 // Gradients of parameters (dW, db) are accumulated (+=), as in llm.c: the trainer zeroes them
 // once per step and micro-batches and tied uses add into them. Gradients of activations (dx)
 // are overwritten. Every path is deterministic run to run.
+//
+// bf16 mixed precision: gemm() also takes A and B in bf16 (kernels/bf16.hpp), accumulating in
+// fp32 into an fp32 C: native widens while packing; vendor is oneDNN's bf16 matmul on the host
+// (OpenBLAS's sgemm on widened copies where oneDNN is missing or has no bf16 on this CPU) and
+// cublasGemmEx under CUDA.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -21,6 +26,7 @@
 #include <string>
 #include <type_traits>
 
+#include "bf16.hpp"
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
 #include "gemm_workspace.hpp"
@@ -65,13 +71,14 @@ void gemm_bias_rows(const ExecSpace& exec, int M, int N, float* c, std::int64_t 
 }
 }  // namespace detail
 
-// C(M,N) = alpha op(A) op(B) + beta C, plus bias(N) on every row when bias has extent N.
-// A is stored (M,K) for Op::N and (K,M) for Op::T; likewise B (K,N) or (N,K). beta == 0 never
-// reads C.
-template <class ExecSpace>
-void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const float**, ExecSpace> a,
-          DView<const float**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
-          DView<const float*, ExecSpace> bias = {}) {
+namespace detail {
+// gemm() for A of TA and B of TB (float or bf16; the vendor path takes both the same).
+template <class ExecSpace, class TA, class TB>
+void gemm_any(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const TA**, ExecSpace> a,
+              DView<const TB**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+              DView<const float*, ExecSpace> bias) {
+  static_assert(std::is_same<TA, TB>::value, "gemm: give A and B the same element type");
+  constexpr bool is_bf16 = std::is_same<TA, bf16>::value;
   const bool ta = op_a == Op::T, tb = op_b == Op::T;
   const int M = static_cast<int>(c.extent(0)), N = static_cast<int>(c.extent(1));
   const int K = static_cast<int>(ta ? a.extent(0) : a.extent(1));
@@ -103,8 +110,12 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
   } else {
 #if defined(KOKKOS_ENABLE_CUDA)
     if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-      detail::cublas_sgemm_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
-                                    c.data(), int(ldc));
+      if constexpr (is_bf16)
+        detail::cublas_gemm_bf16_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb),
+                                          beta, c.data(), int(ldc));
+      else
+        detail::cublas_sgemm_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                      c.data(), int(ldc));
     } else
 #endif
     {
@@ -113,12 +124,35 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
                                  ExecSpace::name() + ": use kernels.gemm=native");
       } else {
         exec.fence();  // BLAS runs on the calling thread: earlier kernels on exec must be done
-        detail::cblas_sgemm_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
-                                     c.data(), int(ldc));
+        if constexpr (is_bf16)
+          detail::host_gemm_bf16_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                          c.data(), int(ldc));
+        else
+          detail::cblas_sgemm_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                       c.data(), int(ldc));
       }
     }
   }
   if (bias_ptr && !bias_first) detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, false);
+}
+}  // namespace detail
+
+// C(M,N) = alpha op(A) op(B) + beta C, plus bias(N) on every row when bias has extent N.
+// A is stored (M,K) for Op::N and (K,M) for Op::T; likewise B (K,N) or (N,K). beta == 0 never
+// reads C.
+template <class ExecSpace>
+void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const float**, ExecSpace> a,
+          DView<const float**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+          DView<const float*, ExecSpace> bias = {}) {
+  detail::gemm_any<ExecSpace, float, float>(exec, impl, op_a, op_b, alpha, a, b, beta, c, bias);
+}
+
+// The same with A and B in bf16: products exact in fp32, accumulated in fp32, C in fp32.
+template <class ExecSpace>
+void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const bf16**, ExecSpace> a,
+          DView<const bf16**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+          DView<const float*, ExecSpace> bias = {}) {
+  detail::gemm_any<ExecSpace, bf16, bf16>(exec, impl, op_a, op_b, alpha, a, b, beta, c, bias);
 }
 
 // db(out) += column sums of dy(N, out). Deterministic on every backend: the rows are cut into

@@ -5,7 +5,9 @@
 // Packed layouts (what the micro-kernel reads): an A panel holds MR rows of op(A) k-major,
 // ap[k * MR + i] = op(A)(m0 + i, k0 + k); a B panel NR columns of op(B), bp[k * NR + j] =
 // op(B)(k0 + k, n0 + j). Rows/columns past the matrix edge are packed as zeros, so the
-// micro-kernel always runs full MR x NR and only the write-back looks at the edges.
+// micro-kernel always runs full MR x NR and only the write-back looks at the edges. Panels are
+// always fp32: bf16 operands are widened while packing (exactly), so one micro-kernel serves both
+// and accumulates in fp32.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -87,13 +89,14 @@ KOKKOS_FUNCTION KFORMER_HOST_NOINLINE void gemm_micro_kernel(int kc, const float
 }
 
 // Packs one panel: rows [r0, r0 + R) x k [k0, k0 + kc) of a logical matrix L(r, k) =
-// src[r * sr + k * sk] into dst[k * R + i] (i = r - r0), zeros for rows >= nrows. One of sr, sk
+// src[r * sr + k * sk] (float or bf16, widened to float) into dst[k * R + i] (i = r - r0), zeros
+// for rows >= nrows. One of sr, sk
 // is 1 (a row-major operand, transposed or not): for sk == 1 the panel is a transpose, for
 // sr == 1 a copy of R contiguous floats per k. The transpose walks k outer so that every store
 // is R contiguous floats; row-outer orders (one source row at a time, strided stores) measured
 // 10-15 % slower on the whole GEMM at 256x4096x4096.
-template <int R>
-KOKKOS_INLINE_FUNCTION void gemm_pack_panel(float* KOKKOS_RESTRICT dst, const float* KOKKOS_RESTRICT src,
+template <int R, class T>
+KOKKOS_INLINE_FUNCTION void gemm_pack_panel(float* KOKKOS_RESTRICT dst, const T* KOKKOS_RESTRICT src,
                                             std::int64_t sr, std::int64_t sk, int r0, int nrows, int k0, int kc) {
   const int rows = nrows - r0 < R ? nrows - r0 : R;
   if (sk == 1 && sr != 1) {
@@ -101,29 +104,29 @@ KOKKOS_INLINE_FUNCTION void gemm_pack_panel(float* KOKKOS_RESTRICT dst, const fl
     // next lines of every row are prefetched a line ahead (each row is its own page).
     if (rows == R) {
       for (int k = 0; k < kc; ++k) {
-        const float* s = src + r0 * sr + k0 + k;
+        const T* s = src + r0 * sr + k0 + k;
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
         if (k % 16 == 0)
-          for (int i = 0; i < R; ++i) __builtin_prefetch(s + i * sr + 64);
+          for (int i = 0; i < R; ++i) __builtin_prefetch(s + i * sr + 256 / sizeof(T));
 #endif
         float* d = dst + k * R;
-        for (int i = 0; i < R; ++i) d[i] = s[i * sr];
+        for (int i = 0; i < R; ++i) d[i] = float(s[i * sr]);
       }
     } else {
       for (int k = 0; k < kc; ++k) {
-        const float* s = src + r0 * sr + k0 + k;
+        const T* s = src + r0 * sr + k0 + k;
         float* d = dst + k * R;
-        for (int i = 0; i < R; ++i) d[i] = i < rows ? s[i * sr] : 0.0f;
+        for (int i = 0; i < R; ++i) d[i] = i < rows ? float(s[i * sr]) : 0.0f;
       }
     }
   } else {
     for (int k = 0; k < kc; ++k) {
-      const float* s = src + (k0 + k) * sk + r0 * sr;
+      const T* s = src + (k0 + k) * sk + r0 * sr;
       float* d = dst + k * R;
       if (rows == R && sr == 1) {
-        for (int i = 0; i < R; ++i) d[i] = s[i];
+        for (int i = 0; i < R; ++i) d[i] = float(s[i]);
       } else {
-        for (int i = 0; i < R; ++i) d[i] = i < rows ? s[i * sr] : 0.0f;
+        for (int i = 0; i < R; ++i) d[i] = i < rows ? float(s[i * sr]) : 0.0f;
       }
     }
   }

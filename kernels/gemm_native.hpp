@@ -13,13 +13,19 @@
 // Each element of C is owned by one thread of one team and summed in a fixed order (K chunk by
 // K chunk, k in order within one), so the result is bitwise reproducible run to run, whatever
 // team takes which tile.
+//
+// A and B may be float or bf16 (kernels/bf16.hpp), each on its own: bf16 operands are widened to
+// fp32 while packing, so the micro-kernel, the accumulation and C stay fp32. On a host CPU with
+// AVX512-BF16, bf16 A and B go to gemm_bf16_dot.hpp instead (packed as bf16, vdpbf16ps).
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "gemm_bf16_dot.hpp"
 #include "gemm_micro_kernel.hpp"
 #include "gemm_workspace.hpp"
 
@@ -28,15 +34,15 @@ namespace kformer::kernels {
 namespace detail {
 
 // Team-packing driver: one team per TM x TN tile of C, operands packed into team scratch.
-template <class ExecSpace>
+template <class ExecSpace, class TA = float, class TB = float>
 struct TeamPackedGemm {
   using Tiles = GemmTiles<ExecSpace>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   static constexpr int MR = Tiles::MR, NR = Tiles::NR, TM = Tiles::TM, TN = Tiles::TN, TK = Tiles::TK;
 
-  const float* a;  // op(A)(m, k) = a[m * a_sm + k * a_sk]
+  const TA* a;  // op(A)(m, k) = a[m * a_sm + k * a_sk]
   std::int64_t a_sm, a_sk;
-  const float* b;  // op(B)(k, n) = b[n * b_sn + k * b_sk]
+  const TB* b;  // op(B)(k, n) = b[n * b_sn + k * b_sk]
   std::int64_t b_sn, b_sk;
   GemmOut out;
   int K, tiles_n;
@@ -45,8 +51,8 @@ struct TeamPackedGemm {
 
   // Packs rows [r0, r0 + rows) x k [k0, k0 + kc) into panels of R rows, one panel row-block per
   // thread (see gemm_pack_panel for the layout).
-  template <int R>
-  KOKKOS_INLINE_FUNCTION static void pack(const Member& team, float* dst, const float* src, std::int64_t sr,
+  template <int R, class T>
+  KOKKOS_INLINE_FUNCTION static void pack(const Member& team, float* dst, const T* src, std::int64_t sr,
                                           std::int64_t sk, int r0, int rows, int nrows, int k0, int kc) {
     const int npanels = (rows + R - 1) / R;
     if (sk == 1) {  // contiguous along k: blocks of 16 k, one row per thread within a block
@@ -57,8 +63,8 @@ struct TeamPackedGemm {
           float* d = dst + ((r / R) * kc + kb) * R + r % R;
           const int row = r0 + r;
           if (row < nrows) {
-            const float* s = src + row * sr + k0 + kb;
-            for (int k = 0; k < w; ++k) d[k * R] = s[k];
+            const T* s = src + row * sr + k0 + kb;
+            for (int k = 0; k < w; ++k) d[k * R] = float(s[k]);
           } else {
             for (int k = 0; k < w; ++k) d[k * R] = 0.0f;
           }
@@ -66,12 +72,12 @@ struct TeamPackedGemm {
       }
     } else {  // contiguous along r: one k per thread, rows innermost
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int k) {
-        const float* s = src + (k0 + k) * sk;
+        const T* s = src + (k0 + k) * sk;
         for (int p = 0; p < npanels; ++p) {
           float* d = dst + (p * kc + k) * R;
           for (int i = 0; i < R; ++i) {
             const int row = r0 + p * R + i;
-            d[i] = row < nrows ? s[row * sr] : 0.0f;
+            d[i] = row < nrows ? float(s[row * sr]) : 0.0f;
           }
         }
       });
@@ -149,9 +155,9 @@ inline std::int64_t& gemm_pack_budget_floats() {
   return budget;
 }
 
-template <class ExecSpace>
-void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const float* a, std::int64_t a_sm,
-                        std::int64_t a_sk, const float* b, std::int64_t b_sk, std::int64_t b_sn,
+template <class ExecSpace, class TA, class TB>
+void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a, std::int64_t a_sm,
+                        std::int64_t a_sk, const TB* b, std::int64_t b_sk, std::int64_t b_sn,
                         const GemmOut& out) {
   using Tiles = GemmTiles<ExecSpace>;
   constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
@@ -191,18 +197,26 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const float*
 }  // namespace detail
 
 // C(M,N) = alpha op(A) op(B) + beta C (+ bias(N) on every row when bias is not null); raw
-// row-major operands given as strides so that any transposition is one call.
-template <class ExecSpace>
-void gemm_native_raw(const ExecSpace& exec, int M, int N, int K, float alpha, const float* a, std::int64_t a_sm,
-                     std::int64_t a_sk, const float* b, std::int64_t b_sk, std::int64_t b_sn, float beta, float* c,
+// row-major operands given as strides so that any transposition is one call. A and B: float or
+// bf16; C, alpha, beta and the bias: fp32.
+template <class ExecSpace, class TA, class TB>
+void gemm_native_raw(const ExecSpace& exec, int M, int N, int K, float alpha, const TA* a, std::int64_t a_sm,
+                     std::int64_t a_sk, const TB* b, std::int64_t b_sk, std::int64_t b_sn, float beta, float* c,
                      std::int64_t ldc, const float* bias) {
   using Tiles = GemmTiles<ExecSpace>;
   if (M == 0 || N == 0) return;
   const detail::GemmOut out{c, ldc, bias, M, N, alpha, beta};
   if constexpr (Tiles::shared_pack) {
+    if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value && std::is_same<TB, bf16>::value) {
+      if (detail::gemm_bf16_dot_enabled()) {
+        detail::gemm_native_bf16_dot(exec, detail::gemm_pack_budget_floats(), M, N, K, a, a_sm, a_sk, b, b_sk, b_sn,
+                                     out);
+        return;
+      }
+    }
     detail::gemm_native_shared(exec, M, N, K, a, a_sm, a_sk, b, b_sk, b_sn, out);
   } else {
-    using F = detail::TeamPackedGemm<ExecSpace>;
+    using F = detail::TeamPackedGemm<ExecSpace, TA, TB>;
     const int tiles_m = (M + F::TM - 1) / F::TM, tiles_n = (N + F::TN - 1) / F::TN;
     const F f{a, a_sm, a_sk, b, b_sn, b_sk, out, K, tiles_n};
     Kokkos::TeamPolicy<ExecSpace> policy(exec, tiles_m * tiles_n, Kokkos::AUTO);

@@ -1,11 +1,17 @@
-// CBLAS and cuBLAS calls behind the vendor GEMM (see gemm_vendor.hpp).
+// CBLAS, oneDNN and cuBLAS calls behind the vendor GEMM (see gemm_vendor.hpp).
 #include "gemm_vendor.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #if KFORMER_HAVE_CBLAS
 #include <cblas.h>
+#endif
+#if KFORMER_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 #if KFORMER_HAVE_CUBLAS && defined(KOKKOS_ENABLE_CUDA)
 #include <cublas_v2.h>
@@ -27,18 +33,108 @@ void cblas_sgemm_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float
 #endif
 }
 
+namespace {
+
+// Which library ran the last host bf16 GEMM (for reports and tests).
+std::atomic<const char*> g_bf16_library{"none yet"};
+
+// The operand widened to fp32, stored as given (rows x cols with leading dimension ld).
+std::vector<float> widen(const bf16* x, int rows, int cols, int ld) {
+  std::vector<float> out(std::size_t(rows) * std::size_t(ld));
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < cols; ++k) out[std::size_t(r) * ld + k] = float(x[std::size_t(r) * ld + k]);
+  return out;
+}
+
+#if KFORMER_HAVE_DNNL
+// oneDNN's matmul with strides for the transpositions: dst = alpha src weights (+ beta dst). False
+// when oneDNN has no bf16 matmul on this CPU (oneDNN 2.6 needs AVX-512; it then says so once).
+bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf16* a, int lda, const bf16* b,
+                    int ldb, float beta, float* c, int ldc) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  static std::atomic<bool> unsupported{false};
+  if (unsupported) return false;
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  // op(A)(m, k) = a[m * lda + k] or a[k * lda + m]; op(B)(k, n) = b[k * ldb + n] or b[n * ldb + k].
+  const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c_md(dims{M, N}, dt::f32, dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {  // beta == 0 never reads C (it may hold NaN)
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  } catch (const dnnl::error& e) {
+    if (e.status != dnnl_unimplemented) throw;
+    unsupported = true;
+    return false;
+  }
+  dnnl::stream stream(engine);
+  dnnl::memory am(a_md, engine, const_cast<bf16*>(a)), bm(b_md, engine, const_cast<bf16*>(b)), cm(c_md, engine, c);
+  dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+  return true;
+}
+#endif
+
+}  // namespace
+
+void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
+                             const bf16* b, int ldb, float beta, float* c, int ldc) {
+#if KFORMER_HAVE_DNNL
+  if (host_gemm_bf16_try_dnnl() && dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) {
+    g_bf16_library = "oneDNN matmul (bf16)";
+    return;
+  }
+#endif
+#if KFORMER_HAVE_CBLAS
+  // bf16 -> fp32 is exact, so sgemm gives the products and fp32 sums a bf16 GEMM would.
+  const std::vector<float> wa = widen(a, trans_a ? K : M, trans_a ? M : K, lda);
+  const std::vector<float> wb = widen(b, trans_b ? N : K, trans_b ? K : N, ldb);
+  cblas_sgemm_rowmajor(trans_a, trans_b, M, N, K, alpha, wa.data(), lda, wb.data(), ldb, beta, c, ldc);
+  g_bf16_library = "OpenBLAS sgemm on fp32 copies";
+#else
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb,
+      (void)beta, (void)c, (void)ldc, (void)widen;
+  throw std::runtime_error(
+      "kernels.gemm=vendor in bf16 needs oneDNN (libdnnl-dev, with AVX-512) or CBLAS on the host, and this "
+      "kformer has neither usable: install libdnnl-dev or libopenblas-dev and reconfigure, or use kernels.gemm=native");
+#endif
+}
+
+const char* host_gemm_bf16_library() { return g_bf16_library; }
+bool& host_gemm_bf16_try_dnnl() {
+  static bool on = true;
+  return on;
+}
+
 #if defined(KOKKOS_ENABLE_CUDA)
-void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                           const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
 #if KFORMER_HAVE_CUBLAS
-  // One handle per process, deliberately never destroyed: a static destructor would run after
-  // the CUDA runtime has shut down.
+namespace {
+// One handle per process, deliberately never destroyed: a static destructor would run after the
+// CUDA runtime has shut down. Set to `exec`'s stream for each call.
+cublasHandle_t cublas_handle(const Kokkos::Cuda& exec) {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed: is a GPU visible?");
     return h;
   }();
   cublasSetStream(handle, exec.cuda_stream());
+  return handle;
+}
+}  // namespace
+#endif
+
+void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                           const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+#if KFORMER_HAVE_CUBLAS
+  cublasHandle_t handle = cublas_handle(exec);
   // cuBLAS is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T,
   // so swap the operands (and M with N) and keep each one's transposition flag.
   const cublasStatus_t st =
@@ -46,6 +142,27 @@ void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b,
                   b, ldb, a, lda, &beta, c, ldc);
   if (st != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasSgemm failed with status " + std::to_string(static_cast<int>(st)));
+#else
+  (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b,
+      (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw std::runtime_error(
+      "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
+      "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");
+#endif
+}
+
+void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K,
+                               float alpha, const bf16* a, int lda, const bf16* b, int ldb, float beta, float* c,
+                               int ldc) {
+#if KFORMER_HAVE_CUBLAS
+  // Column-major as in cublas_sgemm_rowmajor: C^T = op(B)^T op(A)^T. bf16 is 16 raw bits, the
+  // layout of __nv_bfloat16, so the pointers go as they are.
+  const cublasStatus_t st = cublasGemmEx(
+      cublas_handle(exec), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+      b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmEx (bf16 inputs, fp32 compute) failed with status " +
+                             std::to_string(static_cast<int>(st)));
 #else
   (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b,
       (void)ldb, (void)beta, (void)c, (void)ldc;

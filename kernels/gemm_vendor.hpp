@@ -1,10 +1,12 @@
 // The vendor GEMM behind `kernels.gemm=vendor`: CBLAS (OpenBLAS) for host memory, cuBLAS on the
-// execution space's stream under CUDA. Row-major, like the rest of kformer. Non-template
-// entry points, compiled once in gemm_vendor.cpp so that no caller includes cblas.h/cublas.
+// execution space's stream under CUDA; with bf16 operands, oneDNN's matmul on the host and
+// cublasGemmEx under CUDA. Row-major, like the rest of kformer. Non-template entry points,
+// compiled once in gemm_vendor.cpp so that no caller includes cblas.h/dnnl.hpp/cublas.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include "bf16.hpp"
 #include "kformer_config.hpp"
 
 namespace kformer::kernels::detail {
@@ -15,10 +17,24 @@ namespace kformer::kernels::detail {
 void cblas_sgemm_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* a, int lda,
                           const float* b, int ldb, float beta, float* c, int ldc);
 
+// The same with A and B in bf16, accumulated in fp32 into fp32 C. oneDNN's bf16 matmul where
+// this build has oneDNN (KFORMER_ENABLE_DNNL) and this CPU runs it (oneDNN 2.6 needs AVX-512 for
+// bf16); otherwise the operands widened to fp32 (exactly) and cblas_sgemm, which gives the same
+// products and fp32 sums. host_gemm_bf16_library() names the one that ran last.
+void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
+                             const bf16* b, int ldb, float beta, float* c, int ldc);
+const char* host_gemm_bf16_library();
+// Whether to try oneDNN first (default true); tests set it false to run the CBLAS path here too.
+bool& host_gemm_bf16_try_dnnl();
+
 #if defined(KOKKOS_ENABLE_CUDA)
 // The same on `exec`'s stream with cuBLAS (asynchronous, like a Kokkos kernel on `exec`).
 void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                            const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// bf16 A and B, fp32 compute and C: cublasGemmEx (CUDA_R_16BF in, CUBLAS_COMPUTE_32F, CUDA_R_32F out).
+void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K,
+                               float alpha, const bf16* a, int lda, const bf16* b, int ldb, float beta, float* c,
+                               int ldc);
 #endif
 
 }  // namespace kformer::kernels::detail

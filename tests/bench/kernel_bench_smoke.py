@@ -1,8 +1,9 @@
 """kformer-kernel-bench runs and reports what docs/PERFORMANCE.md reads from it.
 
 Not a timed test: it asserts that the cases exist under their documented names, that each
-carries its rate (gflops or gbps), its ceiling's rate (ceiling_gflops: the paired sgemm;
-copy_gbps: the paired copy) and a positive vs_ceiling with quartiles that bracket it.
+carries its rate (gflops or gbps), its ceiling's rate (ceiling_gflops: the paired sgemm, or for
+gemm_bf16 the paired fp32 GEMM; copy_gbps: the paired copy) and a positive vs_ceiling with
+quartiles that bracket it.
 Usage: kernel_bench_smoke.py BENCH
 """
 import json
@@ -14,6 +15,7 @@ import sys
 CASES = {  # name: (its rate, its ceiling's rate)
     "gemm/vendor/256x4096x1024": ("gflops", "ceiling_gflops"),
     "gemm/native/256x4096x1024": ("gflops", "ceiling_gflops"),
+    "gemm_bf16/native/256x4096x1024": ("gflops", "ceiling_gflops"),  # ceiling: the fp32 native GEMM
     "bias_bwd/256x1024": ("gbps", "copy_gbps"),
     "residual/fwd/2048x768": ("gbps", "copy_gbps"),
 }

@@ -1,7 +1,9 @@
 // GEMM and the linear layer (kernels/gemm.hpp): native and vendor against a float64 reference,
 // the reference backward against central finite differences, shapes that are not multiples of
 // any tile (and 1-sized ones), NaN-poisoned outputs, bitwise run-to-run determinism, and
-// native == vendor.
+// native == vendor. bf16 GEMM (bf16 A and B, fp32 accumulation and C): every element within the
+// fp32 accumulation bound of a float64 reference on the bf16 values, and native bitwise equal to
+// the fp32 native GEMM of the widened operands.
 #include <cmath>
 #include <cstring>
 
@@ -11,6 +13,7 @@
 namespace {
 
 using namespace kformer::kernels;
+using kformer::kernels::bf16;
 using ktest::Exec;
 using Vec = std::vector<double>;
 
@@ -222,6 +225,137 @@ TEST(Matmul, NativeAndVendorAgree) {
     EXPECT_LT(ktest::rel_err(ktest::to_host(nat.dw), ktest::to_host(ven.dw)), 1e-5);
     EXPECT_LT(ktest::rel_err(ktest::to_host(nat.db), ktest::to_host(ven.db)), 1e-5);
   }
+}
+
+// --- bf16 inputs -------------------------------------------------------------------------------
+
+// Elements of got outside the error bound of fp32 accumulation: products of bf16 values are
+// exact in fp32, so only the K - 1 additions, alpha, beta C and the bias round, each by at most
+// 2^-24 of the running sum of absolute values: |got - ref| <= (K + 4) 2^-24 scale, where scale
+// is the same expression over absolute values. A bf16 accumulator (2^-8) fails it by far.
+std::size_t beyond_fp32_bound(const Vec& got, bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a,
+                              const Vec& b, double beta, const Vec& c, const Vec& bias, std::string& first) {
+  const Vec ref = ref_gemm(ta, tb, M, N, K, alpha, a, b, beta, c, bias);
+  const Vec scale = ref_gemm(ta, tb, M, N, K, std::fabs(alpha), abs_of(a), abs_of(b), std::fabs(beta), abs_of(c),
+                             abs_of(bias));
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double bound = (K + 4) * std::ldexp(scale[i], -24);
+    if (!(std::fabs(got[i] - ref[i]) <= bound) && n++ == 0)
+      first = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", reference " +
+              std::to_string(ref[i]) + ", bound " + std::to_string(bound);
+  }
+  return n;
+}
+
+void bf16_transpositions(GemmImpl impl) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const Shape& s : kShapes) {
+        const int M = s.n, K = s.in, N = s.out;
+        ktest::View<bf16**> a("a", ta ? K : M, ta ? M : K), b("b", tb ? N : K, tb ? K : N);
+        ktest::View<float**> c("c", M, N);
+        ktest::View<float*> bias("bias", N);
+        const Vec ha = ktest::fill_random(a, rng), hb = ktest::fill_random(b, rng);  // the bf16 values
+        const Vec hc = ktest::fill_random(c, rng), hbias = ktest::fill_random(bias, rng);
+        const std::string what = std::string(to_string(impl)) + " ta=" + std::to_string(ta) +
+                                 " tb=" + std::to_string(tb) + " " + std::to_string(M) + "x" + std::to_string(K) +
+                                 "x" + std::to_string(N);
+        std::string first;
+        gemm(Exec(), impl, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 0.5f, a, b, 2.0f, c, bias);
+        EXPECT_EQ(beyond_fp32_bound(ktest::to_host(c), ta, tb, M, N, K, 0.5, ha, hb, 2.0, hc, hbias, first), 0u)
+            << what << ", " << first;
+        ktest::poison(c);  // beta = 0 must not read C
+        gemm(Exec(), impl, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 1.0f, a, b, 0.0f, c);
+        EXPECT_EQ(beyond_fp32_bound(ktest::to_host(c), ta, tb, M, N, K, 1, ha, hb, 0, hc, {}, first), 0u)
+            << what << " beta=0, " << first;
+      }
+}
+
+TEST(GemmBf16, AllTranspositionsWithinTheFp32AccumulationBound) {
+  // native: the AVX512-BF16 path where the CPU has it, then the widening path in any case.
+  ::testing::Test::RecordProperty("avx512_bf16", detail::cpu_has_avx512_bf16() ? "yes" : "no");
+  for (GemmImpl impl : impls()) bf16_transpositions(impl);
+  detail::gemm_bf16_dot_allowed() = false;
+  bf16_transpositions(GemmImpl::native);
+  detail::gemm_bf16_dot_allowed() = true;
+  if (gemm_vendor_available<Exec>() && runs_on_host<Exec>)
+    ::testing::Test::RecordProperty("bf16_vendor", detail::host_gemm_bf16_library());
+}
+
+// The AVX512-BF16 path with K in several pack chunks and an odd last chunk (a padded pair),
+// every transposition, within the bound.
+TEST(GemmBf16, Avx512Bf16PathWithLongAndOddK) {
+  if (!runs_on_host<Exec> || !detail::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937_64 rng(ktest::fresh_seed());
+  auto& budget = detail::gemm_pack_budget_floats();
+  const std::int64_t saved = budget;
+  budget = 64 * 1024;
+  for (const int K : {701, 3, 1})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const int M = 70, N = 45;
+        ktest::View<bf16**> a("a", ta ? K : M, ta ? M : K), b("b", tb ? N : K, tb ? K : N);
+        ktest::View<float**> c("c", M, N);
+        ktest::View<float*> bias("bias", N);
+        const Vec ha = ktest::fill_random(a, rng), hb = ktest::fill_random(b, rng);
+        const Vec hc = ktest::fill_random(c, rng), hbias = ktest::fill_random(bias, rng);
+        gemm(Exec(), GemmImpl::native, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 0.5f, a, b, 2.0f, c, bias);
+        std::string first;
+        EXPECT_EQ(beyond_fp32_bound(ktest::to_host(c), ta, tb, M, N, K, 0.5, ha, hb, 2.0, hc, hbias, first), 0u)
+            << "K=" << K << " ta=" << ta << " tb=" << tb << ", " << first;
+      }
+  budget = saved;
+}
+
+// The host vendor path without oneDNN (as where it is missing, or has no bf16 on the CPU).
+TEST(GemmBf16, HostVendorFallbackToWidenedSgemm) {
+  if (!gemm_vendor_available<Exec>() || !runs_on_host<Exec>) GTEST_SKIP() << "no host vendor GEMM in this build";
+  detail::host_gemm_bf16_try_dnnl() = false;
+  bf16_transpositions(GemmImpl::vendor);
+  detail::host_gemm_bf16_try_dnnl() = true;
+  EXPECT_STREQ(detail::host_gemm_bf16_library(), "OpenBLAS sgemm on fp32 copies");
+}
+
+// x converted to fp32 on the device. Outside any test body: CUDA's device lambdas may not live in
+// a private member function, and GoogleTest's TestBody is one.
+ktest::View<float**> widened(const ktest::View<bf16**>& x) {
+  ktest::View<float**> out("widened", x.extent(0), x.extent(1));
+  Kokkos::parallel_for(
+      "widen", Kokkos::RangePolicy<Exec>(0, x.span()), KOKKOS_LAMBDA(const int i) { out.data()[i] = x.data()[i]; });
+  return out;
+}
+
+// Widening while packing changes nothing else: the bf16 native GEMM (its widening path; the
+// AVX512-BF16 one sums in another order) is bitwise the fp32 native GEMM of the operands
+// converted to fp32, also with K in several pack chunks.
+TEST(GemmBf16, NativeIsBitwiseTheFp32GemmOfTheWidenedOperands) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  detail::gemm_bf16_dot_allowed() = false;
+  auto& budget = detail::gemm_pack_budget_floats();
+  const std::int64_t saved = budget;
+  for (const std::int64_t b : {saved, std::int64_t(64 * 1024)}) {
+    budget = b;
+    const int M = 70, K = 700, N = 45;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        ktest::View<bf16**> a("a", ta ? K : M, ta ? M : K), bm("b", tb ? N : K, tb ? K : N);
+        ktest::fill_random(a, rng), ktest::fill_random(bm, rng);
+        const ktest::View<float**> a32 = widened(a), b32 = widened(bm);
+        ktest::View<float**> c("c", M, N), c32("c32", M, N);
+        ktest::View<float*> bias("bias", N);
+        ktest::fill_random(c, rng), ktest::fill_random(bias, rng);
+        Kokkos::deep_copy(c32, c);
+        gemm(Exec(), GemmImpl::native, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 0.5f, a, bm, 2.0f, c, bias);
+        gemm(Exec(), GemmImpl::native, ta ? Op::T : Op::N, tb ? Op::T : Op::N, 0.5f, a32, b32, 2.0f, c32, bias);
+        const Vec got = ktest::to_host(c), want = ktest::to_host(c32);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(double)))
+            << "ta=" << ta << " tb=" << tb << " pack budget " << b;
+      }
+  }
+  budget = saved;
+  detail::gemm_bf16_dot_allowed() = true;
 }
 
 TEST(Gemm, SelectionByNameAndMissingVendorAreClearErrors) {

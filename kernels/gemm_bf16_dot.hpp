@@ -1,0 +1,167 @@
+// The host native GEMM for bf16 A and B on CPUs with AVX512-BF16: vdpbf16ps multiplies pairs of
+// bf16 and adds both products into fp32 lanes, twice the multiply-adds per instruction of the
+// fp32 micro-kernel, on operands packed as bf16 (half the bytes). Chosen at run time
+// (__builtin_cpu_supports("avx512bf16")): the build machine and the one that runs differ (Zen 3
+// has AVX2 only, Ice Lake AVX-512 without BF16), so only the micro-kernel is compiled for the
+// extension (a target attribute), and every other CPU keeps the widening path of gemm_native.hpp.
+//
+// Packed layouts, k in pairs (kk = k / 2, t = k % 2), zeros past the edges and for an odd last k:
+//   A panel: ap[(kk * MR + i) * 2 + t] = op(A)(m0 + i, k0 + k)   (a 32-bit pair per row, broadcast)
+//   B panel: bp[(kk * NR + j) * 2 + t] = op(B)(k0 + k, n0 + j)   (NR pairs: two zmm per kk)
+// Numerics: products of bf16 are exact in fp32 and accumulate in fp32, as on the widening path,
+// but in another order (each lane adds the pair's two products in turn) and with vdpbf16ps's
+// denormal handling (subnormal inputs and results are flushed to zero), so the two paths agree
+// within the fp32 accumulation bound, not bitwise. Each element is still summed in a fixed order.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "bf16.hpp"
+#include "gemm_micro_kernel.hpp"
+#include "gemm_workspace.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP) && \
+    ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10) || (defined(__clang__) && __clang_major__ >= 9))
+#define KFORMER_HAVE_BF16_DOT 1
+#include <immintrin.h>
+#else
+#define KFORMER_HAVE_BF16_DOT 0
+#endif
+
+namespace kformer::kernels::detail {
+
+// Tests switch the AVX512-BF16 path off to compare it with the widening path on the same CPU.
+inline bool& gemm_bf16_dot_allowed() {
+  static bool allowed = true;
+  return allowed;
+}
+
+// Whether this CPU runs vdpbf16ps (and this build has the micro-kernel).
+inline bool cpu_has_avx512_bf16() {
+#if KFORMER_HAVE_BF16_DOT
+  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  return has;
+#else
+  return false;
+#endif
+}
+
+inline bool gemm_bf16_dot_enabled() { return gemm_bf16_dot_allowed() && cpu_has_avx512_bf16(); }
+
+struct Bf16DotTiles {
+  static constexpr int MR = 8, NR = 32;  // 16 zmm accumulators; NR = two zmm of 16 pairs
+  static constexpr int TM = 24 * MR, TN = 8 * NR, TK = 256;
+};
+
+#if KFORMER_HAVE_BF16_DOT
+// acc = A panel (kp pairs x MR) * B panel (kp pairs x NR); the micro-kernel of this file.
+__attribute__((target("avx512bf16,avx512f,avx512bw"), noinline)) inline void gemm_bf16_dot_micro_kernel(
+    int kp, const std::uint16_t* __restrict ap, const std::uint16_t* __restrict bp, float (&out)[8][32]) {
+  __m512 acc[8][2];
+  for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int kk = 0; kk < kp; ++kk) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + kk * 64);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + kk * 64 + 32);
+    const std::uint16_t* a = ap + kk * 16;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      std::int32_t pair;
+      std::memcpy(&pair, a + 2 * i, sizeof pair);
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(pair);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    _mm512_storeu_ps(&out[i][0], acc[i][0]);
+    _mm512_storeu_ps(&out[i][16], acc[i][1]);
+  }
+}
+#else
+inline void gemm_bf16_dot_micro_kernel(int, const std::uint16_t*, const std::uint16_t*, float (&)[8][32]) {}
+#endif
+
+// Packs rows [r0, r0 + R) x k [k0, k0 + kc) of L(r, k) = src[r * sr + k * sk] into pairs (see the
+// file comment); kc may be odd (the last pair gets a zero).
+template <int R>
+inline void gemm_pack_pairs(std::uint16_t* __restrict dst, const bf16* __restrict src, std::int64_t sr,
+                            std::int64_t sk, int r0, int nrows, int k0, int kc) {
+  const int rows = nrows - r0 < R ? nrows - r0 : R;
+  const int kp = (kc + 1) / 2;
+  for (int kk = 0; kk < kp; ++kk) {
+    std::uint16_t* d = dst + kk * R * 2;
+    for (int t = 0; t < 2; ++t) {
+      const int k = 2 * kk + t;
+      if (k >= kc) {
+        for (int i = 0; i < R; ++i) d[2 * i + t] = 0;
+        continue;
+      }
+      const bf16* s = src + (k0 + k) * sk + r0 * sr;
+      for (int i = 0; i < R; ++i) d[2 * i + t] = i < rows ? s[i * sr].bits : std::uint16_t(0);
+    }
+  }
+}
+
+// The shared-packing driver of gemm_native.hpp with pair panels and the bf16 micro-kernel (host
+// execution spaces only); budget_floats bounds the packed operands of one K chunk, as there.
+template <class ExecSpace>
+void gemm_native_bf16_dot(const ExecSpace& exec, std::int64_t budget_floats, int M, int N, int K, const bf16* a,
+                          std::int64_t a_sm,
+                          std::int64_t a_sk, const bf16* b, std::int64_t b_sk, std::int64_t b_sn, const GemmOut& out) {
+  constexpr int MR = Bf16DotTiles::MR, NR = Bf16DotTiles::NR, TK = Bf16DotTiles::TK;
+  const int panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
+  const std::int64_t per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;  // bf16 per k
+  const std::int64_t fit = std::max<std::int64_t>(1, 2 * budget_floats / (per_k * TK)) * TK;
+  const int kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));  // even unless kcp == K
+  const std::int64_t kcp_even = kcp + (kcp & 1);
+  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(per_k * kcp_even + 1) / 2);
+  auto* const apk = reinterpret_cast<std::uint16_t*>(ws.first);
+  std::uint16_t* const bpk = apk + std::int64_t(panels_m) * MR * kcp_even;
+  constexpr int tm_panels = Bf16DotTiles::TM / MR, tn_panels = Bf16DotTiles::TN / NR;
+  const int tiles_m = (panels_m + tm_panels - 1) / tm_panels, tiles_n = (panels_n + tn_panels - 1) / tn_panels;
+  using Dynamic = Kokkos::Schedule<Kokkos::Dynamic>;
+  int k0 = 0;
+  do {
+    const int kc = K - k0 < kcp ? K - k0 : kcp;
+    const int kp = (kc + 1) / 2;  // pairs in this chunk
+    if (kc > 0)
+      Kokkos::parallel_for(
+          "kformer::gemm_native_bf16_pack", Kokkos::RangePolicy<ExecSpace, Dynamic>(exec, 0, panels_m + panels_n),
+          [=](const int p) {
+            if (p < panels_m)
+              gemm_pack_pairs<MR>(apk + std::int64_t(p) * kp * MR * 2, a, a_sm, a_sk, p * MR, M, k0, kc);
+            else
+              gemm_pack_pairs<NR>(bpk + std::int64_t(p - panels_m) * kp * NR * 2, b, b_sn, b_sk, (p - panels_m) * NR,
+                                  N, k0, kc);
+          });
+    // One work item per tile of tm_panels x tn_panels micro-tiles, m fastest (items running at
+    // the same time share B panels); the chunk is walked in TK steps so a B panel step stays in L1.
+    Kokkos::parallel_for(
+        "kformer::gemm_native_bf16", Kokkos::RangePolicy<ExecSpace, Dynamic>(exec, 0, tiles_m * tiles_n),
+        [=](const int tile) {
+          const int p0 = (tile % tiles_m) * tm_panels, q0 = (tile / tiles_m) * tn_panels;
+          const int pm = panels_m - p0 < tm_panels ? panels_m - p0 : tm_panels;
+          const int pn = panels_n - q0 < tn_panels ? panels_n - q0 : tn_panels;
+          int ks = 0;
+          do {  // at least once, so that K == 0 still writes beta C + bias
+            const int kps = kp - ks < TK / 2 ? kp - ks : TK / 2;
+            for (int t = 0; t < pm * pn; ++t) {
+              const int jr = q0 + t / pm, ir = p0 + t % pm;
+              float acc[MR][NR];
+              gemm_bf16_dot_micro_kernel(kps, apk + (std::int64_t(ir) * kp + ks) * MR * 2,
+                                         bpk + (std::int64_t(jr) * kp + ks) * NR * 2, acc);
+              out.store(ir * MR, jr * NR, acc, k0 + ks == 0);
+            }
+            ks += TK / 2;
+          } while (ks < kp);
+        });
+    k0 += kcp;
+  } while (k0 < K);
+  exec.fence();  // the workspace is released to the next caller
+}
+
+}  // namespace kformer::kernels::detail
