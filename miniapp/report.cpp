@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <fstream>
 
+#include "device_reduce.hpp"
 #include "kformer_config.hpp"
 #include "memory.hpp"
 #include "schedule.hpp"
@@ -45,15 +46,27 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   const auto& recs = trainer.records();
   const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
   const double flops_rank = trainer.flops_per_iteration().total();
-  double flops_all = flops_rank, peak = measured_peak_bytes();
-  world.allreduce(&flops_all, &flops_all, 1, comm::DType::f64, comm::ReduceOp::sum);
-  world.allreduce(&peak, &peak, 1, comm::DType::f64, comm::ReduceOp::max);
+  const double peak_rank = measured_peak_bytes();  // before the reduction's buffer is allocated
+  DeviceReduce reduce;
+  const double flops_all = reduce.allreduce(world, flops_rank, comm::ReduceOp::sum);
+  const double peak = reduce.allreduce(world, peak_rank, comm::ReduceOp::max);
 
   nlohmann::json summary = summarize(recs, flops_rank, tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
+  const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   summary["gemm_ceiling_tflops"] = ceiling.tflops;
-  summary["gemm_ceiling"] = {{"impl", ceiling.impl}, {"shape", ceiling.shape}};
-  summary["mfu"] = ceiling.tflops > 0 ? achieved / ceiling.tflops : 0.0;
+  summary["gemm_ceiling"] = {{"impl", ceiling.impl},
+                             {"shape", ceiling.shape},
+                             {"native_tflops", ceiling.native_tflops},
+                             {"vendor_tflops", ceiling.vendor_tflops},
+                             {"of_fma_peak", ratio(ceiling.tflops, ceiling.fma.tflops)}};
+  summary["mfu"] = ratio(achieved, ceiling.tflops);
+  summary["mfu_vendor"] = ratio(achieved, ceiling.vendor_tflops);
+  summary["fma_peak_tflops"] = ceiling.fma.tflops;
+  summary["fma_peak"] = {{"chains_per_item", ceiling.fma.chains},
+                         {"work_items", ceiling.fma.work_items},
+                         {"launch_ms", ceiling.fma.seconds * 1e3}};
+  summary["mfu_fma_peak"] = ratio(achieved, ceiling.fma.tflops);
   if (cfg.f64("output.peak_tflops") > 0) summary["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
   summary["flops"] = {{"counted_per_iteration_rank", flops_rank},
                       {"counted_per_iteration_all_ranks", flops_all},
@@ -62,8 +75,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   const int pp = cfg.i32("parallel.pp"), v = cfg.i32("parallel.virtual_stages");
   std::size_t slots = 0;
   for (const auto& st : trainer.stages()) slots = std::max(slots, st->slots_allocated());
-  double slots_all = double(slots);
-  world.allreduce(&slots_all, &slots_all, 1, comm::DType::f64, comm::ReduceOp::max);
+  const double slots_all = reduce.allreduce(world, double(slots), comm::ReduceOp::max);
   summary["pipeline"].update({{"schedule", cfg.str("parallel.schedule")},
                               {"stages", pp},
                               {"virtual_stages", v},

@@ -1,6 +1,6 @@
 // The JSON report (output.json, written by rank 0) and the run's closing summary: DESIGN.md's
-// fields (config, mesh, iterations, summary) plus the platform, the GEMM ceiling and MFU, the
-// FLOP count beside its closed form, and memory estimated and measured.
+// fields (config, mesh, iterations, summary) plus the platform, the ceilings (best GEMM, FMA peak)
+// and MFU against each, the FLOP count beside its closed form, and memory estimated and measured.
 #pragma once
 
 #include <string>

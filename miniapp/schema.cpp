@@ -79,6 +79,9 @@ std::vector<KeySpec> make_schema() {
       real("comm.emulate.bandwidth_gbps", 0, 0, 1e6,
            "emulated network bandwidth (beta), Gbit/s, at least 0.001; 0 = no limit"),
       real("comm.timeout_s", 600, 0, 1e7, "abort a collective that has not completed after this long"),
+      choice("comm.strict", {"false", "true"},
+             "enforce NCCL's rules on any backend: buffers in device Views, sends that wait for their receive, "
+             "one stream (default: $KFORMER_COMM_STRICT, which the test suite sets)"),
       integer("straggler.rank", -1, -1, kInt, "world rank whose compute is stretched; -1 = none"),
       real("straggler.slowdown", 1.0, 1.0, 1000, "factor by which the straggler's compute is stretched"),
       choice("kernels.gemm", {"native", "vendor"}, "GEMM: portable Kokkos or the vendor library (BLAS, cuBLAS)"),

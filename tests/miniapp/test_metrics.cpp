@@ -11,6 +11,7 @@
 #include "memory.hpp"
 #include "metrics.hpp"
 #include "optimizer.hpp"
+#include "summary_text.hpp"
 #include "validate.hpp"
 
 using namespace kformer;
@@ -77,6 +78,34 @@ TEST(LogLine, CarriesMegatronsFields) {
                         "grad norm: 1.500", "number of skipped iterations:   1", "number of nan iterations:   1",
                         "samples per second: 32.000", "tokens per second: 1024.0", "TFLOPs: 0.125"})
     EXPECT_NE(l.find(f), std::string::npos) << "missing '" << f << "' in\n" << l;
+}
+
+TEST(Summary, FigureOfMeritFirstThenTheBlockFromTheReportsNumbers) {
+  const nlohmann::json s = {{"step_ms_median", 12.5},
+                            {"tokens_per_s", 20480.0},
+                            {"model_tflops_per_rank", 0.25},
+                            {"iterations_summarised", 3},
+                            {"mfu", 0.5},
+                            {"mfu_fma_peak", 0.125},
+                            {"fma_peak_tflops", 2.0},
+                            {"gemm_ceiling_tflops", 0.5},
+                            {"gemm_ceiling", {{"impl", "native"}, {"shape", "64x64x256"}, {"native_tflops", 0.5}, {"vendor_tflops", 0.4}}},
+                            {"time_split_ms", {{"forward", 3.0}, {"backward", 6.0}, {"optimizer", 1.0}, {"comm_total", 2.0}, {"comm_exposed", 0.5}}},
+                            {"pipeline", {{"bubble_measured", 0.21}, {"bubble_analytic", 0.2}, {"schedule", "gpipe"}, {"stages", 2}, {"microbatches", 4}, {"virtual_stages", 1}}},
+                            {"straggler", {{"slowdown", 1.5}, {"delay", 0.25}, {"slowest_rank", 3}}},
+                            {"memory", {{"estimated_bytes", 2e9}, {"peak_bytes", 2.5e9}}}};
+  const std::string out = format_summary(s);
+  EXPECT_EQ(out.rfind("FOM: 20480.0 tokens/s | step 12.500 ms", 0), 0u) << out;
+  for (const char* part : {"forward 3.000 | backward 6.000 | optimizer 1.000 | communication 2.000 total, 0.500 exposed",
+                           "0.210 measured, 0.200 analytic (gpipe, 2 stages, 4 micro-batches)",
+                           "slowdown 1.500, delay 0.250, slowest rank 3", "estimated 2 GB, measured peak 2.5 GB",
+                           "0.500 of the best GEMM measured (native, 0.5 TFLOP/s at 64x64x256)",
+                           "0.125 of the FMA peak measured (2 TFLOP/s)"})
+    EXPECT_NE(out.find(part), std::string::npos) << part << " not in\n" << out;
+  // A summary with fields missing (an older report) still prints, without inventing them.
+  const std::string bare = format_summary({{"tokens_per_s", 1.0}});
+  EXPECT_EQ(bare.rfind("FOM: 1.0 tokens/s", 0), 0u);
+  EXPECT_EQ(bare.find("pipeline bubble"), std::string::npos);
 }
 
 TEST(Memory, ShardingShrinksTheEstimateAndTheLimitNamesWhatFits) {
