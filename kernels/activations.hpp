@@ -3,9 +3,11 @@
 //   SwiGLU (llama): inp (N,2F) holds the two projections side by side, [gate | up], and
 //   out (N,F) = silu(gate) * up. Under tensor parallelism each rank packs its own F/tp gate
 //   columns followed by its own F/tp up columns, so one column-split GEMM feeds it directly.
-// Gradients are written (not accumulated).
+// Gradients are written (not accumulated). Element types are the views' own (float or bf16, each
+// view independently); the arithmetic is fp32.
 #pragma once
 
+#include "convert.hpp"
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
@@ -26,34 +28,34 @@ KOKKOS_INLINE_FUNCTION float gelu_tanh_arg(float v) { return kGeluScale * (v + k
 }  // namespace detail
 
 // out (N,C) = gelu(inp (N,C)).
-template <class ExecSpace>
-void gelu_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
-                  const DView<const float**, ExecSpace>& inp) {
-  float* o = out.data();
-  const float* x = inp.data();
+template <class ExecSpace, class OutView, class InView>
+void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
+  using TO = elem_t<OutView>;
+  TO* o = out.data();
+  const auto* x = inp.data();
   Kokkos::parallel_for(
       "kformer::gelu_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, inp.span()),
       KOKKOS_LAMBDA(const std::size_t i) {
         const float v = x[i];
         const float t = detail::tanh_via_exp(detail::gelu_tanh_arg(v));
-        o[i] = 0.5f * v * (1.f + t);
+        o[i] = TO(0.5f * v * (1.f + t));
       });
 }
 
 // dinp (N,C) = dout * gelu'(inp).
-template <class ExecSpace>
-void gelu_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dinp,
-                   const DView<const float**, ExecSpace>& inp, const DView<const float**, ExecSpace>& dout) {
-  float* dx = dinp.data();
-  const float* x = inp.data();
-  const float* dy = dout.data();
+template <class ExecSpace, class DinpView, class InView, class DoutView>
+void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
+  using TD = elem_t<DinpView>;
+  TD* dx = dinp.data();
+  const auto* x = inp.data();
+  const auto* dy = dout.data();
   Kokkos::parallel_for(
       "kformer::gelu_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, inp.span()),
       KOKKOS_LAMBDA(const std::size_t i) {
         const float v = x[i];
         const float t = detail::tanh_via_exp(detail::gelu_tanh_arg(v));
         const float dt = (1.f - t * t) * detail::kGeluScale * (1.f + 3.f * detail::kGeluCubic * v * v);
-        dx[i] = dy[i] * (0.5f * (1.f + t) + 0.5f * v * dt);
+        dx[i] = TD(float(dy[i]) * (0.5f * (1.f + t) + 0.5f * v * dt));
       });
 }
 
@@ -74,28 +76,28 @@ void for_rows_columns(const ExecSpace& exec, const char* label, int N, int Fw, c
 }  // namespace detail
 
 // out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F).
-template <class ExecSpace>
-void swiglu_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
-                    const DView<const float**, ExecSpace>& inp) {
+template <class ExecSpace, class OutView, class InView>
+void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
+  using TO = elem_t<OutView>;
   const int F = static_cast<int>(out.extent(1));
   detail::for_rows_columns(exec, "kformer::swiglu_forward", static_cast<int>(out.extent(0)), F,
                            KOKKOS_LAMBDA(const int r, const int c) {
                              const float a = inp(r, c);
-                             out(r, c) = a * detail::sigmoid(a) * inp(r, F + c);
+                             out(r, c) = TO(a * detail::sigmoid(a) * float(inp(r, F + c)));
                            });
 }
 
 // dinp (N,2F) = [dout * up * silu'(gate) | dout * silu(gate)], from inp (N,2F) and dout (N,F).
-template <class ExecSpace>
-void swiglu_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dinp,
-                     const DView<const float**, ExecSpace>& inp, const DView<const float**, ExecSpace>& dout) {
+template <class ExecSpace, class DinpView, class InView, class DoutView>
+void swiglu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
+  using TD = elem_t<DinpView>;
   const int F = static_cast<int>(dout.extent(1));
   detail::for_rows_columns(exec, "kformer::swiglu_backward", static_cast<int>(dout.extent(0)), F,
                            KOKKOS_LAMBDA(const int r, const int c) {
                              const float a = inp(r, c), u = inp(r, F + c), g = dout(r, c);
                              const float s = detail::sigmoid(a);
-                             dinp(r, c) = g * u * s * (1.f + a * (1.f - s));
-                             dinp(r, F + c) = g * a * s;
+                             dinp(r, c) = TD(g * u * s * (1.f + a * (1.f - s)));
+                             dinp(r, F + c) = TD(g * a * s);
                            });
 }
 

@@ -22,11 +22,13 @@ inline AttentionKind attention_kind_from_string(const std::string& s) {
 
 // Saved state of one attention layer (`att` or `lse`) and the backward's scratch (`datt` or
 // `delta`). Scratch may be shared between layers: copy the view into each layer's state.
-template <class ExecSpace>
+// P is the element type of the stored probabilities (bf16 in mixed precision, where the forward
+// computes its fp32 scores in `datt`, free until the backward).
+template <class ExecSpace, class P = float>
 struct AttentionState {
   AttentionKind kind = AttentionKind::fused;
-  DView<float****, ExecSpace> att;   // naive: probabilities (B,H,T,T)
-  DView<float****, ExecSpace> datt;  // naive backward scratch (B,H,T,T)
+  DView<P****, ExecSpace> att;       // naive: probabilities (B,H,T,T)
+  DView<float****, ExecSpace> datt;  // naive backward scratch (B,H,T,T); the forward's scores when P is bf16
   DView<float***, ExecSpace> lse;    // fused: row logsumexp (B,H,T)
   DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T)
 };
@@ -46,22 +48,20 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   return s;
 }
 
-// out (B,T,H*hd) from qkv; fills the state's saved buffer.
-template <class ExecSpace>
-void attention_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out, AttentionState<ExecSpace>& state,
-                       const DView<const float***, ExecSpace>& qkv, int n_heads, int n_kv_heads) {
+// out (B,T,H*hd) from qkv (each float or bf16); fills the state's saved buffer.
+template <class ExecSpace, class P, class OutView, class QkvView>
+void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState<ExecSpace, P>& state,
+                       const QkvView& qkv, int n_heads, int n_kv_heads) {
   if (state.kind == AttentionKind::naive)
-    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads, state.datt);
   else
     attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
 }
 
 // dqkv (B,T,(H+2KV)*hd) from dout (B,T,H*hd) and the forward's qkv, out and state.
-template <class ExecSpace>
-void attention_backward(const ExecSpace& exec, const DView<float***, ExecSpace>& dqkv,
-                        AttentionState<ExecSpace>& state, const DView<const float***, ExecSpace>& dout,
-                        const DView<const float***, ExecSpace>& qkv, const DView<const float***, ExecSpace>& out,
-                        int n_heads, int n_kv_heads) {
+template <class ExecSpace, class P, class DqkvView, class DoutView, class QkvView, class OutView>
+void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionState<ExecSpace, P>& state,
+                        const DoutView& dout, const QkvView& qkv, const OutView& out, int n_heads, int n_kv_heads) {
   if (state.kind == AttentionKind::naive)
     attention_naive_backward(exec, dqkv, state.datt, dout, qkv, state.att, n_heads, n_kv_heads);
   else

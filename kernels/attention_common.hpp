@@ -7,8 +7,11 @@
 // is its own [q heads | k heads | v heads] rows and its GEMM output feeds attention directly.
 // out (B,T,H*hd) is the heads side by side, ready for the output projection.
 // GQA: query head h reads kv head h / (H/KV) (Hugging Face's repeat_kv order).
+// Element types: qkv, out and their gradients are float or bf16 (bf16 mixed precision); tiles,
+// scores, softmax statistics and every sum are fp32.
 #pragma once
 
+#include "convert.hpp"
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
@@ -124,7 +127,7 @@ KOKKOS_INLINE_FUNCTION void team_weighted_rows(const Member& team, int hd, int n
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (int j = 0; j < n; ++j) {
       const float wj = w(j);
-      const float* r = row(j) + d0;
+      const auto* r = row(j) + d0;
       for (int l = 0; l < nd; ++l) acc[l] += wj * r[l];
     }
     for (int l = 0; l < nd; ++l) store(d0 + l, alpha * acc[l]);

@@ -11,10 +11,10 @@
 namespace kformer::kernels {
 
 // out (B,T,H*hd) and lse (B,H,T) (logsumexp of the scaled scores of each row) from qkv.
-template <class ExecSpace>
-void attention_fused_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
-                             const DView<float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& qkv,
-                             int n_heads, int n_kv_heads) {
+template <class ExecSpace, class OutView, class QkvView>
+void attention_fused_forward(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
+                             const QkvView& qkv, int n_heads, int n_kv_heads) {
+  using TO = elem_t<OutView>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd;
   constexpr int BQ = detail::FusedTile<ExecSpace>::q, BK = detail::FusedTile<ExecSpace>::k;
@@ -68,7 +68,7 @@ void attention_fused_forward(const ExecSpace& exec, const DView<float***, ExecSp
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
           const float inv = 1.f / l[i];
-          for (int d = 0; d < hd; ++d) out(b, q0 + i, h * hd + d) = O[i * hd + d] * inv;
+          for (int d = 0; d < hd; ++d) out(b, q0 + i, h * hd + d) = TO(O[i * hd + d] * inv);
           lse(b, h, q0 + i) = m[i] + kmath::log(l[i]);
         });
       });

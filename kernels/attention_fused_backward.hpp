@@ -13,11 +13,11 @@ namespace kformer::kernels {
 
 // dqkv (B,T,(H+2KV)*hd) written from dout (B,T,H*hd), the forward's qkv, out and lse (B,H,T);
 // delta (B,H,T) is scratch.
-template <class ExecSpace>
-void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecSpace>& dqkv,
-                              const DView<float***, ExecSpace>& delta, const DView<const float***, ExecSpace>& dout,
-                              const DView<const float***, ExecSpace>& qkv, const DView<const float***, ExecSpace>& out,
+template <class ExecSpace, class DqkvView, class DoutView, class QkvView, class OutView>
+void attention_fused_backward(const ExecSpace& exec, const DqkvView& dqkv, const DView<float***, ExecSpace>& delta,
+                              const DoutView& dout, const QkvView& qkv, const OutView& out,
                               const DView<const float***, ExecSpace>& lse, int n_heads, int n_kv_heads) {
+  using TD = elem_t<DqkvView>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
   const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
@@ -30,7 +30,7 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
       KOKKOS_LAMBDA(const int64_t bt, const int64_t h) {
         const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
         float s = 0.f;
-        for (int d = 0; d < hd; ++d) s += dout(b, t, h * hd + d) * out(b, t, h * hd + d);
+        for (int d = 0; d < hd; ++d) s += float(dout(b, t, h * hd + d)) * float(out(b, t, h * hd + d));
         delta(b, h, t) = s;
       });
 
@@ -83,8 +83,8 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](const int j) {
           for (int d = 0; d < hd; ++d) {
-            dqkv(b, k0 + j, L.k_col(kvh) + d) = dK[j * hd + d];
-            dqkv(b, k0 + j, L.v_col(kvh) + d) = dV[j * hd + d];
+            dqkv(b, k0 + j, L.k_col(kvh) + d) = TD(dK[j * hd + d]);
+            dqkv(b, k0 + j, L.v_col(kvh) + d) = TD(dV[j * hd + d]);
           }
         });
       });
@@ -130,7 +130,7 @@ void attention_fused_backward(const ExecSpace& exec, const DView<float***, ExecS
         }
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int i) {
-          for (int d = 0; d < hd; ++d) dqkv(b, q0 + i, L.q_col(h) + d) = scale * dQ[i * hd + d];
+          for (int d = 0; d < hd; ++d) dqkv(b, q0 + i, L.q_col(h) + d) = TD(scale * dQ[i * hd + d]);
         });
       });
 }

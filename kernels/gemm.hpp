@@ -160,8 +160,9 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
 // workspace, then each column adds its chunks in order. A work item sums W adjacent columns of
 // one chunk: W = 64 on the host (contiguous, vectorised reads of each row), 1 on a GPU (a warp
 // reads 32 adjacent columns of a row: coalesced, and chunks x columns threads to fill the device).
-template <class ExecSpace>
-void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const float**, ExecSpace> dy) {
+// dy may be float or bf16 (the sums are fp32).
+template <class ExecSpace, class T>
+void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy) {
   constexpr int W = runs_on_host<ExecSpace> ? 64 : 1;
   constexpr int kChunkRows = 128;
   const int n = static_cast<int>(dy.extent(0)), cols = static_cast<int>(dy.extent(1));
@@ -179,12 +180,12 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
         float acc[W] = {};
         if (cols - j0 >= W) {  // a full block: a fixed trip count the compiler vectorises
           for (int r = r0; r < r1; ++r)
-            for (int j = 0; j < W; ++j) acc[j] += dy(r, j0 + j);
+            for (int j = 0; j < W; ++j) acc[j] += float(dy(r, j0 + j));
           for (int j = 0; j < W; ++j) part[std::size_t(ch) * cols + j0 + j] = acc[j];
         } else {
           const int w = cols - j0;
           for (int r = r0; r < r1; ++r)
-            for (int j = 0; j < w; ++j) acc[j] += dy(r, j0 + j);
+            for (int j = 0; j < w; ++j) acc[j] += float(dy(r, j0 + j));
           for (int j = 0; j < w; ++j) part[std::size_t(ch) * cols + j0 + j] = acc[j];
         }
       });
@@ -197,10 +198,29 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
   exec.fence();  // the workspace is released to the next caller
 }
 
+namespace detail {
+template <class ExecSpace, class T>
+void matmul_backward_any(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx,
+                         DView<float**, ExecSpace> dw, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy,
+                         DView<const T**, ExecSpace> x, DView<const T**, ExecSpace> w) {
+  if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
+  gemm(exec, impl, Op::T, Op::N, 1.0f, dy, x, 1.0f, dw);
+  if (db.extent(0) != 0) bias_backward<ExecSpace, T>(exec, db, dy);
+}
+}  // namespace detail
+
 // y(N, out) = x(N, in) W(out, in)^T + b(out); b may be empty (no bias).
 template <class ExecSpace>
 void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                     DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w,
+                    DView<const float*, ExecSpace> b = {}) {
+  gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
+}
+
+// The same with x and W in bf16 (bf16 mixed precision): y and b stay fp32.
+template <class ExecSpace>
+void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
+                    DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
 }
@@ -211,9 +231,15 @@ template <class ExecSpace>
 void matmul_backward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx, DView<float**, ExecSpace> dw,
                      DView<float*, ExecSpace> db, DView<const float**, ExecSpace> dy,
                      DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w) {
-  if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
-  gemm(exec, impl, Op::T, Op::N, 1.0f, dy, x, 1.0f, dw);
-  if (db.extent(0) != 0) bias_backward(exec, db, dy);
+  detail::matmul_backward_any<ExecSpace, float>(exec, impl, dx, dw, db, dy, x, w);
+}
+
+// The same with dy, x and W in bf16: dx, dW and db in fp32 (gradients accumulate in fp32).
+template <class ExecSpace>
+void matmul_backward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx, DView<float**, ExecSpace> dw,
+                     DView<float*, ExecSpace> db, DView<const bf16**, ExecSpace> dy,
+                     DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w) {
+  detail::matmul_backward_any<ExecSpace, bf16>(exec, impl, dx, dw, db, dy, x, w);
 }
 
 }  // namespace kformer::kernels

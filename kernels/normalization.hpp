@@ -2,11 +2,15 @@
 // bias): one implementation, so the two cannot drift apart. Public entry points are in
 // layernorm.hpp and rmsnorm.hpp. Rows are tokens: N = B*T rows of C channels.
 //
+// Element types: x, out, dy and dx may each be float or bf16 (the views' own types); every sum,
+// mean, rstd and parameter gradient is fp32, so bf16 inputs are normalised in fp32.
+//
 // Determinism: every sum has a fixed grouping (row sums in chunks of 8 through a team reduce;
 // weight/bias gradients as per-column loops over the rows in order), so the backward is bitwise
 // reproducible run to run; there are no atomics.
 #pragma once
 
+#include "convert.hpp"
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
@@ -17,12 +21,14 @@ namespace kformer::kernels::detail {
 
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
 // rstd = 1 / sqrt(mean((x - mu)^2) + eps). Saves mean (N) when centred, rstd (N) always.
-template <class ExecSpace>
-void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
+template <class ExecSpace, class OutView, class XView>
+void norm_forward(const ExecSpace& exec, const OutView& out,
                   const DView<float*, ExecSpace>& mean, const DView<float*, ExecSpace>& rstd,
-                  const DView<const float**, ExecSpace>& x, const DView<const float*, ExecSpace>& w,
+                  const XView& x, const DView<const float*, ExecSpace>& w,
                   const DView<const float*, ExecSpace>& b, float eps, bool centered) {
   const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
+  using TO = elem_t<OutView>;
+  using TX = elem_t<XView>;
   const bool has_bias = b.extent(0) > 0;
   // Rows per team: one on a GPU (the team's threads share the row); a block on the host, where
   // a team is one thread and a team per row cost about as much in scheduling as the row's work.
@@ -35,18 +41,18 @@ void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
         for (int r = r0; r < r1; ++r) {
           // Raw row pointers: a store through a view may alias the views' own members in the
           // compiler's eyes, which keeps it from vectorising the loops.
-          const float* KOKKOS_RESTRICT xr = &x(r, 0);
+          const TX* KOKKOS_RESTRICT xr = &x(r, 0);
           const float* KOKKOS_RESTRICT wp = w.data();
           const float* KOKKOS_RESTRICT bp = b.data();
-          float* KOKKOS_RESTRICT yr = &out(r, 0);
+          TO* KOKKOS_RESTRICT yr = &out(r, 0);
           const float mu = centered ? team_row_sum(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
           const float var = team_row_sum(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
           const float rs = 1.f / kmath::sqrt(var + eps);
           if (has_bias) {
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
-                                 [&](int c) { yr[c] = (xr[c] - mu) * rs * wp[c] + bp[c]; });
+                                 [&](int c) { yr[c] = TO((xr[c] - mu) * rs * wp[c] + bp[c]); });
           } else {
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { yr[c] = (xr[c] - mu) * rs * wp[c]; });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { yr[c] = TO((xr[c] - mu) * rs * wp[c]); });
           }
           Kokkos::single(Kokkos::PerTeam(team), [&]() {
             if (centered) mean(r) = mu;
@@ -59,13 +65,16 @@ void norm_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
 // dx (N,C) = rstd * (g - mean(g) [centred only] - xhat * mean(g * xhat)), g = dy * w;
 // dw (C) += sum over rows of dy * xhat; db (C) += sum over rows of dy (when db is not empty):
 // parameter gradients accumulate over micro-batches, as the GEMM's do.
-template <class ExecSpace>
-void norm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
+template <class ExecSpace, class DxView, class DyView, class XView>
+void norm_backward(const ExecSpace& exec, const DxView& dx,
                    const DView<float*, ExecSpace>& dw, const DView<float*, ExecSpace>& db,
-                   const DView<const float**, ExecSpace>& dy, const DView<const float**, ExecSpace>& x,
+                   const DyView& dy, const XView& x,
                    const DView<const float*, ExecSpace>& w, const DView<const float*, ExecSpace>& mean,
                    const DView<const float*, ExecSpace>& rstd, bool centered) {
   const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
+  using TDX = elem_t<DxView>;
+  using TDY = elem_t<DyView>;
+  using TX = elem_t<XView>;
   const bool has_bias = db.extent(0) > 0;
   // Parameter gradients in two passes with a fixed partition: each team owns kRows consecutive
   // rows (streamed in order, as dx needs them anyway) and writes its partial column sums; then
@@ -86,15 +95,15 @@ void norm_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dx,
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * C), [&](int c) { pw[c] = 0.f; });  // pb follows pw
         for (int r = r0; r < r1; ++r) {
           const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
-          const float* KOKKOS_RESTRICT xr = &x(r, 0);
-          const float* KOKKOS_RESTRICT gr = &dy(r, 0);
-          float* KOKKOS_RESTRICT dxr = &dx(r, 0);
+          const TX* KOKKOS_RESTRICT xr = &x(r, 0);
+          const TDY* KOKKOS_RESTRICT gr = &dy(r, 0);
+          TDX* KOKKOS_RESTRICT dxr = &dx(r, 0);
           const float mg = centered ? team_row_sum(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
           const float mgx = team_row_sum(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
           // Separate loops, each with few enough pointers for the compiler's alias checks, so
           // both vectorise. Each thread keeps its columns from row to row: no barrier needed.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-            dxr[c] = rs * (gr[c] * wp[c] - mg - (xr[c] - mu) * rs * mgx);
+            dxr[c] = TDX(rs * (gr[c] * wp[c] - mg - (xr[c] - mu) * rs * mgx));
           });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] += gr[c] * (xr[c] - mu) * rs; });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] += gr[c]; });

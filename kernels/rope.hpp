@@ -7,9 +7,11 @@
 // and the remaining columns copied, so a packed QKV buffer [q heads | k heads | v heads] is
 // handled in one call with n_rot_heads = H + KV. Angles are computed in double (at positions of
 // a few thousand a float angle is off by ~1e-4 rad), once, into a table kept between calls
-// (rope_table.hpp). out may alias inp.
+// (rope_table.hpp). out may alias inp (when both have the same element type); out and inp are
+// float or bf16 each, the rotation is fp32.
 #pragma once
 
+#include "convert.hpp"
 #include "kokkos_compat.hpp"
 #include "rope_table.hpp"
 #include "view_types.hpp"
@@ -18,29 +20,30 @@ namespace kformer::kernels {
 
 namespace detail {
 // sign = +1 rotates by +angle (forward), -1 by -angle (the transpose: backward).
-template <class ExecSpace>
-void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
-                const DView<const float***, ExecSpace>& inp, int n_rot_heads, int head_dim, int pos_offset,
-                double theta, float sign) {
+template <class ExecSpace, class OutView, class InView>
+void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim,
+                int pos_offset, double theta, float sign) {
+  using TO = elem_t<OutView>;
+  using TI = elem_t<InView>;
   const int B = static_cast<int>(inp.extent(0)), T = static_cast<int>(inp.extent(1));
   const int W = static_cast<int>(inp.extent(2)), half = head_dim / 2, rest = n_rot_heads * head_dim;
   if (B == 0 || T == 0) return;
   const auto tab = rope_table(exec, pos_offset + T, head_dim, theta);
-  const bool copy_rest = rest < W && out.data() != inp.data();
+  const bool copy_rest = rest < W && static_cast<const void*>(out.data()) != static_cast<const void*>(inp.data());
   if constexpr (runs_on_host<ExecSpace>) {
     // One token row per work item: every loop runs over contiguous dims and vectorises.
     Kokkos::parallel_for(
         "kformer::rope", Kokkos::RangePolicy<ExecSpace>(exec, 0, int64_t(B) * T), KOKKOS_LAMBDA(const int64_t bt) {
           const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
           const float* cs = &tab(pos_offset + t, 0, 0);  // cos of the half pairs, then their sin
-          const float* x = &inp(b, t, 0);
-          float* y = &out(b, t, 0);
+          const TI* x = &inp(b, t, 0);
+          TO* y = &out(b, t, 0);
           // y may be x (in place): each block of L pairs is loaded into locals before any store,
           // which keeps the loops vectorisable without a restrict promise that would be false.
           constexpr int L = 16;
           for (int h = 0; h < n_rot_heads; ++h) {
-            const float* xh = x + h * head_dim;
-            float* yh = y + h * head_dim;
+            const TI* xh = x + h * head_dim;
+            TO* yh = y + h * head_dim;
             for (int i0 = 0; i0 < half; i0 += L) {
               const int n = half - i0 < L ? half - i0 : L;
               float x1[L], x2[L], c[L], s[L];
@@ -51,13 +54,13 @@ void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
                 s[l] = sign * cs[half + i0 + l];
               }
               for (int l = 0; l < n; ++l) {
-                yh[i0 + l] = x1[l] * c[l] - x2[l] * s[l];
-                yh[half + i0 + l] = x2[l] * c[l] + x1[l] * s[l];
+                yh[i0 + l] = TO(x1[l] * c[l] - x2[l] * s[l]);
+                yh[half + i0 + l] = TO(x2[l] * c[l] + x1[l] * s[l]);
               }
             }
           }
           if (copy_rest)
-            for (int c = rest; c < W; ++c) y[c] = x[c];
+            for (int c = rest; c < W; ++c) y[c] = TO(float(x[c]));
         });
   } else {
     // One (token, pair) per thread, heads in a loop: neighbouring threads touch neighbouring dims.
@@ -70,8 +73,8 @@ void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
           for (int h = 0; h < n_rot_heads; ++h) {
             const int j = h * head_dim + static_cast<int>(i);
             const float x1 = inp(b, t, j), x2 = inp(b, t, j + half);
-            out(b, t, j) = x1 * c - x2 * s;
-            out(b, t, j + half) = x2 * c + x1 * s;
+            out(b, t, j) = TO(x1 * c - x2 * s);
+            out(b, t, j + half) = TO(x2 * c + x1 * s);
           }
         });
     if (copy_rest) {
@@ -80,7 +83,7 @@ void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
           Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(W - rest)}),
           KOKKOS_LAMBDA(const int64_t bt, const int64_t c) {
             const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
-            out(b, t, rest + c) = inp(b, t, rest + c);
+            out(b, t, rest + c) = TO(float(inp(b, t, rest + c)));
           });
     }
   }
@@ -88,17 +91,15 @@ void rope_apply(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
 }  // namespace detail
 
 // out (B,T,W) = inp with the first n_rot_heads heads (width head_dim, even) rotated.
-template <class ExecSpace>
-void rope_forward(const ExecSpace& exec, const DView<float***, ExecSpace>& out,
-                  const DView<const float***, ExecSpace>& inp, int n_rot_heads, int head_dim, int pos_offset,
+template <class ExecSpace, class OutView, class InView>
+void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
   detail::rope_apply(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
 }
 
 // dinp (B,T,W) = the inverse rotation of dout (rotations are orthogonal).
-template <class ExecSpace>
-void rope_backward(const ExecSpace& exec, const DView<float***, ExecSpace>& dinp,
-                   const DView<const float***, ExecSpace>& dout, int n_rot_heads, int head_dim, int pos_offset,
+template <class ExecSpace, class DinpView, class DoutView>
+void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
   detail::rope_apply(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
 }

@@ -1,8 +1,10 @@
 // Causal row softmax over a materialised score matrix att (B,H,T,T), in place: row t keeps
 // entries [0, t] and zeroes (t, T). The middle step of the naive attention, and a kernel of its
 // own so its memory traffic can be benchmarked. Deterministic (fixed-grouping team reductions).
+// Scores are fp32; the probabilities may be stored in bf16 (computed in fp32, rounded once).
 #pragma once
 
+#include "convert.hpp"
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
@@ -10,39 +12,51 @@
 
 namespace kformer::kernels {
 
-// att (B,H,T,T): scores in, probabilities out.
-template <class ExecSpace>
-void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSpace>& att) {
-  const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
+// probs (B,H,T,T) from scores (B,H,T,T) (fp32); probs may be the scores' own buffer (in place)
+// or a bf16 buffer. Entries above the diagonal are written 0.
+template <class ExecSpace, class ProbView>
+void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
+                            const DView<const float****, ExecSpace>& scores) {
+  using TP = elem_t<ProbView>;
+  const int H = static_cast<int>(scores.extent(1)), T = static_cast<int>(scores.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(att.extent(0)) * H * T, Kokkos::AUTO),
+      "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(scores.extent(0)) * H * T, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T;
-        float* row = &att(bh / H, bh % H, t, 0);
+        // In place the exponentials overwrite the scores; else they go to probs and are read back
+        // from there (rounded when probs is bf16, so the sum is the sum of what is stored).
+        const float* row = &scores(bh / H, bh % H, t, 0);
+        TP* out = &probs(bh / H, bh % H, t, 0);
         const float m = detail::team_row_max(team, t + 1, [&](int j) { return row[j]; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-          row[j] = j <= t ? detail::fast_exp(row[j] - m) : 0.f;
+          out[j] = TP(j <= t ? detail::fast_exp(row[j] - m) : 0.f);
         });
         team.team_barrier();
-        const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return row[j]; });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { row[j] *= inv; });
+        const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return float(out[j]); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] = TP(out[j] * inv); });
       });
 }
 
-// dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
-// dscores may alias datt.
+// att (B,H,T,T): scores in, probabilities out, in place.
 template <class ExecSpace>
+void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSpace>& att) {
+  causal_softmax_forward(exec, att, DView<const float****, ExecSpace>(att));
+}
+
+// dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
+// dscores may alias datt. att is float or bf16 (what the forward stored).
+template <class ExecSpace, class ProbView>
 void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecSpace>& dscores,
-                             const DView<const float****, ExecSpace>& datt,
-                             const DView<const float****, ExecSpace>& att) {
+                             const DView<const float****, ExecSpace>& datt, const ProbView& att) {
+  using TP = elem_t<ProbView>;
   const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::causal_softmax_backward", Policy(exec, static_cast<int>(att.extent(0)) * H * T, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T, b = bh / H, h = bh % H;
-        const float* p = &att(b, h, t, 0);
+        const TP* p = &att(b, h, t, 0);
         const float* dp = &datt(b, h, t, 0);
         float* ds = &dscores(b, h, t, 0);
         const float pd = detail::team_row_sum(team, t + 1, [&](int j) { return p[j] * dp[j]; });
