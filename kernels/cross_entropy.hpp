@@ -55,12 +55,14 @@ void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& sta
 }
 
 // loss (N) = log S + M - Z; dlogits (N,Vl) = (softmax - onehot) * scale, 0 on padding.
-// dlogits may alias logits (the logits are dead once the gradient exists).
-template <class ExecSpace>
-void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DView<float**, ExecSpace>& dlogits,
+// dlogits may alias logits (the logits are dead once the gradient exists), or be bf16 (mixed
+// precision: the head's backward GEMM reads it; the loss and softmax stay fp32).
+template <class ExecSpace, class DlogitsView>
+void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
                  const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                  const DView<const float*, ExecSpace>& gmax, const DView<const float**, ExecSpace>& stats, int v0,
                  int vocab, float scale) {
+  using TD = typename DlogitsView::non_const_value_type;
   const std::int64_t N = logits.extent(0), Vl = logits.extent(1);
   Kokkos::parallel_for(
       "kformer::xent_loss", Kokkos::RangePolicy<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const std::int64_t n) {
@@ -72,7 +74,7 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
         const bool valid = v0 + j < vocab;
         const float p = valid ? kmath::exp(logits(n, j) - gmax(n)) / stats(0, n) : 0.f;
         const float onehot = (targets(n) - v0 == j) ? 1.f : 0.f;
-        dlogits(n, j) = valid ? (p - onehot) * scale : 0.f;
+        dlogits(n, j) = TD(valid ? (p - onehot) * scale : 0.f);
       });
 }
 

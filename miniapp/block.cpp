@@ -3,6 +3,7 @@
 
 #include "activations.hpp"
 #include "comm/views.hpp"
+#include "convert.hpp"
 #include "layernorm.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
@@ -24,31 +25,47 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
   return d;
 }
 
-BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared) {
+namespace {
+template <class T>
+DV<T**> typed_view(const std::string& label, std::int64_t rows, std::int64_t cols) {
+  return scratch<T**>(label, rows, cols);
+}
+
+template <class T>
+void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared) {
   const int N = d.N();
-  ln1 = scratch_view("ln1", N, d.C);
-  ln2 = scratch_view("ln2", N, d.C);
+  t.ln1 = typed_view<T>("ln1", N, d.C);
+  t.ln2 = typed_view<T>("ln2", N, d.C);
+  t.qkv = typed_view<T>("qkv", N, d.qkv_width());
+  t.att_out = typed_view<T>("att_out", N, d.q_width());
+  t.mlp_in = typed_view<T>("mlp_in", N, d.mlp_in_width());
+  t.act = typed_view<T>("act", N, d.Fl);
+  t.att.kind = kind;
+  if (kind == kk::AttentionKind::naive) {
+    t.att.att = scratch<T****>("att", d.B, d.Hl, d.T, d.T);
+    t.att.datt = shared.datt;
+  } else {
+    t.att.lse = scratch<float***>("lse", d.B, d.Hl, d.T);
+    t.att.delta = shared.delta;
+  }
+}
+}  // namespace
+
+BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared, bool bf16) {
+  const int N = d.N();
   x_mid = scratch_view("x_mid", N, d.C);
   x_out = scratch_view("x_out", N, d.C);
   mean1 = scratch<float*>("mean1", N);
   rstd1 = scratch<float*>("rstd1", N);
   mean2 = scratch<float*>("mean2", N);
   rstd2 = scratch<float*>("rstd2", N);
-  qkv = scratch_view("qkv", N, d.qkv_width());
-  att_out = scratch_view("att_out", N, d.q_width());
-  mlp_in = scratch_view("mlp_in", N, d.mlp_in_width());
-  act = scratch_view("act", N, d.Fl);
-  att.kind = kind;
-  if (kind == kk::AttentionKind::naive) {
-    att.att = scratch<float****>("att", d.B, d.Hl, d.T, d.T);
-    att.datt = shared.datt;
-  } else {
-    att.lse = scratch<float***>("lse", d.B, d.Hl, d.T);
-    att.delta = shared.delta;
-  }
+  if (bf16)
+    allocate(h, d, kind, shared);
+  else
+    allocate(f, d, kind, shared);
 }
 
-BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind) {
+BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16) {
   const int N = d.N();
   proj = scratch_view("proj", N, d.C);
   d_mid = scratch_view("d_mid", N, d.C);
@@ -63,6 +80,10 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind) {
     att.datt = scratch<float****>("datt", d.B, d.Hl, d.T, d.T);
   else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);
+  f = {d_qkv, d_mlp_in, {}, {}};
+  if (bf16)
+    h = {typed_view<kk::bf16>("d_qkv_bf16", N, d.qkv_width()), typed_view<kk::bf16>("d_mlp_in_bf16", N, d.mlp_in_width()),
+         typed_view<kk::bf16>("dy_bf16", N, d.C), typed_view<kk::bf16>("d_att_out_bf16", N, d.q_width())};
 }
 
 Block::Block(int layer, const BlockDims& dims, const ParamStore& params, comm::Communicator* tp, KernelChoice k)
@@ -74,65 +95,117 @@ void Block::tp_allreduce(const DV<float**>& x) const {
 }
 
 namespace {
-DV<float***> btw(const DV<float**>& x, const BlockDims& d) {  // (N,W) read as (B,T,W)
-  return as_tensor3(x.data(), d.B, d.T, x.extent(1));
+template <class T>
+DV<T***> btw(const DV<T**>& x, const BlockDims& d) {  // (N,W) read as (B,T,W)
+  return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data(), d.B, d.T,
+                                                                                               x.extent(1));
+}
+
+// Where a GEMM whose output is stored as T writes: the stored view itself in fp32; in bf16 an
+// fp32 scratch of the same shape, rounded into the stored view afterwards (by kernels that read
+// it, or by stored_as()).
+template <class T>
+DV<float**> gemm_out(const DV<T**>& stored, const DV<float**>& scratch_f32) {
+  if constexpr (std::is_same<T, float>::value)
+    return stored;
+  else
+    return as_matrix(scratch_f32.data(), stored.extent(0), stored.extent(1));
+}
+template <class T>
+void stored_as(const Exec& exec, const DV<T**>& stored, const DV<float**>& f32) {
+  if constexpr (!std::is_same<T, float>::value) kk::convert(exec, stored, f32);
+}
+
+// An fp32 gradient as a GEMM input of type T: itself in fp32, rounded into `buf` in bf16.
+template <class T>
+DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
+  if constexpr (std::is_same<T, float>::value) {
+    return g;
+  } else {
+    const DV<T**> b = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+        buf.data(), g.extent(0), g.extent(1));
+    kk::convert(exec, b, g);
+    return b;
+  }
 }
 }  // namespace
 
 void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const {
+  if (k_.bf16)
+    forward_t(x_in, a, a.h, s);
+  else
+    forward_t(x_in, a, a.f, s);
+}
+
+void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+  if (k_.bf16)
+    backward_t(x_in, a, a.h, s, s.h, dx);
+  else
+    backward_t(x_in, a, a.f, s, s.f, dx);
+}
+
+template <class T>
+void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s) const {
   Exec exec;
   const DV<float*> none;
   // attention: norm -> column-parallel QKV -> attention -> row-parallel out (+ all-reduce)
+  const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);
   if (d_.gpt) {
-    kk::layernorm_forward(exec, a.ln1, a.mean1, a.rstd1, x_in, p_.v(name("ln1.weight")), p_.v(name("ln1.bias")));
-    kk::matmul_forward(exec, k_.gemm, a.qkv, a.ln1, p_.w(name("attn.wq.weight"), 3), p_.v(name("attn.wq.bias"), 3));
+    kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(name("ln1.weight")), p_.v(name("ln1.bias")));
+    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>("attn.wq.weight", 3), p_.v(name("attn.wq.bias"), 3));
+    stored_as(exec, t.qkv, qkv32);
   } else {
-    kk::rmsnorm_forward(exec, a.ln1, a.rstd1, x_in, p_.v(name("attn_norm.weight")));
-    kk::matmul_forward(exec, k_.gemm, a.qkv, a.ln1, p_.w(name("attn.wq.weight"), 3), none);
-    kk::rope_forward(exec, btw(a.qkv, d_), btw(a.qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
+    kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(name("attn_norm.weight")));
+    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>("attn.wq.weight", 3), none);
+    kk::rope_forward(exec, btw(t.qkv, d_), btw(qkv32, d_), d_.Hl + d_.KVl, d_.hd, 0);
   }
-  kk::attention_forward(exec, btw(a.att_out, d_), a.att, btw(a.qkv, d_), d_.Hl, d_.KVl);
-  kk::matmul_forward(exec, k_.gemm, s.proj, a.att_out, p_.w(name("attn.wo.weight")),
+  kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
+  kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>("attn.wo.weight"),
                      d_.gpt && tp_root_ ? p_.v(name("attn.wo.bias")) : none);
   tp_allreduce(s.proj);
   kk::residual_forward(exec, a.x_mid, x_in, s.proj);
 
   // MLP: norm -> column-parallel in -> activation -> row-parallel out (+ all-reduce)
+  const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
-    kk::layernorm_forward(exec, a.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(name("ln2.weight")), p_.v(name("ln2.bias")));
-    kk::matmul_forward(exec, k_.gemm, a.mlp_in, a.ln2, p_.w(name("mlp.fc.weight")), p_.v(name("mlp.fc.bias")));
-    kk::gelu_forward(exec, a.act, a.mlp_in);
-    kk::matmul_forward(exec, k_.gemm, s.proj, a.act, p_.w(name("mlp.proj.weight")),
+    kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(name("ln2.weight")), p_.v(name("ln2.bias")));
+    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>("mlp.fc.weight"), p_.v(name("mlp.fc.bias")));
+    stored_as(exec, t.mlp_in, mlp32);
+    kk::gelu_forward(exec, t.act, t.mlp_in);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.proj.weight"),
                        tp_root_ ? p_.v(name("mlp.proj.bias")) : none);
   } else {
-    kk::rmsnorm_forward(exec, a.ln2, a.rstd2, a.x_mid, p_.v(name("mlp_norm.weight")));
-    kk::matmul_forward(exec, k_.gemm, a.mlp_in, a.ln2, p_.w(name("mlp.gate.weight"), 2), none);
-    kk::swiglu_forward(exec, a.act, a.mlp_in);
-    kk::matmul_forward(exec, k_.gemm, s.proj, a.act, p_.w(name("mlp.down.weight")), none);
+    kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(name("mlp_norm.weight")));
+    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>("mlp.gate.weight", 2), none);
+    stored_as(exec, t.mlp_in, mlp32);
+    kk::swiglu_forward(exec, t.act, t.mlp_in);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.down.weight"), none);
   }
   tp_allreduce(s.proj);
   kk::residual_forward(exec, a.x_out, a.x_mid, s.proj);
 }
 
-void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+template <class T>
+void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
+                       TypedScratch<T>& ts, const DV<float**>& dx) const {
   Exec exec;
   const DV<float*> none;
   // MLP: dx is the gradient of x_out = x_mid + mlp(x_mid); it is replicated over TP.
   if (d_.gpt) {
-    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.proj.weight")), p_.dv(name("mlp.proj.bias")), dx,
-                        a.act, p_.w(name("mlp.proj.weight")));
-    kk::gelu_backward(exec, s.d_mlp_in, a.mlp_in, s.d_act);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.fc.weight")), p_.dv(name("mlp.fc.bias")), s.d_mlp_in,
-                        a.ln2, p_.w(name("mlp.fc.weight")));
+    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.proj.weight")), p_.dv(name("mlp.proj.bias")),
+                        as_input(exec, dx, ts.dy), t.act, W<T>("mlp.proj.weight"));
+    kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.fc.weight")), p_.dv(name("mlp.fc.bias")), ts.d_mlp_in,
+                        t.ln2, W<T>("mlp.fc.weight"));
     tp_allreduce(s.d_ln);
     kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln2.weight")), p_.dv(name("ln2.bias")), s.d_ln, a.x_mid,
                            p_.v(name("ln2.weight")), a.mean2, a.rstd2);
   } else {
-    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.down.weight")), none, dx, a.act,
-                        p_.w(name("mlp.down.weight")));
-    kk::swiglu_backward(exec, s.d_mlp_in, a.mlp_in, s.d_act);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.gate.weight"), 2), none, s.d_mlp_in, a.ln2,
-                        p_.w(name("mlp.gate.weight"), 2));
+    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.down.weight")), none, as_input(exec, dx, ts.dy), t.act,
+                        W<T>("mlp.down.weight"));
+    kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.gate.weight"), 2), none, ts.d_mlp_in, t.ln2,
+                        W<T>("mlp.gate.weight", 2));
     tp_allreduce(s.d_ln);
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("mlp_norm.weight")), s.d_ln, a.x_mid,
                          p_.v(name("mlp_norm.weight")), a.rstd2);
@@ -141,22 +214,23 @@ void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& 
 
   // attention
   kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(name("attn.wo.weight")),
-                      d_.gpt ? p_.dv(name("attn.wo.bias")) : none, s.d_mid, a.att_out, p_.w(name("attn.wo.weight")));
-  kk::AttentionState<Exec> att = a.att;
+                      d_.gpt ? p_.dv(name("attn.wo.bias")) : none, as_input(exec, s.d_mid, ts.dy), t.att_out,
+                      W<T>("attn.wo.weight"));
+  kk::AttentionState<Exec, T> att = t.att;
   att.datt = s.att.datt;
   att.delta = s.att.delta;
-  kk::attention_backward(exec, btw(s.d_qkv, d_), att, btw(s.d_att_out, d_), btw(a.qkv, d_), btw(a.att_out, d_), d_.Hl,
-                         d_.KVl);
+  kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
+                         btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (d_.gpt) {
     kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3), p_.dv(name("attn.wq.bias"), 3),
-                        s.d_qkv, a.ln1, p_.w(name("attn.wq.weight"), 3));
+                        ts.d_qkv, t.ln1, W<T>("attn.wq.weight", 3));
     tp_allreduce(s.d_ln);
     kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln1.weight")), p_.dv(name("ln1.bias")), s.d_ln, x_in,
                            p_.v(name("ln1.weight")), a.mean1, a.rstd1);
   } else {
-    kk::rope_backward(exec, btw(s.d_qkv, d_), btw(s.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3), none, s.d_qkv, a.ln1,
-                        p_.w(name("attn.wq.weight"), 3));
+    kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3), none, ts.d_qkv, t.ln1,
+                        W<T>("attn.wq.weight", 3));
     tp_allreduce(s.d_ln);
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("attn_norm.weight")), s.d_ln, x_in,
                          p_.v(name("attn_norm.weight")), a.rstd1);

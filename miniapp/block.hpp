@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "attention.hpp"
+#include "bf16.hpp"
 #include "comm/communicator.hpp"
 #include "device.hpp"
 #include "gemm.hpp"
@@ -26,28 +27,49 @@ struct BlockDims {
 };
 BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len);
 
-// What one block keeps from its forward for its backward (one micro-batch in flight).
-struct BlockActs {
-  DV<float**> ln1, ln2, x_mid, x_out;  // (N,C)
-  DV<float*> mean1, rstd1, mean2, rstd2;  // (N); means unused by RMSNorm
-  DV<float**> qkv;                      // (N, (Hl+2KVl)hd), after RoPE for llama
-  DV<float**> att_out;                  // (N, Hl*hd)
-  kernels::AttentionState<Exec> att;
-  DV<float**> mlp_in, act;              // (N, Fl or 2Fl), (N, Fl)
-  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared);
+// The activations a block keeps whose element type follows train.precision (T = float or bf16):
+// the GEMMs' inputs and attention's. In bf16 the GEMMs still write fp32, rounded once into these.
+template <class T>
+struct TypedActs {
+  DV<T**> ln1, ln2;                        // (N,C)
+  DV<T**> qkv;                             // (N, (Hl+2KVl)hd), after RoPE for llama
+  DV<T**> att_out;                         // (N, Hl*hd)
+  kernels::AttentionState<Exec, T> att;
+  DV<T**> mlp_in, act;                     // (N, Fl or 2Fl), (N, Fl)
 };
 
-// Buffers the backward of any block may reuse (one set per rank).
+// What one block keeps from its forward for its backward (one micro-batch in flight). The
+// residual stream (x_mid, x_out) and the norms' statistics stay fp32 in both precisions.
+struct BlockActs {
+  DV<float**> x_mid, x_out;               // (N,C)
+  DV<float*> mean1, rstd1, mean2, rstd2;  // (N); means unused by RMSNorm
+  TypedActs<float> f;                     // allocated in fp32
+  TypedActs<kernels::bf16> h;             // allocated in bf16
+  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared, bool bf16);
+};
+
+// Gradient buffers a backward reads as GEMM inputs, typed like TypedActs. In fp32 they alias
+// BlockScratch's own; in bf16 dy and d_att_out hold rounded copies of fp32 gradients.
+template <class T>
+struct TypedScratch {
+  DV<T**> d_qkv, d_mlp_in, dy, d_att_out;
+};
+
+// Buffers the backward of any block may reuse (one set per rank). In bf16 the forward also uses
+// d_qkv and d_mlp_in as its fp32 GEMM outputs before they are rounded into the activations.
 struct BlockScratch {
   DV<float**> proj, d_mid, d_tmp, d_ln;  // (N,C)
   DV<float**> d_att_out, d_qkv, d_mlp_in, d_act;
   kernels::AttentionState<Exec> att;      // the attention backward's scratch
-  BlockScratch(const BlockDims& d, kernels::AttentionKind kind);
+  TypedScratch<float> f;
+  TypedScratch<kernels::bf16> h;
+  BlockScratch(const BlockDims& d, kernels::AttentionKind kind, bool bf16);
 };
 
 struct KernelChoice {
   kernels::GemmImpl gemm = kernels::GemmImpl::native;
   kernels::AttentionKind attention = kernels::AttentionKind::naive;
+  bool bf16 = false;  // train.precision=bf16
 };
 
 class Block {
@@ -60,6 +82,15 @@ class Block {
   void backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
 
  private:
+  template <class T>
+  void forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s) const;
+  template <class T>
+  void backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
+                  TypedScratch<T>& ts, const DV<float**>& dx) const;
+  template <class T>
+  DV<T**> W(const char* leaf, int count = 1) const {  // a GEMM's weight in its precision
+    return p_.wt<T>(name(leaf), count);
+  }
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "convert.hpp"
 #include "counter_rng.hpp"
 
 namespace kformer {
@@ -13,8 +14,9 @@ namespace {
 constexpr std::size_t kPoolSize = 3;
 }  // namespace
 
-ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero)
-    : dp_(dp) {
+ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero,
+                       bool bf16)
+    : dp_(dp), bf16_(bf16) {
   if (zero >= 1 && dp && dp->size() > 1) {
     shards_ = dp->size();
     shard_rank_ = dp->rank();
@@ -41,11 +43,15 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
   if (!units_.empty()) close_unit();
   values_ = DV<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
   grads_ = DV<float*>("kformer::grads", size_);
+  if (bf16_) values16_ = DV<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
   if (sharded_) {
     std::int64_t largest = 0;
     for (const auto& u : units_) largest = std::max(largest, u.size);
     pool_.resize(std::min(kPoolSize, units_.size()));
-    for (auto& g : pool_) g.buf = DV<float*>("kformer::gathered_params", largest);
+    for (auto& g : pool_) {
+      g.buf = DV<float*>("kformer::gathered_params", largest);
+      if (bf16_) g.buf16 = DV<kernels::bf16*>("kformer::gathered_params_bf16", largest);
+    }
   }
 }
 
@@ -82,8 +88,40 @@ void ParamStore::require(int layer) const {
     return a.valid != b.valid ? !a.valid : a.last_use < b.last_use;
   });
   const std::int64_t n = units_[u].size / shards_;
-  dp_->allgather(shard_values(u), victim->buf.data(), n, comm::DType::f32);
-  *victim = {u, true, clock_, victim->buf};
+  if (!bf16_) {
+    dp_->allgather(shard_values(u), victim->buf.data(), n, comm::DType::f32);
+  } else {
+    // FSDP in mixed precision gathers the bf16 copies (half the traffic, as torch's FSDP with a
+    // bf16 param_dtype); the fp32 buffer gets them widened for the norms and biases.
+    dp_->allgather(values16_.data() + units_[u].offset / shards_, victim->buf16.data(), n, comm::DType::bf16);
+    Exec exec;
+    const auto all = std::make_pair(std::int64_t(0), units_[u].size);
+    kernels::convert(exec, Kokkos::subview(victim->buf, all), Kokkos::subview(victim->buf16, all));
+    exec.fence();
+  }
+  *victim = {u, true, clock_, victim->buf, victim->buf16};
+}
+
+void ParamStore::refresh_bf16() const {
+  if (!bf16_) return;
+  Exec exec;
+  kernels::convert(exec, values16_, values_);
+  exec.fence();
+}
+
+DV<kernels::bf16**> ParamStore::w16(const std::string& first, int count) const {
+  if (!bf16_) throw std::logic_error("kformer: bf16 weights read from an fp32 parameter store");
+  const ParamSlot& s = slots_[index_.at(first)];
+  kernels::bf16* base = nullptr;
+  if (!sharded_) {
+    base = values16_.data() + units_[s.unit].offset;
+  } else {
+    unit_values(s.unit);  // throws unless gathered
+    for (auto& g : pool_)
+      if (g.valid && g.unit == s.unit) base = g.buf16.data();
+  }
+  return Kokkos::View<kernels::bf16**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+      base + (s.offset - units_[s.unit].offset), block(first, count).second, s.cols);
 }
 
 void ParamStore::drop_gathered() const {
@@ -166,7 +204,9 @@ void ParamStore::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
 std::int64_t ParamStore::resident_bytes() const {
   std::int64_t n = values_.span() + grads_.span();
   for (const auto& g : pool_) n += g.buf.span();
-  return n * std::int64_t(sizeof(float));
+  std::int64_t halves = values16_.span();
+  for (const auto& g : pool_) halves += g.buf16.span();
+  return n * std::int64_t(sizeof(float)) + halves * std::int64_t(sizeof(kernels::bf16));
 }
 
 }  // namespace kformer

@@ -5,12 +5,17 @@
 // Under ZeRO-3 (FSDP) a rank keeps only its 1/dp shard of each unit's values; require(layer)
 // all-gathers a unit into one of a few reusable buffers before a kernel reads it, and a buffer
 // is reused (the gathered copy freed) when another unit needs the room.
+//
+// bf16 mixed precision (train.precision=bf16): the values stay the fp32 masters the optimizer
+// updates; a bf16 copy of them, refreshed by refresh_bf16(), is what the GEMMs read (w16). Norm
+// weights and biases are read in fp32 (v). Gradients are fp32 in both precisions.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "bf16.hpp"
 #include "comm/communicator.hpp"
 #include "device.hpp"
 #include "model_spec.hpp"
@@ -38,7 +43,7 @@ class ParamStore {
   // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
   // With zero >= 1 units are padded to split evenly over `dp`; with zero 3 values are sharded.
   ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp = nullptr,
-             int zero = 0);
+             int zero = 0, bool bf16 = false);
 
   void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
   void zero_grads();
@@ -71,6 +76,19 @@ class ParamStore {
   DV<float**> dw(const std::string& first, int count = 1) const;
   DV<float*> v(const std::string& first, int count = 1) const;
   DV<float*> dv(const std::string& first, int count = 1) const;
+  // The bf16 copy of w() (bf16 stores only), and w() or w16() by element type.
+  DV<kernels::bf16**> w16(const std::string& first, int count = 1) const;
+  template <class T>
+  DV<T**> wt(const std::string& first, int count = 1) const {
+    if constexpr (std::is_same<T, float>::value)
+      return w(first, count);
+    else
+      return w16(first, count);
+  }
+  bool bf16() const { return bf16_; }
+  // bf16 stores: round the (local or shard) masters into the bf16 copy; call after the values
+  // change (initialisation, a checkpoint load, an optimizer step). Nothing to do in fp32.
+  void refresh_bf16() const;
 
   std::int64_t resident_bytes() const;  // values, gradients and gather buffers held now
 
@@ -87,12 +105,15 @@ class ParamStore {
   int shards_ = 1, shard_rank_ = 0;
   bool sharded_ = false;
   DV<float*> values_, grads_;  // values_: the whole layout, or this rank's shards under ZeRO-3
+  bool bf16_ = false;
+  DV<kernels::bf16*> values16_;  // bf16 copy of values_ (bf16 stores)
 
   struct Gathered {
     std::size_t unit = 0;
     bool valid = false;
     long last_use = 0;
     DV<float*> buf;
+    DV<kernels::bf16*> buf16;  // bf16 stores: the gathered unit in bf16
   };
   mutable std::vector<Gathered> pool_;
   mutable long clock_ = 0;

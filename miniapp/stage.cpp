@@ -16,7 +16,7 @@ namespace kk = kernels;
 Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice kernels, const ParamStore& params,
              comm::Communicator* tp, ChunkSpec chunk)
     : s_(shape), d_(block_dims(shape, micro_batch, seq_len)), k_(kernels), p_(params), tp_(tp), c_(chunk),
-      tp_rank_(tp ? tp->rank() : 0), scratch_(d_, kernels.attention) {
+      tp_rank_(tp ? tp->rank() : 0), scratch_(d_, kernels.attention, kernels.bf16) {
   Vl_ = s_.vocab_padded / s_.tp;
   v0_ = tp_rank_ * Vl_;
   const int N = d_.N();
@@ -24,7 +24,12 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
   if (c_.first()) inputs_ = scratch<std::int32_t*>("inputs", N);
   if (c_.last()) {
     targets_ = scratch<std::int32_t*>("targets", N);
-    lnf_ = scratch_view("lnf", N, d_.C);
+    if (k_.bf16) {
+      lnf16_ = scratch<kk::bf16**>("lnf_bf16", N, d_.C);
+      dlogits16_ = scratch<kk::bf16**>("dlogits_bf16", N, Vl_);
+    } else {
+      lnf_ = scratch_view("lnf", N, d_.C);
+    }
     logits_ = scratch_view("logits", N, Vl_);
     stats_ = scratch_view("xent_stats", 2, N);
     lnf_mean_ = scratch<float*>("lnf_mean", N);
@@ -46,7 +51,7 @@ DV<float**> Stage::input(int micro) {
   while (i < slots_.size() && slots_[i].busy) ++i;
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
     Slot s;
-    for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att);
+    for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att, k_.bf16);
     s.x_in = scratch_view("x_in", d_.N(), d_.C);
     s.dx = scratch_view("dx", d_.N(), d_.C);
     slots_.push_back(std::move(s));
@@ -115,13 +120,21 @@ void Stage::head_forward(Slot& s) {
   const int L = s_.n_layers;
   p_.require(L);
   if (s_.gpt) p_.require(-1);  // gpt's head is the embedding table
-  const DV<float**> head = p_.w(s_.gpt ? "embed.tokens.weight" : "head.weight");
+  const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
-  if (s_.gpt)
-    kk::layernorm_forward(exec, lnf_, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
-  else
-    kk::rmsnorm_forward(exec, lnf_, lnf_rstd_, x, p_.v("final_norm.weight"));
-  kk::matmul_forward(exec, k_.gemm, logits_, lnf_, head);
+  const auto final_norm = [&](const auto& out) {  // fp32 or bf16 out, from the fp32 residual stream
+    if (s_.gpt)
+      kk::layernorm_forward(exec, out, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
+    else
+      kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v("final_norm.weight"));
+  };
+  if (k_.bf16) {
+    final_norm(lnf16_);
+    kk::matmul_forward(exec, k_.gemm, logits_, lnf16_, p_.w16(head));
+  } else {
+    final_norm(lnf_);
+    kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head));
+  }
 
   kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
   if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
@@ -133,13 +146,16 @@ void Stage::head_forward(Slot& s) {
 // final norm: what the blocks' backward needs is the gradient of the last block's output (N,C).
 void Stage::head_backward(Slot& s, float grad_scale) {
   Exec exec;
-  const DV<float**> head = p_.w(s_.gpt ? "embed.tokens.weight" : "head.weight");
+  const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
-  kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+  if (k_.bf16) {  // the loss in fp32, the gradient of the logits rounded for the head's GEMMs
+    kk::xent_finish(exec, loss_, dlogits16_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), dlogits16_, lnf16_, p_.w16(head));
+  } else {
+    kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), logits_, lnf_, p_.w(head));
+  }
   loss_sum += kk::xent_loss_sum(exec, DV<const float*>(loss_));
-
-  kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(s_.gpt ? "embed.tokens.weight" : "head.weight"),
-                      DV<float*>(), logits_, lnf_, head);
   tp_allreduce(scratch_.d_ln);
   if (s_.gpt)
     kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), scratch_.d_ln, x,

@@ -75,6 +75,7 @@ class Stage {
   std::map<int, std::size_t> slot_of_;
   DV<std::int32_t*> inputs_, targets_;
   DV<float**> lnf_, logits_, stats_;
+  DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
 };
 

@@ -21,11 +21,12 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
       zero_(cfg.i32("parallel.zero")) {
   const int pp = mesh.shape.pp, v = cfg.i32("parallel.virtual_stages");
   const auto chunks = chunk_layers(cfg);
+  const bool bf16 = cfg.str("train.precision") == "bf16";
   params_ = std::make_unique<ParamStore>(rank_params(shape_, chunks, pp, mesh.pp_rank), shape_.tp, mesh.tp_rank,
-                                         mesh.dp.get(), zero_);
+                                         mesh.dp.get(), zero_, bf16);
   params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
   KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
-                 kernels::attention_kind_from_string(cfg.str("kernels.attention"))};
+                 kernels::attention_kind_from_string(cfg.str("kernels.attention")), bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = mesh.pp_rank; c < S; c += pp)
     stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
@@ -126,6 +127,9 @@ IterationRecord Trainer::iterate(int it) {
   const std::int64_t tokens_per_iter = std::int64_t(global_batch_) * T;
 
   params_->zero_grads();
+  // bf16: the GEMMs' copies of this iteration's masters (after initialisation, a checkpoint load
+  // or the last optimizer step, whichever changed them last).
+  params_->refresh_bf16();
   const std::int64_t first = sample_base_ + std::int64_t(it - first_iteration_) * global_batch_ +
                              std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
   pipeline_->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
