@@ -19,7 +19,7 @@
 namespace kformer {
 namespace {
 
-constexpr double kFloat = 4;
+constexpr double kFloat = 4, kHalf = 2;
 
 MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const ModelShape s = model_shape(cfg);
@@ -36,15 +36,24 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   }
   for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
   MemoryEstimate e;
+  e.bf16 = cfg.str("train.precision") == "bf16";
   const double shards = zero >= 1 ? dp : 1;
-  e.params = kFloat * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
+  // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
+  const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
+  e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
   e.grads = kFloat * P;
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
-  const double N = d.N(), att_saved = cfg.str("kernels.attention") == "naive" ? double(d.B) * d.Hl * d.T * d.T
-                                                                              : double(d.B) * d.Hl * d.T;
-  const double per_layer = 4 * N * d.C + N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl +
-                           4 * N + att_saved;
+  const bool naive = cfg.str("kernels.attention") == "naive";
+  const double N = d.N(), att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
+  // Kept per layer: fp32 in both precisions the residual stream (x_mid, x_out), the norms'
+  // statistics and the fused attention's logsumexp; in the activation precision the norms'
+  // outputs, qkv, attention's output, the MLP's input and activation, and naive attention's
+  // probabilities.
+  const double typed = 2 * N * d.C + N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl +
+                       (naive ? att_saved : 0);
+  const double fixed = 2 * N * d.C + 4 * N + (naive ? 0 : att_saved);
+  const double per_layer_bytes = kFloat * fixed + (e.bf16 ? kHalf : kFloat) * typed;
   const int m = cfg.i32("parallel.microbatches");
   const std::string sched = cfg.str("parallel.schedule");
   // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
@@ -57,10 +66,12 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
                         : sched == "1f1b"      ? std::min(m, pp - stage + back)
                                                : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;
-  e.activations = kFloat * per_layer * (double(count) / v) * in_flight;
+  e.activations = per_layer_bytes * (double(count) / v) * in_flight;
   const double Vl = double(s.vocab_padded) / s.tp;
   e.workspace = kFloat * (4 * N * d.C + N * d.q_width() + N * d.qkv_width() + N * d.mlp_in_width() + N * d.Fl +
                           att_saved + 3 * N * d.C + N * Vl);  // block scratch, attention scratch, model buffers
+  if (e.bf16)  // the rounded gradients the backward's GEMMs read, and the head's bf16 gradient
+    e.workspace += kHalf * (N * d.qkv_width() + N * d.mlp_in_width() + N * d.C + N * d.q_width() + N * Vl);
   return e;
 }
 
@@ -68,6 +79,8 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
 
 nlohmann::json MemoryEstimate::to_json() const {
   return {{"estimated_bytes", total()},
+          {"precision", bf16 ? "bf16" : "fp32"},
+          {"param_bytes", bf16 ? "fp32 masters + bf16 copies (6 per parameter)" : "fp32 (4 per parameter)"},
           {"estimate_split_bytes",
            {{"params", params}, {"grads", grads}, {"optimizer", optimizer}, {"activations", activations},
             {"workspace", workspace}}},
@@ -86,7 +99,8 @@ MemoryEstimate estimate_memory(const Config& cfg) {
 std::string describe(const MemoryEstimate& e) {
   std::ostringstream os;
   os.precision(3);
-  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << ", grads " << e.grads / 1e9 << ", optimizer "
+  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << (e.bf16 ? " as fp32 masters + bf16 copies" : "")
+     << ", grads " << e.grads / 1e9 << ", optimizer "
      << e.optimizer / 1e9 << ", activations " << e.activations / 1e9 << ", workspace " << e.workspace / 1e9 << "; "
      << e.micro_batches_in_flight << " micro-batch(es) in flight)";
   return os.str();

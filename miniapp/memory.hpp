@@ -12,9 +12,13 @@
 
 namespace kformer {
 
+// In bf16 (train.precision) params counts the fp32 masters and their bf16 copies (6 bytes a
+// parameter: more than fp32's 4), activations the bf16 ones kept for backward plus the fp32
+// residual stream and statistics, workspace the extra bf16 gradient buffers.
 struct MemoryEstimate {
   double params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;  // bytes
   int micro_batches_in_flight = 1;
+  bool bf16 = false;
   double total() const { return params + grads + optimizer + activations + workspace; }
   nlohmann::json to_json() const;
 };

@@ -54,6 +54,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   nlohmann::json summary = summarize(recs, flops_rank, tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  summary["precision"] = cfg.str("train.precision");  // FLOPs are counted the same in both
   summary["gemm_ceiling_tflops"] = ceiling.tflops;
   summary["gemm_ceiling"] = {{"impl", ceiling.impl},
                              {"shape", ceiling.shape},

@@ -42,6 +42,9 @@ std::string format_summary(const nlohmann::json& s) {
   const auto n = static_cast<long>(num(s, "iterations_summarised"));
   out += fmt("summary (medians over %ld iteration%s; output.json has every field):\n", n, n == 1 ? "" : "s");
   out += fmt("  throughput       %.1f tokens/s, %.3f ms per step, %.4g model TFLOP/s per rank\n", tokens, step, tf);
+  if (has(s, "precision") && s["precision"].is_string())
+    out += "  precision        " + s["precision"].get<std::string>() +
+           (s["precision"] == "bf16" ? " (fp32 masters and AdamW state, bf16 weight copies and activations)\n" : "\n");
   if (has(s, "time_split_ms")) {
     const auto& t = s["time_split_ms"];
     out += fmt("  time split (ms)  forward %.3f | backward %.3f | optimizer %.3f | communication %.3f total, %.3f exposed\n",
