@@ -3,6 +3,9 @@
 // so it overlaps the backward of the layers below; finish() waits for what is still in flight
 // and that wait is the exposed communication. zero <= 1 all-reduces; zero >= 2 reduce-scatters
 // (each rank keeps the reduced gradient of its own shard, which is all its optimizer reads).
+// With parallel.grad_reduce_dtype=bf16 a unit's fp32 gradient is rounded into a bf16 copy that
+// travels (half the bytes; MPI sums in fp32 per message, NCCL in bf16), and finish() widens the
+// reduced copy back into the fp32 gradient the optimizer reads.
 #pragma once
 
 #include <vector>
@@ -14,7 +17,7 @@ namespace kformer {
 
 class GradSync {
  public:
-  GradSync(ParamStore& params, comm::Communicator* dp, int zero);
+  GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce = false);
 
   void unit_done(int layer);  // start that unit's reduction
   void finish();              // wait for all; every unit must have been started
@@ -25,6 +28,9 @@ class GradSync {
   comm::Communicator* dp_;
   int zero_;
   std::vector<comm::Request> pending_;
+  bool bf16_ = false;
+  DV<kernels::bf16*> grads16_;             // bf16 reduce: the units' gradients in flight
+  std::vector<std::size_t> started_;       // bf16 reduce: units to widen back after the wait
   double exposed_ms_ = 0;
 };
 

@@ -25,12 +25,12 @@ void Pipeline::exchange(const Step& step) {
   for (const Message& m : step.group) {
     Stage& st = stage_of(m.chunk);
     if (m.send) {
-      ops.push_back(comm::send_op(m.phase == Phase::forward ? st.output(m.micro) : st.input_grad(m.micro), m.peer));
+      ops.push_back(st.message(m.phase == Phase::forward, true, m.micro, m.peer));
       sent.push_back({&st, m.micro});
       if (m.phase == Phase::backward) finished_.push_back({&st, m.micro});  // the slot's last use
     } else {
       // A forward's receive takes the micro-batch's slot; a backward's lands in the slot it has.
-      ops.push_back(comm::recv_op(m.phase == Phase::forward ? st.input(m.micro) : st.output_grad(m.micro), m.peer));
+      ops.push_back(st.message(m.phase == Phase::forward, false, m.micro, m.peer));
     }
   }
   const comm::Op& op = ops.front();

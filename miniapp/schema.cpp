@@ -72,6 +72,9 @@ std::vector<KeySpec> make_schema() {
       integer("parallel.pp", 1, 1, 4096, "pipeline stages"),
       integer("parallel.dp", 0, 0, 1 << 24, "data-parallel ranks; 0 = world / (tp*pp)"),
       integer("parallel.zero", 0, 0, 3, "0 none, 1 optimizer state sharded, 2 + gradients, 3 + parameters (FSDP)"),
+      choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
+             "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes, "
+             "the reduced gradient is widened back into the fp32 gradients"),
       choice("parallel.schedule", {"1f1b", "gpipe", "interleaved"}, "pipeline schedule"),
       integer("parallel.microbatches", 0, 0, 1 << 24, "micro-batches per iteration per pipeline; 0 = global_batch / (micro_batch*dp)"),
       integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),

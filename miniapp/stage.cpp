@@ -5,6 +5,7 @@
 
 #include "comm/trace_log.hpp"
 #include "comm/views.hpp"
+#include "convert.hpp"
 #include "cross_entropy.hpp"
 #include "embedding.hpp"
 #include "layernorm.hpp"
@@ -54,6 +55,10 @@ DV<float**> Stage::input(int micro) {
     for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att, k_.bf16);
     s.x_in = scratch_view("x_in", d_.N(), d_.C);
     s.dx = scratch_view("dx", d_.N(), d_.C);
+    if (k_.bf16 && !(c_.first() && c_.last())) {
+      s.act16 = scratch<kk::bf16**>("act_bf16", d_.N(), d_.C);
+      s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.N(), d_.C);
+    }
     slots_.push_back(std::move(s));
   }
   slots_[i].busy = true;
@@ -71,6 +76,16 @@ DV<float**> Stage::output(int micro) const { return x_last(slot(micro)); }
 DV<float**> Stage::output_grad(int micro) const { return slot(micro).dx; }
 DV<float**> Stage::input_grad(int micro) const { return slot(micro).dx; }
 
+comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
+  if (!send && forward) input(micro);  // the receive takes the slot
+  if (!k_.bf16) {
+    const DV<float**> buf = forward ? (send ? output(micro) : slot(micro).x_in) : slot(micro).dx;
+    return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
+  }
+  const DV<kk::bf16**> buf = forward ? slot(micro).act16 : slot(micro).grad16;
+  return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
+}
+
 void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float grad_scale) {
   Kokkos::Timer timer;
   Exec exec;
@@ -87,6 +102,8 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
     kk::embedding_forward(exec, s.x_in, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
     tp_allreduce(s.x_in);
+  } else if (k_.bf16) {
+    kk::convert(exec, s.x_in, s.act16);  // received in bf16
   }
   for (int i = 0; i < c_.n_layers; ++i) {
     p_.require(c_.first_layer + i);
@@ -98,6 +115,8 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
       for (int t = 0; t < T; ++t) h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t + 1];
     Kokkos::deep_copy(exec, targets_, h);
     head_forward(s);
+  } else if (k_.bf16) {
+    kk::convert(exec, s.act16, x_last(s));  // sent in bf16
   }
   exec.fence();
   forward_ms += timer.seconds() * 1e3;
@@ -173,6 +192,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
     on_unit_done(s_.n_layers);                       // final norm and head: done after the forward
     if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
   }
+  if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
     blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_, s.dx);
@@ -184,6 +204,8 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
     kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
     if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
+  } else if (k_.bf16) {
+    kk::convert(exec, s.grad16, s.dx);  // sent in bf16
   }
   exec.fence();
   backward_ms += timer.seconds() * 1e3;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "block.hpp"
+#include "comm/views.hpp"
 #include "flops.hpp"
 
 namespace kformer {
@@ -41,6 +42,11 @@ class Stage {
   // on_unit_done(layer): the unit's gradients are complete (hook for data-parallel buckets).
   void backward(int micro, const std::function<void(int)>& on_unit_done);
   DV<float**> input_grad(int micro) const;  // (N,C) for the previous chunk
+  // The pipeline's message of `micro` between this chunk and `peer`: forward, the activation
+  // (sent to the next chunk, or received from the previous one, which takes a slot as input()
+  // does); backward, its gradient. In bf16 they travel as bf16 copies of the fp32 buffers above,
+  // rounded after the compute that writes them and widened before the compute that reads them.
+  comm::Op message(bool forward, bool send, int micro, int peer);
   void release(int micro);                  // the slot may be reused
 
   double loss_sum = 0;                      // of the token losses of the last chunk's micro-batches
@@ -52,6 +58,7 @@ class Stage {
   struct Slot {
     std::vector<BlockActs> acts;
     DV<float**> x_in, dx;  // the chunk's input and the gradient flowing back through it
+    DV<kernels::bf16**> act16, grad16;  // bf16: x_in or the output, dx, as they travel
     std::vector<std::int32_t> inputs;
     bool busy = false;
   };

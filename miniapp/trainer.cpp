@@ -48,7 +48,7 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
                        cfg.i32("train.steps"), zero_};
   optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
                                            tied && mesh.pp_rank != 0 ? -1 : Optimizer::kNoMirror);
-  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_);
+  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_, cfg.str("parallel.grad_reduce_dtype") == "bf16");
   data_ = make_data_source(cfg.str("data.source"), shape_.vocab, static_cast<std::uint64_t>(cfg.i64("train.seed")));
 }
 
