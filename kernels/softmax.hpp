@@ -24,17 +24,26 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
       "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(scores.extent(0)) * H * T, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T;
-        // In place the exponentials overwrite the scores; else they go to probs and are read back
-        // from there (rounded when probs is bf16, so the sum is the sum of what is stored).
         const float* row = &scores(bh / H, bh % H, t, 0);
         TP* out = &probs(bh / H, bh % H, t, 0);
         const float m = detail::team_row_max(team, t + 1, [&](int j) { return row[j]; });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-          out[j] = TP(j <= t ? detail::fast_exp(row[j] - m) : 0.f);
-        });
-        team.team_barrier();
-        const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return float(out[j]); });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] = TP(out[j] * inv); });
+        if constexpr (std::is_same<TP, float>::value) {
+          // fp32 (in place or not): the exponentials are stored, summed, then scaled.
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
+            out[j] = j <= t ? detail::fast_exp(row[j] - m) : 0.f;
+          });
+          team.team_barrier();
+          const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return out[j]; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] *= inv; });
+        } else {
+          // bf16: the exponentials are computed twice (summed, then scaled and stored) so that
+          // each probability is rounded once, from its fp32 value.
+          const float inv =
+              1.f / detail::team_row_sum(team, t + 1, [&](int j) { return detail::fast_exp(row[j] - m); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
+            out[j] = TP(j <= t ? detail::fast_exp(row[j] - m) * inv : 0.f);
+          });
+        }
       });
 }
 

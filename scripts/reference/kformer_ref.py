@@ -7,6 +7,13 @@ the same GPT / Llama blocks, AdamW (betas 0.9/0.95, eps 1e-8, decoupled decay on
 global-norm clipping and warm-up + cosine schedule, all in float64. Given kformer's JSON report,
 it checks every iteration's loss and gradient norm.
 
+With train.precision=bf16 in the report it mirrors kformer's mixed precision by explicit roundings
+to bf16 in the float64 graph, at the points where kformer stores bf16: the weight copies the GEMMs
+read, the activations kept for backward (norm outputs, qkv, attention output and naive
+attention's probabilities, the MLP's input and activation) and the gradients that feed a GEMM or
+attention (rounded on their way back). The residual stream, norms, softmax statistics and the
+loss stay unrounded, the masters and AdamW float64 as in fp32 mode.
+
     kformer_ref.py REPORT.json [--rtol 1e-4]     exit 0 when every iteration matches
     kformer_ref.py REPORT.json --export FILE     also: from the weights and batch kformer exported
                                                  (output.export), the loss and every gradient to 1e-5
@@ -131,42 +138,100 @@ def rope(x, T, hd):  # x (B,T,heads,hd), rotate_half convention
     return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_], dim=-1)
 
 
-def forward(s, P, tok):
-    w = lambda n: P[n][0]
+def to_bf16(x):
+    return x.to(torch.float32).to(torch.bfloat16).to(x.dtype)
+
+
+class RoundValue(torch.autograd.Function):
+    """A value stored in bf16: rounded forward, the gradient passes unchanged."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return to_bf16(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class RoundGrad(torch.autograd.Function):
+    """A gradient kformer rounds to bf16 on its way back (a GEMM's or attention's input)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return to_bf16(g)
+
+
+class SoftmaxBf16(torch.autograd.Function):
+    """Naive attention's probabilities stored in bf16; its backward reads the stored values."""
+
+    @staticmethod
+    def forward(ctx, scores):
+        p = to_bf16(scores.softmax(-1))
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return p * (g - (p * g).sum(-1, keepdim=True))
+
+
+def forward(s, P, tok, bf16=False, naive=True):
+    """The loss of one batch; bf16: kformer's mixed precision (see the module's comment), with
+    naive or fused attention (they differ in whether the probabilities are stored rounded)."""
+    ident = lambda x: x
+    R = RoundValue.apply if bf16 else ident  # a stored bf16 activation or weight copy
+    G = RoundGrad.apply if bf16 else ident   # a gradient rounded before a GEMM or attention
+    w32 = lambda n: P[n][0]
+    w = lambda n: R(P[n][0]) if bf16 and P[n][0].dim() == 2 and not n.startswith("embed.") else P[n][0]
     B, T = tok.shape[0], tok.shape[1] - 1
     inp, tgt = tok[:, :T], tok[:, 1:]
-    x = w("embed.tokens.weight")[inp]
+    x = w32("embed.tokens.weight")[inp]  # the embedding reads the fp32 masters in both precisions
     if s.gpt:
-        x = x + w("embed.positions.weight")[:T][None]
+        x = x + w32("embed.positions.weight")[:T][None]
     ln = lambda x, n: torch.nn.functional.layer_norm(x, (s.C,), w(n + ".weight"), w(n + ".bias"), 1e-5)
     rms = lambda x, n: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w(n + ".weight")
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(s.L):
         b = f"layers.{l}."
-        h = ln(x, b + "ln1") if s.gpt else rms(x, b + "attn_norm")
+        h = R(ln(x, b + "ln1") if s.gpt else rms(x, b + "attn_norm"))
         lin = lambda h, n, bias: h @ w(n + ".weight").T + (w(n + ".bias") if bias else 0)
-        q = lin(h, b + "attn.wq", s.gpt).view(B, T, s.H, s.hd)
-        k = lin(h, b + "attn.wk", s.gpt).view(B, T, s.KV, s.hd)
-        v = lin(h, b + "attn.wv", s.gpt).view(B, T, s.KV, s.hd)
+        # kformer's one QKV GEMM: its output rounded when stored (after RoPE for llama), its
+        # gradient rounded by attention's backward (and again by RoPE's, in place in bf16).
+        q = G(lin(h, b + "attn.wq", s.gpt)).view(B, T, s.H, s.hd)
+        k = G(lin(h, b + "attn.wk", s.gpt)).view(B, T, s.KV, s.hd)
+        v = G(lin(h, b + "attn.wv", s.gpt)).view(B, T, s.KV, s.hd)
         if not s.gpt:
-            q, k = rope(q, T, s.hd), rope(k, T, s.hd)
+            q, k = G(rope(q, T, s.hd)), G(rope(k, T, s.hd))
+        q, k, v = R(q), R(k), R(v)
         rep = s.H // s.KV
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
         att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(s.hd)
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        o = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, s.H * s.hd)
-        x = x + lin(o, b + "attn.wo", s.gpt)
-        h = ln(x, b + "ln2") if s.gpt else rms(x, b + "mlp_norm")
+        att = att.masked_fill(~mask, float("-inf"))
+        att = SoftmaxBf16.apply(att) if bf16 and naive else att.softmax(-1)
+        o = R(G(torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, s.H * s.hd)))
+        x = x + G(lin(o, b + "attn.wo", s.gpt))
+        h = R(ln(x, b + "ln2") if s.gpt else rms(x, b + "mlp_norm"))
         if s.gpt:
-            h = torch.nn.functional.gelu(lin(h, b + "mlp.fc", True), approximate="tanh")
-            x = x + lin(h, b + "mlp.proj", True)
+            h = R(torch.nn.functional.gelu(R(G(lin(h, b + "mlp.fc", True))), approximate="tanh"))
+            x = x + G(lin(h, b + "mlp.proj", True))
         else:
-            h = torch.nn.functional.silu(lin(h, b + "mlp.gate", False)) * lin(h, b + "mlp.up", False)
-            x = x + lin(h, b + "mlp.down", False)
-    x = ln(x, "final_norm") if s.gpt else rms(x, "final_norm")
-    head = w("embed.tokens.weight") if s.gpt else w("head.weight")
-    logits = x @ head.T
+            h = R(torch.nn.functional.silu(R(G(lin(h, b + "mlp.gate", False)))) * R(G(lin(h, b + "mlp.up", False))))
+            x = x + G(lin(h, b + "mlp.down", False))
+    x = R(ln(x, "final_norm") if s.gpt else rms(x, "final_norm"))
+    head = R(w32("embed.tokens.weight")) if s.gpt and bf16 else w("embed.tokens.weight") if s.gpt else w("head.weight")
+    logits = G(x @ head.T)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, s.V), tgt.reshape(-1))
+
+
+def precision_of(cfg):
+    """(bf16, naive attention) as the report's config says."""
+    return cfg["train"].get("precision", "fp32") == "bf16", cfg["kernels"]["attention"] == "naive"
 
 
 def read_safetensors(path):
@@ -184,12 +249,14 @@ def read_safetensors(path):
     return out
 
 
-def check_export(cfg, path, loss_reported, rtol=1e-5):
-    """Loss and every gradient from kformer's own exported weights and batch."""
+def check_export(cfg, path, loss_reported, rtol=1e-5, grad_rtol=None):
+    """Loss (to rtol) and every gradient (to grad_rtol, default rtol) from kformer's own exported
+    weights and batch."""
+    grad_rtol = grad_rtol or rtol
     s, T = Shape(cfg), read_safetensors(path)
     P = {n: (torch.tensor(T[n].astype(np.float64), requires_grad=True), d) for n, _, _, _, _, d in param_specs(s)}
     tok = torch.tensor(T["tokens"].astype(np.int64))
-    loss = forward(s, P, tok)
+    loss = forward(s, P, tok, *precision_of(cfg))
     loss.backward()
     total = math.sqrt(sum(float((p.grad ** 2).sum()) for p, _ in P.values()))
     worst, bad = 0.0, 0
@@ -199,12 +266,12 @@ def check_export(cfg, path, loss_reported, rtol=1e-5):
         # whose exact gradient is ~0 (a key bias, for instance: softmax ignores it).
         err = float((got - ref).norm()) / max(float(ref.norm()), 1e-3 * total)
         worst = max(worst, err)
-        if err > rtol:
+        if err > grad_rtol:
             bad += 1
-            print(f"gradient of {name}: relative error {err:.2e} > {rtol}")
+            print(f"gradient of {name}: relative error {err:.2e} > {grad_rtol}")
     lrel = abs(loss.item() - loss_reported) / abs(loss.item())
     print(f"export: loss kformer {loss_reported:.9f} torch {loss.item():.9f} (rel {lrel:.1e}); "
-          f"{len(P)} gradients, worst relative error {worst:.1e}")
+          f"{len(P)} gradients, worst relative error {worst:.1e} (tolerance {grad_rtol:g})")
     return bad + (lrel > rtol)
 
 
@@ -240,7 +307,7 @@ def train(cfg, iterations, start=None):
     for it in range(first, first + iterations):
         tok = random_tokens(s.V, t["seed"], sample + (it - first) * GB, GB, T)
         opt.zero_grad()
-        loss = forward(s, P, tok)
+        loss = forward(s, P, tok, *precision_of(cfg))
         loss.backward()
         params = [p for p, _ in P.values()]
         norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item()
@@ -274,13 +341,15 @@ def main():
     ap.add_argument("report")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--export", help="safetensors file written by output.export")
+    ap.add_argument("--export-rtol", type=float, help="tolerance of the loss from the export (default: --rtol)")
+    ap.add_argument("--grad-rtol", type=float, help="tolerance of the exported gradients (default: the export's)")
     a = ap.parse_args()
     rep = json.load(open(a.report))
     cfg = rep["config"]
     if cfg["data"]["source"] != "random":
         sys.exit("kformer_ref.py: only data.source=random is reimplemented here")
     its = rep["iterations"]
-    bad = check_export(cfg, a.export, its[0]["loss"]) if a.export else 0
+    bad = check_export(cfg, a.export, its[0]["loss"], a.export_rtol or a.rtol, a.grad_rtol) if a.export else 0
     bad += compare(its, train(cfg, len(its)), a.rtol)
     print("reference: " + ("all iterations match" if bad == 0 else f"{bad} iteration(s) differ") + f" (rtol {a.rtol})")
     return 1 if bad else 0
