@@ -46,11 +46,14 @@ KOKKOS_INLINE_FUNCTION float bits_float(std::uint32_t u) {
 // Round-to-nearest-even float -> bf16 bits (see the file comment).
 KOKKOS_INLINE_FUNCTION std::uint16_t bf16_bits_from_float(float f) {
   const std::uint32_t u = detail::float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN: quiet
   // Adding 0x7fff rounds up exactly the values above the midpoint; the lowest kept bit adds one
   // more on a tie, so ties go to the even neighbour. A carry out of the mantissa moves to the next
-  // binade (or to inf past the largest finite value), which is the right answer.
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  // binade (or to inf past the largest finite value), which is the right answer. A NaN is made
+  // quiet instead. Both are computed and one selected, without a branch, so that loops storing
+  // bf16 vectorise.
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 KOKKOS_INLINE_FUNCTION float bf16_bits_to_float(std::uint16_t b) {

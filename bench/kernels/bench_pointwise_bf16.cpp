@@ -1,0 +1,139 @@
+// The memory-bound kernels of bench_pointwise.cpp on bf16 activations (train.precision=bf16), at
+// the same shapes, named <kernel>_bf16/<fwd|bwd>/<shape> so that each sits beside its fp32 case:
+// every activation and activation gradient bf16 (the norms' statistics and weights, the softmax's
+// scores and the gradients of probabilities stay fp32, as in the mini-app). gbps counts 2 bytes
+// per bf16 element, so the fp32/bf16 ratio of times is the speed-up from halving the traffic.
+#include <Kokkos_Random.hpp>
+
+#include "activations.hpp"
+#include "ceilings.hpp"
+#include "convert.hpp"
+#include "layernorm.hpp"
+#include "residual.hpp"
+#include "rmsnorm.hpp"
+#include "rope.hpp"
+#include "softmax.hpp"
+
+namespace kformer::bench {
+namespace {
+
+using kernels::bf16;
+template <class T>
+using V = kernels::DView<T, Exec>;
+constexpr double kH = 2.0, kF = 4.0;  // bytes of a bf16 and of a float
+
+// A view of uniform values in [-1, 1), rounded when T is bf16.
+template <class T, class... Ext>
+V<T> rnd(const char* label, Ext... n) {
+  V<float*> f("f", (std::size_t(n) * ...));
+  Kokkos::Random_XorShift64_Pool<Exec> pool(4321);
+  Kokkos::fill_random(f, pool, -1.0f, 1.0f);
+  V<T> v{std::string(label), std::size_t(n)...};
+  kernels::convert(Exec(), v, f);
+  Exec().fence();
+  return v;
+}
+
+std::string dims(std::initializer_list<int> d) {
+  std::string s;
+  for (int x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes) {
+  add_case(name, [=](benchmark::State& state) { run_case(state, make(), 0.0, bytes); });
+}
+
+void register_norms(int N, int C) {
+  const double nc = double(N) * C, extra = kF * (2.0 * N + 3.0 * C);
+  const std::string s = dims({N, C});
+  add_mem("layernorm_bf16/fwd/" + s, [=] {
+    auto x = rnd<bf16**>("x", N, C);
+    V<bf16**> y("y", N, C);
+    auto w = rnd<float*>("w", C), b = rnd<float*>("b", C);
+    V<float*> mean("mean", N), rstd("rstd", N);
+    return std::function<void()>([=] { kernels::layernorm_forward(Exec(), y, mean, rstd, x, w, b); });
+  }, 2 * kH * nc + extra);
+  add_mem("layernorm_bf16/bwd/" + s, [=] {
+    auto x = rnd<bf16**>("x", N, C), dy = rnd<bf16**>("dy", N, C);
+    auto w = rnd<float*>("w", C), b = rnd<float*>("b", C);
+    V<bf16**> y("y", N, C), dx("dx", N, C);
+    V<float*> mean("mean", N), rstd("rstd", N), dw("dw", C), db("db", C);
+    kernels::layernorm_forward(Exec(), y, mean, rstd, x, w, b);
+    return std::function<void()>([=] { kernels::layernorm_backward(Exec(), dx, dw, db, dy, x, w, mean, rstd); });
+  }, 3 * kH * nc + extra);
+  add_mem("rmsnorm_bf16/fwd/" + s, [=] {
+    auto x = rnd<bf16**>("x", N, C);
+    auto w = rnd<float*>("w", C);
+    V<bf16**> y("y", N, C);
+    V<float*> rstd("rstd", N);
+    return std::function<void()>([=] { kernels::rmsnorm_forward(Exec(), y, rstd, x, w); });
+  }, 2 * kH * nc + extra);
+  add_mem("rmsnorm_bf16/bwd/" + s, [=] {
+    auto x = rnd<bf16**>("x", N, C), dy = rnd<bf16**>("dy", N, C);
+    auto w = rnd<float*>("w", C);
+    V<bf16**> y("y", N, C), dx("dx", N, C);
+    V<float*> rstd("rstd", N), dw("dw", C);
+    kernels::rmsnorm_forward(Exec(), y, rstd, x, w);
+    return std::function<void()>([=] { kernels::rmsnorm_backward(Exec(), dx, dw, dy, x, w, rstd); });
+  }, 3 * kH * nc + extra);
+}
+
+void register_pointwise() {
+  const int N = 2048, C = 768, F = 4 * C, NL = 256, FL = 14336;
+  add_mem("gelu_bf16/fwd/" + dims({N, F}), [=] {
+    auto x = rnd<bf16**>("x", N, F);
+    V<bf16**> y("y", N, F);
+    return std::function<void()>([=] { kernels::gelu_forward(Exec(), y, x); });
+  }, 2 * kH * N * F);
+  add_mem("gelu_bf16/bwd/" + dims({N, F}), [=] {
+    auto x = rnd<bf16**>("x", N, F), dy = rnd<bf16**>("dy", N, F);
+    V<bf16**> dx("dx", N, F);
+    return std::function<void()>([=] { kernels::gelu_backward(Exec(), dx, x, dy); });
+  }, 3 * kH * N * F);
+  add_mem("swiglu_bf16/fwd/" + dims({NL, FL}), [=] {
+    auto x = rnd<bf16**>("x", NL, 2 * FL);
+    V<bf16**> y("y", NL, FL);
+    return std::function<void()>([=] { kernels::swiglu_forward(Exec(), y, x); });
+  }, 3 * kH * NL * FL);
+  add_mem("swiglu_bf16/bwd/" + dims({NL, FL}), [=] {
+    auto x = rnd<bf16**>("x", NL, 2 * FL), dy = rnd<bf16**>("dy", NL, FL);
+    V<bf16**> dx("dx", NL, 2 * FL);
+    return std::function<void()>([=] { kernels::swiglu_backward(Exec(), dx, x, dy); });
+  }, 5 * kH * NL * FL);
+  add_mem("residual_bf16/fwd/" + dims({N, C}), [=] {
+    auto a = rnd<bf16**>("a", N, C), b = rnd<bf16**>("b", N, C);
+    V<bf16**> y("y", N, C);
+    return std::function<void()>([=] { kernels::residual_forward(Exec(), y, a, b); });
+  }, 3 * kH * N * C);
+  add_mem("residual_bf16/bwd/" + dims({N, C}), [=] {
+    auto dy = rnd<bf16**>("dy", N, C);
+    V<bf16**> da("da", N, C), db("db", N, C);
+    return std::function<void()>([=] { kernels::residual_backward(Exec(), da, db, dy); });
+  }, 3 * kH * N * C);
+  const int H = 32, KV = 8, hd = 128, W = (H + 2 * KV) * hd;
+  add_mem("rope_bf16/fwd/" + dims({NL, W}), [=] {
+    auto x = rnd<bf16***>("x", 1, NL, W);
+    V<bf16***> y("y", 1, NL, W);
+    return std::function<void()>([=] { kernels::rope_forward(Exec(), y, x, H + KV, hd, 0); });
+  }, 2 * kH * NL * W);
+  // Softmax: fp32 scores in, bf16 probabilities out; the backward reads them with an fp32 dP.
+  const int SH = 12, ST = 1024;
+  const double tt = double(SH) * ST * ST;
+  add_mem("softmax_bf16/fwd/" + dims({SH, ST, ST}), [=] {
+    auto s = rnd<float****>("s", 1, SH, ST, ST);
+    V<bf16****> p("p", 1, SH, ST, ST);
+    return std::function<void()>([=] { kernels::causal_softmax_forward(Exec(), p, V<const float****>(s)); });
+  }, (kF + kH) * tt);
+  add_mem("softmax_bf16/bwd/" + dims({SH, ST, ST}), [=] {
+    auto p = rnd<bf16****>("p", 1, SH, ST, ST);
+    auto dp = rnd<float****>("dp", 1, SH, ST, ST);
+    V<float****> ds("ds", 1, SH, ST, ST);
+    return std::function<void()>([=] { kernels::causal_softmax_backward(Exec(), ds, V<const float****>(dp), p); });
+  }, (kH + 2 * kF) * tt);
+}
+
+const bool registered = (register_norms(2048, 768), register_norms(256, 4096), register_pointwise(), true);
+
+}  // namespace
+}  // namespace kformer::bench
