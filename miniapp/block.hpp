@@ -58,6 +58,10 @@ class Block {
   void forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
   // dx (N,C): the gradient of a.x_out on entry, of x_in on return. Parameter gradients add up.
   void backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+  // The same split in two (block_split.cpp), for zb-h1: backward_input leaves dx as above and
+  // keeps in `a` what backward_weight, run later, needs to add the projections' gradients.
+  void backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+  void backward_weight(const BlockActs& a) const;
 
  private:
   void tp_allreduce(const DV<float**>& x) const;

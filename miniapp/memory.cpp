@@ -51,9 +51,11 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
   // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
   // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
+  // ZB-H1 holds a micro-batch from its F to its W: up to p on every stage (schedule.cpp).
   const int back = sched == "interleaved" || stage > 0 ? 1 : 0;
   const int in_flight = pp == 1                ? 1
                         : sched == "gpipe"     ? m * v
+                        : sched == "zb-h1"     ? std::min(m, pp)
                         : sched == "1f1b"      ? std::min(m, pp - stage + back)
                                                : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;

@@ -80,7 +80,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                               {"stages", pp},
                               {"virtual_stages", v},
                               {"microbatches", cfg.i64("parallel.microbatches")},
-                              {"bubble_analytic", analytic_bubble(pp, cfg.i32("parallel.microbatches"), v)},
+                              {"bubble_analytic", analytic_bubble(cfg.str("parallel.schedule"), pp, cfg.i32("parallel.microbatches"), v)},
                               {"micro_batches_in_flight_measured", slots_all}});
   nlohmann::json memory = estimate_memory(cfg).to_json();
   memory["peak_bytes"] = peak;

@@ -40,6 +40,11 @@ class Stage {
   DV<float**> output_grad(int micro) const;  // the buffer its gradient is received into
   // on_unit_done(layer): the unit's gradients are complete (hook for data-parallel buckets).
   void backward(int micro, const std::function<void(int)>& on_unit_done);
+  // zb-h1 (stage_split.cpp): the backward in two, B then, later, W of the same micro-batch. B
+  // leaves input_grad(micro) ready to send; W adds the weight gradients (the embedding's
+  // included) and fires on_unit_done. The slot stays taken until W has run.
+  void backward_input(int micro);
+  void backward_weight(int micro, const std::function<void(int)>& on_unit_done);
   DV<float**> input_grad(int micro) const;  // (N,C) for the previous chunk
   void release(int micro);                  // the slot may be reused
 
