@@ -24,7 +24,7 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
   return d;
 }
 
-BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared) {
+BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared, bool scores) {
   const int N = d.N();
   ln1 = scratch_view("ln1", N, d.C);
   ln2 = scratch_view("ln2", N, d.C);
@@ -40,7 +40,7 @@ BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::Atten
   act = scratch_view("act", N, d.Fl);
   att.kind = kind;
   if (kind == kk::AttentionKind::naive) {
-    att.att = scratch<float****>("att", d.B, d.Hl, d.T, d.T);
+    if (scores) att.att = scratch<float****>("att", d.B, d.Hl, d.T, d.T);
     att.datt = shared.datt;
   } else {
     att.lse = scratch<float***>("lse", d.B, d.Hl, d.T);

@@ -34,7 +34,10 @@ struct BlockActs {
   DV<float**> att_out;                  // (N, Hl*hd)
   kernels::AttentionState<Exec> att;
   DV<float**> mlp_in, act;              // (N, Fl or 2Fl), (N, Fl)
-  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared);
+  // scores = false (selective recompute): the naive attention's probabilities are not kept; att.att
+  // is left empty for the stage to point at the buffer it recomputes them into.
+  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared,
+            bool scores = true);
 };
 
 // Buffers the backward of any block may reuse (one set per rank).
@@ -62,6 +65,9 @@ class Block {
   // keeps in `a` what backward_weight, run later, needs to add the projections' gradients.
   void backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
   void backward_weight(const BlockActs& a) const;
+  // Selective recompute (recompute.cpp): refills a.att's probabilities from a.qkv, as the forward
+  // computed them (its output goes to s.d_att_out, which the backward overwrites).
+  void recompute_scores(BlockActs& a, BlockScratch& s) const;
 
  private:
   void tp_allreduce(const DV<float**>& x) const;

@@ -58,6 +58,9 @@ std::vector<KeySpec> make_schema() {
       real("train.weight_decay", 0.1, 0, kNoMax, "decoupled weight decay (AdamW)"),
       real("train.grad_clip", 1.0, 0, kNoMax, "global gradient-norm clip; 0 = off"),
       integer("train.seed", 1234, 0, kNoMax, "seed of parameter initialisation and random data"),
+      choice("train.recompute", {"none", "selective", "full"},
+             "activation recomputation: selective recomputes the naive attention's probabilities in backward, "
+             "full keeps only each block's input and re-runs its forward"),
       integer("train.max_nan", 5, 1, kInt, "stop after this many non-finite iterations in a row"),
       integer("train.stop_at", 0, 0, kInt,
               "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),

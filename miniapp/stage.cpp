@@ -46,7 +46,7 @@ DV<float**> Stage::input(int micro) {
   while (i < slots_.size() && slots_[i].busy) ++i;
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
     Slot s;
-    for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att);
+    for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts());
     s.x_in = scratch_view("x_in", d_.N(), d_.C);
     s.dx = scratch_view("dx", d_.N(), d_.C);
     slots_.push_back(std::move(s));
@@ -159,7 +159,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   }
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
-    blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_, s.dx);
+    blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
     if (on_unit_done) on_unit_done(c_.first_layer + i);
   }
   if (c_.first()) {
@@ -175,7 +175,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
 
 Flops Stage::flops() const {
   Flops f;
-  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_);
+  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_), f.recompute += recompute_flops(d_, recompute_, k_.attention);
   if (c_.last()) f += head_flops(d_.N(), d_.C, Vl_);
   return f;
 }

@@ -7,10 +7,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "block.hpp"
 #include "flops.hpp"
+#include "recompute.hpp"
 
 namespace kformer {
 
@@ -48,6 +50,12 @@ class Stage {
   DV<float**> input_grad(int micro) const;  // (N,C) for the previous chunk
   void release(int micro);                  // the slot may be reused
 
+  // train.recompute (recompute.cpp); set before the first micro-batch.
+  void set_recompute(Recompute r);
+  // Bytes of activations held now: the slots' and the recomputation's buffers (measured from the
+  // Views, each allocation once).
+  std::int64_t activation_bytes() const;
+
   double loss_sum = 0;                      // of the token losses of the last chunk's micro-batches
   double forward_ms = 0, backward_ms = 0;   // accumulated; the trainer resets them
   Flops flops() const;                      // per micro-batch
@@ -62,6 +70,8 @@ class Stage {
   };
   Slot& slot(int micro);
   const Slot& slot(int micro) const;
+  BlockActs make_acts() const;                 // one block's activations in a new slot
+  BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
   void head_forward(Slot& s);
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
@@ -81,6 +91,9 @@ class Stage {
   DV<std::int32_t*> inputs_, targets_;
   DV<float**> lnf_, logits_, stats_;
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
+  Recompute recompute_ = Recompute::none;
+  std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares
+  DV<float****> scores_;             // selective, naive attention: the probabilities, recomputed
 };
 
 }  // namespace kformer

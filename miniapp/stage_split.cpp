@@ -14,7 +14,7 @@ void Stage::backward_input(int micro) {
   Slot& s = slot(micro);
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
-    blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_, s.dx);
+    blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
   }
   Exec().fence();
   backward_ms += timer.seconds() * 1e3;

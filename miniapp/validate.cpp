@@ -87,6 +87,9 @@ void validate_layout(Config& cfg, int world) {
   } else {
     require(v == 1, "parallel.virtual_stages=" + s(v) + " needs parallel.schedule=interleaved");
   }
+  require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
+          "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
+          "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");
   require(pp * v <= cfg.i64("model.n_layers"),
           "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
               s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");
