@@ -21,19 +21,20 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
   d.hd = s.head_dim;
   d.Fl = s.ffn_dim / s.tp;
   d.gpt = s.gpt;
+  d.sp = s.sequence_parallel ? s.tp : 1;
   return d;
 }
 
 BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared, bool scores) {
-  const int N = d.N();
-  ln1 = scratch_view("ln1", N, d.C);
-  ln2 = scratch_view("ln2", N, d.C);
-  x_mid = scratch_view("x_mid", N, d.C);
-  x_out = scratch_view("x_out", N, d.C);
-  mean1 = scratch<float*>("mean1", N);
-  rstd1 = scratch<float*>("rstd1", N);
-  mean2 = scratch<float*>("mean2", N);
-  rstd2 = scratch<float*>("rstd2", N);
+  const int N = d.N(), R = d.rows();
+  ln1 = scratch_view("ln1", R, d.C);
+  ln2 = scratch_view("ln2", R, d.C);
+  x_mid = scratch_view("x_mid", R, d.C);
+  x_out = scratch_view("x_out", R, d.C);
+  mean1 = scratch<float*>("mean1", R);
+  rstd1 = scratch<float*>("rstd1", R);
+  mean2 = scratch<float*>("mean2", R);
+  rstd2 = scratch<float*>("rstd2", R);
   qkv = scratch_view("qkv", N, d.qkv_width());
   att_out = scratch_view("att_out", N, d.q_width());
   mlp_in = scratch_view("mlp_in", N, d.mlp_in_width());
@@ -58,6 +59,7 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind) {
   d_qkv = scratch_view("d_qkv", N, d.qkv_width());
   d_mlp_in = scratch_view("d_mlp_in", N, d.mlp_in_width());
   d_act = scratch_view("d_act", N, d.Fl);
+  if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
   if (kind == kk::AttentionKind::naive)
     att.datt = scratch<float****>("datt", d.B, d.Hl, d.T, d.T);
@@ -80,6 +82,7 @@ DV<float***> btw(const DV<float**>& x, const BlockDims& d) {  // (N,W) read as (
 }  // namespace
 
 void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const {
+  if (d_.sp > 1) return forward_sp(x_in, a, s);
   Exec exec;
   const DV<float*> none;
   // attention: norm -> column-parallel QKV -> attention -> row-parallel out (+ all-reduce)
@@ -115,6 +118,7 @@ void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) cons
 }
 
 void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+  if (d_.sp > 1) return backward_sp(x_in, a, s, dx);
   Exec exec;
   const DV<float*> none;
   // MLP: dx is the gradient of x_out = x_mid + mlp(x_mid); it is replicated over TP.

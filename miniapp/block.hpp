@@ -19,7 +19,9 @@ namespace kformer {
 struct BlockDims {
   int B = 0, T = 0, C = 0, Hl = 0, KVl = 0, hd = 0, Fl = 0;
   bool gpt = true;
+  int sp = 1;  // sequence parallelism: the TP degree over which the norms' and residuals' rows are split
   int N() const { return B * T; }
+  int rows() const { return N() / sp; }  // the rows of x_in, x_mid, x_out, ln1, ln2 on this rank
   int qkv_width() const { return (Hl + 2 * KVl) * hd; }
   int q_width() const { return Hl * hd; }
   int mlp_in_width() const { return gpt ? Fl : 2 * Fl; }  // llama: [gate | up]
@@ -28,8 +30,8 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len);
 
 // What one block keeps from its forward for its backward (one micro-batch in flight).
 struct BlockActs {
-  DV<float**> ln1, ln2, x_mid, x_out;  // (N,C)
-  DV<float*> mean1, rstd1, mean2, rstd2;  // (N); means unused by RMSNorm
+  DV<float**> ln1, ln2, x_mid, x_out;  // (R,C): R = N, or N/tp under sequence parallelism
+  DV<float*> mean1, rstd1, mean2, rstd2;  // (R); means unused by RMSNorm
   DV<float**> qkv;                      // (N, (Hl+2KVl)hd), after RoPE for llama
   DV<float**> att_out;                  // (N, Hl*hd)
   kernels::AttentionState<Exec> att;
@@ -44,6 +46,7 @@ struct BlockActs {
 struct BlockScratch {
   DV<float**> proj, d_mid, d_tmp, d_ln;  // (N,C)
   DV<float**> d_att_out, d_qkv, d_mlp_in, d_act;
+  DV<float**> gathered;                   // (N,C) sequence parallel: an all-gathered norm output or gradient
   kernels::AttentionState<Exec> att;      // the attention backward's scratch
   BlockScratch(const BlockDims& d, kernels::AttentionKind kind);
 };
@@ -70,6 +73,10 @@ class Block {
   void recompute_scores(BlockActs& a, BlockScratch& s) const;
 
  private:
+  // Sequence parallelism (block_sp.cpp): x_in, dx and the norms' rows split over the TP ranks;
+  // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
+  void forward_sp(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
+  void backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

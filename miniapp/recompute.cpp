@@ -35,7 +35,7 @@ void Stage::set_recompute(Recompute r) {
 BlockActs Stage::make_acts() const {
   if (recompute_ == Recompute::full) {  // the block's output of its own, the rest shared
     BlockActs a = *work_;
-    a.x_out = scratch_view("x_out", d_.N(), d_.C);
+    a.x_out = scratch_view("x_out", d_.rows(), d_.C);
     return a;
   }
   BlockActs a(d_, k_.attention, scratch_.att, !scores_.data());

@@ -74,6 +74,9 @@ std::vector<KeySpec> make_schema() {
       integer("parallel.zero", 0, 0, 3, "0 none, 1 optimizer state sharded, 2 + gradients, 3 + parameters (FSDP)"),
       choice("parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"},
              "pipeline schedule; zb-h1 splits backward into input and weight gradients, deferring the latter"),
+      choice("parallel.sequence_parallel", {"false", "true"},
+             "with parallel.tp > 1: split the norms, residuals and the activations between TP regions along the "
+             "tokens (all-gather + reduce-scatter instead of all-reduce)"),
       integer("parallel.microbatches", 0, 0, 1 << 24, "micro-batches per iteration per pipeline; 0 = global_batch / (micro_batch*dp)"),
       integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),
       KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 1, kMaxLayers,

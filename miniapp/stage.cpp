@@ -27,8 +27,8 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
     lnf_ = scratch_view("lnf", N, d_.C);
     logits_ = scratch_view("logits", N, Vl_);
     stats_ = scratch_view("xent_stats", 2, N);
-    lnf_mean_ = scratch<float*>("lnf_mean", N);
-    lnf_rstd_ = scratch<float*>("lnf_rstd", N);
+    lnf_mean_ = scratch<float*>("lnf_mean", d_.rows());
+    lnf_rstd_ = scratch<float*>("lnf_rstd", d_.rows());
     lmax_ = scratch<float*>("xent_max", N);
     loss_ = scratch<float*>("loss", N);
   }
@@ -47,8 +47,8 @@ DV<float**> Stage::input(int micro) {
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
     Slot s;
     for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts());
-    s.x_in = scratch_view("x_in", d_.N(), d_.C);
-    s.dx = scratch_view("dx", d_.N(), d_.C);
+    s.x_in = scratch_view("x_in", d_.rows(), d_.C);
+    s.dx = scratch_view("dx", d_.rows(), d_.C);
     slots_.push_back(std::move(s));
   }
   slots_[i].busy = true;
@@ -80,8 +80,9 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     p_.require(-1);
     // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
     const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
-    kk::embedding_forward(exec, s.x_in, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
-    tp_allreduce(s.x_in);
+    const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
+    kk::embedding_forward(exec, embedded, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
+    tp_reduce_rows(embedded, s.x_in);
   }
   for (int i = 0; i < c_.n_layers; ++i) {
     p_.require(c_.first_layer + i);
@@ -116,11 +117,12 @@ void Stage::head_forward(Slot& s) {
   p_.require(L);
   if (s_.gpt) p_.require(-1);  // gpt's head is the embedding table
   const DV<float**> head = p_.w(s_.gpt ? "embed.tokens.weight" : "head.weight");
-  const DV<float**> x = x_last(s);
+  const DV<float**> x = x_last(s), lnf = lnf_rows();
   if (s_.gpt)
-    kk::layernorm_forward(exec, lnf_, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
+    kk::layernorm_forward(exec, lnf, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
   else
-    kk::rmsnorm_forward(exec, lnf_, lnf_rstd_, x, p_.v("final_norm.weight"));
+    kk::rmsnorm_forward(exec, lnf, lnf_rstd_, x, p_.v("final_norm.weight"));
+  if (d_.sp > 1) comm::allgather(*tp_, lnf, lnf_);
   kk::matmul_forward(exec, k_.gemm, logits_, lnf_, head);
 
   kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
@@ -140,13 +142,13 @@ void Stage::head_backward(Slot& s, float grad_scale) {
 
   kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(s_.gpt ? "embed.tokens.weight" : "head.weight"),
                       DV<float*>(), logits_, lnf_, head);
-  tp_allreduce(scratch_.d_ln);
+  const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
+  tp_reduce_rows(scratch_.d_ln, d_lnf);
   if (s_.gpt)
-    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), scratch_.d_ln, x,
+    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), d_lnf, x,
                            p_.v("final_norm.weight"), lnf_mean_, lnf_rstd_);
   else
-    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), scratch_.d_ln, x, p_.v("final_norm.weight"),
-                         lnf_rstd_);
+    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), d_lnf, x, p_.v("final_norm.weight"), lnf_rstd_);
 }
 
 void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
@@ -154,19 +156,20 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   Exec exec;
   Slot& s = slot(micro);
   if (c_.last() && on_unit_done) {
-    on_unit_done(s_.n_layers);                       // final norm and head: done after the forward
+    unit_done(s_.n_layers, on_unit_done);            // final norm and head: done after the forward
     if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
   }
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
     blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
-    if (on_unit_done) on_unit_done(c_.first_layer + i);
+    if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
   }
   if (c_.first()) {
     p_.require(-1);
     const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
+    const DV<float**> dx = whole_rows(s.dx);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   }
   exec.fence();

@@ -76,6 +76,14 @@ class Stage {
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
   void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
+  // Sequence parallelism (stage_sp.cpp). whole (N,C) summed over TP into rows: this rank's R rows
+  // (reduce-scatter), or in place (all-reduce, rows == whole) without it.
+  void tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const;
+  DV<float**> lnf_rows() const;                        // where this rank's final-norm rows go in lnf_
+  DV<float**> whole_rows(const DV<float**>& rows);     // (N,C): rows all-gathered, or rows themselves
+  // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
+  // parallelism (each rank added its rows' part); it runs once per iteration, on the last micro-batch.
+  void unit_done(int layer, const std::function<void(int)>& on_unit_done);
 
   ModelShape s_;
   BlockDims d_;
