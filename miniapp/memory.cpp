@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "block.hpp"
 #include "model_spec.hpp"
+#include "recompute.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -20,6 +21,23 @@ namespace kformer {
 namespace {
 
 constexpr double kFloat = 4;
+
+// The native GEMM's packing workspace (kernels/gemm_native.hpp): (M + N) x K floats of the
+// largest GEMM the rank runs, forward (N tokens x in -> out), input gradient (out -> in) and
+// weight gradient (K = the tokens), at most its 8 Mi-float budget. Vendor GEMMs keep their own.
+double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
+  const double N = d.N();
+  double most = 0;
+  const auto gemm = [&](double in, double out) {
+    most = std::max({most, (N + out) * in, (N + in) * out, (out + in) * N});
+  };
+  gemm(d.C, d.qkv_width());
+  gemm(d.q_width(), d.C);
+  gemm(d.C, d.mlp_in_width());
+  gemm(d.Fl, d.C);
+  if (head) gemm(d.C, vocab_rows);
+  return std::min(most, double(std::int64_t(8) << 20));
+}
 
 MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const ModelShape s = model_shape(cfg);
@@ -41,10 +59,20 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   e.grads = kFloat * P;
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
-  const double N = d.N(), att_saved = cfg.str("kernels.attention") == "naive" ? double(d.B) * d.Hl * d.T * d.T
-                                                                              : double(d.B) * d.Hl * d.T;
-  const double per_layer = 4 * N * d.C + N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl +
-                           4 * N + att_saved;
+  const bool naive = cfg.str("kernels.attention") == "naive";
+  const Recompute recompute = parse_recompute(cfg.str("train.recompute"));
+  // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
+  const double N = d.N(), R = d.rows(), C = d.C;
+  const double att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
+  const double tp_region = N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl;
+  const double block_all = 4 * R * C + 4 * R + tp_region + att_saved;  // BlockActs, none
+  // What a slot keeps per block, and what each chunk adds once to recompute the rest.
+  const double per_layer = recompute == Recompute::full                     ? R * C
+                           : recompute == Recompute::selective && naive   ? block_all - att_saved
+                                                                           : block_all;
+  const double recompute_set = recompute == Recompute::full                     ? block_all
+                               : recompute == Recompute::selective && naive   ? att_saved
+                                                                               : 0;
   const int m = cfg.i32("parallel.microbatches");
   const std::string sched = cfg.str("parallel.schedule");
   // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
@@ -59,10 +87,15 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
                         : sched == "1f1b"      ? std::min(m, pp - stage + back)
                                                : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;
-  e.activations = kFloat * per_layer * (double(count) / v) * in_flight;
+  // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each.
+  e.activations = kFloat * (in_flight * (per_layer * (double(count) / v) + 2 * R * C) + v * recompute_set);
+  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism); on
+  // the last chunk the final norm, the logits and the loss's buffers.
   const double Vl = double(s.vocab_padded) / s.tp;
-  e.workspace = kFloat * (4 * N * d.C + N * d.q_width() + N * d.qkv_width() + N * d.mlp_in_width() + N * d.Fl +
-                          att_saved + 3 * N * d.C + N * Vl);  // block scratch, attention scratch, model buffers
+  const double scratch = 4 * N * C + tp_region + att_saved + (d.sp > 1 ? N * C : 0);
+  const bool last = int(chunks.size() - 1) % pp == stage;
+  const double gemm = cfg.str("kernels.gemm") == "native" ? gemm_workspace_floats(d, Vl, last) : 0;
+  e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
   return e;
 }
 

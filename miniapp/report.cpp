@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <fstream>
 
+#include "comm/allocation_registry.hpp"
 #include "device_reduce.hpp"
 #include "kformer_config.hpp"
 #include "memory.hpp"
@@ -90,6 +91,9 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                               {"micro_batches_in_flight_measured", slots_all}});
   nlohmann::json memory = estimate_memory(cfg).to_json();
   memory["peak_bytes"] = peak;
+  // What the estimate predicts: the high-water mark of kformer's own allocations (Kokkos Views).
+  memory["allocated_peak_bytes"] =
+      reduce.allreduce(world, double(comm::AllocationRegistry::peak_bytes()), comm::ReduceOp::max);
   double acts = 0;
   for (const auto& st : trainer.stages()) acts += double(st->activation_bytes());
   memory["activation_bytes_measured"] = reduce.allreduce(world, acts, comm::ReduceOp::max);
