@@ -27,6 +27,7 @@ struct State {
   // Kokkos reports the start of an allocation, which holds a header before the View's data:
   // measured once on a probe View instead of relying on the header's size.
   std::uintptr_t data_offset = 0;
+  std::uint64_t live_bytes = 0, peak_bytes = 0;
   bool installed = false;
 };
 
@@ -42,6 +43,8 @@ void on_allocate(const Kokkos::Tools::SpaceHandle h, const char* label, const vo
   if (tracked_space(h)) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : ""};
+    s.live_bytes += bytes;
+    if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
   }
   if (s.chained.allocate_data) s.chained.allocate_data(h, label, ptr, bytes);
 }
@@ -50,7 +53,11 @@ void on_deallocate(const Kokkos::Tools::SpaceHandle h, const char* label, const 
   State& s = state();
   if (tracked_space(h)) {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.live.erase(reinterpret_cast<std::uintptr_t>(ptr));
+    const auto it = s.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it != s.live.end()) {  // allocations made before install() were never counted
+      s.live_bytes -= it->second.bytes;
+      s.live.erase(it);
+    }
   }
   if (s.chained.deallocate_data) s.chained.deallocate_data(h, label, ptr, bytes);
 }
@@ -94,6 +101,21 @@ bool AllocationRegistry::contains(const void* p, std::size_t bytes, std::string*
   if (begin < data || begin + bytes > data + it->second.bytes) return false;
   if (label) *label = it->second.label;
   return true;
+}
+
+std::uint64_t AllocationRegistry::live_bytes() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().live_bytes;
+}
+
+std::uint64_t AllocationRegistry::peak_bytes() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().peak_bytes;
+}
+
+void AllocationRegistry::reset_peak() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().peak_bytes = state().live_bytes;
 }
 
 const char* AllocationRegistry::space_name() { return Space::name(); }

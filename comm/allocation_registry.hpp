@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace kformer::comm {
@@ -20,6 +21,12 @@ class AllocationRegistry {
 
   // Whether [p, p + bytes) lies inside one live allocation; `label` receives its View label.
   static bool contains(const void* p, std::size_t bytes, std::string* label = nullptr);
+
+  // Bytes of the live allocations, and their high-water mark since install() (what the program
+  // allocated through Kokkos in that space: its memory, without the runtime's own).
+  static std::uint64_t live_bytes();
+  static std::uint64_t peak_bytes();
+  static void reset_peak();  // the mark restarts from what is live now
 
   // The name of the memory space tracked ("Host", "Cuda", ...).
   static const char* space_name();

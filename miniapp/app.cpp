@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "comm/allocation_registry.hpp"
 #include "comm/mesh.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
@@ -59,6 +60,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
                                "): report this Kokkos version; meanwhile choose with KOKKOS_DEVICE_ID per rank");
   }
 
+  comm::AllocationRegistry::install();  // the peak of what kformer allocates (report.cpp), and comm.strict's checks
   std::unique_ptr<comm::Communicator> world;
   auto trace = std::make_shared<comm::TraceLog>();
   try {
@@ -130,6 +132,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
     };
   }
   const GemmCeiling ceiling = measure_gemm_ceiling(trainer.stages().front()->dims());
+  comm::AllocationRegistry::reset_peak();  // the ceiling's benchmark buffers are not the run's
   trainer.run();
   if (timeline) timeline->write(*world);
   const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);

@@ -22,6 +22,7 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
   d.hd = s.head_dim;
   d.Fl = s.ffn_dim / s.tp;
   d.gpt = s.gpt;
+  d.sp = s.sequence_parallel ? s.tp : 1;
   return d;
 }
 
@@ -32,17 +33,18 @@ DV<T**> typed_view(const std::string& label, std::int64_t rows, std::int64_t col
 }
 
 template <class T>
-void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared) {
-  const int N = d.N();
-  t.ln1 = typed_view<T>("ln1", N, d.C);
-  t.ln2 = typed_view<T>("ln2", N, d.C);
+void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared,
+              bool scores) {
+  const int N = d.N(), R = d.rows();
+  t.ln1 = typed_view<T>("ln1", R, d.C);
+  t.ln2 = typed_view<T>("ln2", R, d.C);
   t.qkv = typed_view<T>("qkv", N, d.qkv_width());
   t.att_out = typed_view<T>("att_out", N, d.q_width());
   t.mlp_in = typed_view<T>("mlp_in", N, d.mlp_in_width());
   t.act = typed_view<T>("act", N, d.Fl);
   t.att.kind = kind;
   if (kind == kk::AttentionKind::naive) {
-    t.att.att = scratch<T****>("att", d.B, d.Hl, d.T, d.T);
+    if (scores) t.att.att = scratch<T****>("att", d.B, d.Hl, d.T, d.T);
     t.att.datt = shared.datt;
   } else {
     t.att.lse = scratch<float***>("lse", d.B, d.Hl, d.T);
@@ -51,18 +53,19 @@ void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const
 }
 }  // namespace
 
-BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared, bool bf16) {
-  const int N = d.N();
-  x_mid = scratch_view("x_mid", N, d.C);
-  x_out = scratch_view("x_out", N, d.C);
-  mean1 = scratch<float*>("mean1", N);
-  rstd1 = scratch<float*>("rstd1", N);
-  mean2 = scratch<float*>("mean2", N);
-  rstd2 = scratch<float*>("rstd2", N);
+BlockActs::BlockActs(const BlockDims& d, kk::AttentionKind kind, const kk::AttentionState<Exec>& shared, bool bf16,
+                     bool scores) {
+  const int R = d.rows();
+  x_mid = scratch_view("x_mid", R, d.C);
+  x_out = scratch_view("x_out", R, d.C);
+  mean1 = scratch<float*>("mean1", R);
+  rstd1 = scratch<float*>("rstd1", R);
+  mean2 = scratch<float*>("mean2", R);
+  rstd2 = scratch<float*>("rstd2", R);
   if (bf16)
-    allocate(h, d, kind, shared);
+    allocate(h, d, kind, shared, scores);
   else
-    allocate(f, d, kind, shared);
+    allocate(f, d, kind, shared, scores);
 }
 
 BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16) {
@@ -75,6 +78,7 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   d_qkv = scratch_view("d_qkv", N, d.qkv_width());
   d_mlp_in = scratch_view("d_mlp_in", N, d.mlp_in_width());
   d_act = scratch_view("d_act", N, d.Fl);
+  if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
   if (kind == kk::AttentionKind::naive)
     att.datt = scratch<float****>("datt", d.B, d.Hl, d.T, d.T);
@@ -131,6 +135,7 @@ DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
 }  // namespace
 
 void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const {
+  if (d_.sp > 1) return forward_sp(x_in, a, s);  // fp32: validate refuses sequence parallelism in bf16
   if (k_.bf16)
     forward_t(x_in, a, a.h, s);
   else
@@ -138,6 +143,7 @@ void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) cons
 }
 
 void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+  if (d_.sp > 1) return backward_sp(x_in, a, s, dx);
   if (k_.bf16)
     backward_t(x_in, a, a.h, s, s.h, dx);
   else

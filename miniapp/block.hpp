@@ -20,7 +20,9 @@ namespace kformer {
 struct BlockDims {
   int B = 0, T = 0, C = 0, Hl = 0, KVl = 0, hd = 0, Fl = 0;
   bool gpt = true;
+  int sp = 1;  // sequence parallelism: the TP degree over which the norms' and residuals' rows are split
   int N() const { return B * T; }
+  int rows() const { return N() / sp; }  // the rows of x_in, x_mid, x_out, ln1, ln2 on this rank
   int qkv_width() const { return (Hl + 2 * KVl) * hd; }
   int q_width() const { return Hl * hd; }
   int mlp_in_width() const { return gpt ? Fl : 2 * Fl; }  // llama: [gate | up]
@@ -31,7 +33,7 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len);
 // the GEMMs' inputs and attention's. In bf16 the GEMMs still write fp32, rounded once into these.
 template <class T>
 struct TypedActs {
-  DV<T**> ln1, ln2;                        // (N,C)
+  DV<T**> ln1, ln2;                        // (R,C): R = N, or N/tp under sequence parallelism
   DV<T**> qkv;                             // (N, (Hl+2KVl)hd), after RoPE for llama
   DV<T**> att_out;                         // (N, Hl*hd)
   kernels::AttentionState<Exec, T> att;
@@ -41,11 +43,14 @@ struct TypedActs {
 // What one block keeps from its forward for its backward (one micro-batch in flight). The
 // residual stream (x_mid, x_out) and the norms' statistics stay fp32 in both precisions.
 struct BlockActs {
-  DV<float**> x_mid, x_out;               // (N,C)
-  DV<float*> mean1, rstd1, mean2, rstd2;  // (N); means unused by RMSNorm
+  DV<float**> x_mid, x_out;               // (R,C)
+  DV<float*> mean1, rstd1, mean2, rstd2;  // (R); means unused by RMSNorm
   TypedActs<float> f;                     // allocated in fp32
   TypedActs<kernels::bf16> h;             // allocated in bf16
-  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared, bool bf16);
+  // scores = false (selective recompute, fp32): the naive attention's probabilities are not kept;
+  // f.att.att is left empty for the stage to point at the buffer it recomputes them into.
+  BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared, bool bf16,
+            bool scores = true);
 };
 
 // Gradient buffers a backward reads as GEMM inputs, typed like TypedActs. In fp32 they alias
@@ -60,6 +65,7 @@ struct TypedScratch {
 struct BlockScratch {
   DV<float**> proj, d_mid, d_tmp, d_ln;  // (N,C)
   DV<float**> d_att_out, d_qkv, d_mlp_in, d_act;
+  DV<float**> gathered;                   // (N,C) sequence parallel: an all-gathered norm output or gradient
   kernels::AttentionState<Exec> att;      // the attention backward's scratch
   TypedScratch<float> f;
   TypedScratch<kernels::bf16> h;
@@ -80,6 +86,13 @@ class Block {
   void forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
   // dx (N,C): the gradient of a.x_out on entry, of x_in on return. Parameter gradients add up.
   void backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+  // The same split in two (block_split.cpp), for zb-h1 (fp32 only): backward_input leaves dx as above and
+  // keeps in `a` what backward_weight, run later, needs to add the projections' gradients.
+  void backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+  void backward_weight(const BlockActs& a) const;
+  // Selective recompute (recompute.cpp, fp32 only): refills a.f.att's probabilities from a.qkv, as the forward
+  // computed them (its output goes to s.d_att_out, which the backward overwrites).
+  void recompute_scores(BlockActs& a, BlockScratch& s) const;
 
  private:
   template <class T>
@@ -91,6 +104,10 @@ class Block {
   DV<T**> W(const char* leaf, int count = 1) const {  // a GEMM's weight in its precision
     return p_.wt<T>(name(leaf), count);
   }
+  // Sequence parallelism (block_sp.cpp, fp32 only): x_in, dx and the norms' rows split over the TP ranks;
+  // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
+  void forward_sp(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
+  void backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

@@ -13,6 +13,13 @@ Flops block_flops(const BlockDims& d) {
   return {f, 2 * f};
 }
 
+double recompute_flops(const BlockDims& d, Recompute mode, kernels::AttentionKind attention) {
+  if (mode == Recompute::full) return block_flops(d).forward;
+  if (mode == Recompute::selective && attention == kernels::AttentionKind::naive)
+    return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd;
+  return 0;
+}
+
 Flops head_flops(std::int64_t tokens, int d_model, int vocab_rows) {
   const double f = 2.0 * double(tokens) * d_model * vocab_rows;
   return {f, 2 * f};

@@ -6,21 +6,29 @@
 
 #include "block.hpp"
 #include "model_spec.hpp"
+#include "recompute.hpp"
 
 namespace kformer {
 
 struct Flops {
   double forward = 0, backward = 0;
-  double total() const { return forward + backward; }
+  double recompute = 0;  // forward work re-run for the backward (train.recompute): hardware, not model, FLOPs
+  double total() const { return forward + backward; }  // model FLOPs (what MFU divides)
+  double hardware() const { return total() + recompute; }
   Flops& operator+=(const Flops& o) {
     forward += o.forward;
     backward += o.backward;
+    recompute += o.recompute;
     return *this;
   }
 };
 
 // One block's micro-batch on one TP rank.
 Flops block_flops(const BlockDims& d);
+// What one block's recomputation re-runs per micro-batch: its whole forward (full), the naive
+// attention's QK^T and AV (selective; 0 with the fused attention, whose backward recomputes the
+// scores under every mode, as the model FLOPs of flash attention leave out).
+double recompute_flops(const BlockDims& d, Recompute mode, kernels::AttentionKind attention);
 // The LM head (N tokens, the rank's vocab_padded/tp rows).
 Flops head_flops(std::int64_t tokens, int d_model, int vocab_rows);
 

@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "block.hpp"
 #include "model_spec.hpp"
+#include "recompute.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -20,6 +21,23 @@ namespace kformer {
 namespace {
 
 constexpr double kFloat = 4, kHalf = 2;
+
+// The native GEMM's packing workspace (kernels/gemm_native.hpp): (M + N) x K floats of the
+// largest GEMM the rank runs, forward (N tokens x in -> out), input gradient (out -> in) and
+// weight gradient (K = the tokens), at most its 8 Mi-float budget. Vendor GEMMs keep their own.
+double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
+  const double N = d.N();
+  double most = 0;
+  const auto gemm = [&](double in, double out) {
+    most = std::max({most, (N + out) * in, (N + in) * out, (out + in) * N});
+  };
+  gemm(d.C, d.qkv_width());
+  gemm(d.q_width(), d.C);
+  gemm(d.C, d.mlp_in_width());
+  gemm(d.Fl, d.C);
+  if (head) gemm(d.C, vocab_rows);
+  return std::min(most, double(std::int64_t(8) << 20));
+}
 
 MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const ModelShape s = model_shape(cfg);
@@ -45,33 +63,53 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
   const bool naive = cfg.str("kernels.attention") == "naive";
-  const double N = d.N(), att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
-  // Kept per layer: fp32 in both precisions the residual stream (x_mid, x_out), the norms'
-  // statistics and the fused attention's logsumexp; in the activation precision the norms'
-  // outputs, qkv, attention's output, the MLP's input and activation, and naive attention's
-  // probabilities.
-  const double typed = 2 * N * d.C + N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl +
-                       (naive ? att_saved : 0);
-  const double fixed = 2 * N * d.C + 4 * N + (naive ? 0 : att_saved);
-  const double per_layer_bytes = kFloat * fixed + (e.bf16 ? kHalf : kFloat) * typed;
+  const Recompute recompute = parse_recompute(cfg.str("train.recompute"));
+  // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
+  const double N = d.N(), R = d.rows(), C = d.C;
+  const double att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
+  const double tp_region = N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl;
+  // Kept per block: fp32 in both precisions the residual stream (x_mid, x_out), the norms'
+  // statistics and the fused attention's logsumexp; in the activation precision (tb bytes) the
+  // norms' outputs, the TP region's qkv, attention output, MLP input and activation, and naive
+  // attention's probabilities.
+  const double tb = e.bf16 ? kHalf : kFloat;
+  const double block_all = kFloat * (2 * R * C + 4 * R + (naive ? 0 : att_saved)) +
+                           tb * (2 * R * C + tp_region + (naive ? att_saved : 0));  // BlockActs, none
+  // What a slot keeps per block, and what each chunk adds once to recompute the rest.
+  const double per_layer = recompute == Recompute::full                     ? kFloat * R * C
+                           : recompute == Recompute::selective && naive   ? block_all - tb * att_saved
+                                                                           : block_all;
+  const double recompute_set = recompute == Recompute::full                     ? block_all
+                               : recompute == Recompute::selective && naive   ? tb * att_saved
+                                                                               : 0;
   const int m = cfg.i32("parallel.microbatches");
   const std::string sched = cfg.str("parallel.schedule");
   // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
   // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
   // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
   // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
+  // ZB-H1 holds a micro-batch from its F to its W: up to p on every stage (schedule.cpp).
   const int back = sched == "interleaved" || stage > 0 ? 1 : 0;
   const int in_flight = pp == 1                ? 1
                         : sched == "gpipe"     ? m * v
+                        : sched == "zb-h1"     ? std::min(m, pp)
                         : sched == "1f1b"      ? std::min(m, pp - stage + back)
                                                : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;
-  e.activations = per_layer_bytes * (double(count) / v) * in_flight;
+  // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
+  // bf16, between chunks, their bf16 copies as they travel).
+  const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * N * C : 0;
+  e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
+  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism); on
+  // the last chunk the final norm, the logits and the loss's buffers.
   const double Vl = double(s.vocab_padded) / s.tp;
-  e.workspace = kFloat * (4 * N * d.C + N * d.q_width() + N * d.qkv_width() + N * d.mlp_in_width() + N * d.Fl +
-                          att_saved + 3 * N * d.C + N * Vl);  // block scratch, attention scratch, model buffers
+  const double scratch = 4 * N * C + tp_region + att_saved + (d.sp > 1 ? N * C : 0);
+  const bool last = int(chunks.size() - 1) % pp == stage;
+  const double gemm = cfg.str("kernels.gemm") == "native" ? gemm_workspace_floats(d, Vl, last) : 0;
+  e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
   if (e.bf16)  // the rounded gradients the backward's GEMMs read, and the head's bf16 gradient
-    e.workspace += kHalf * (N * d.qkv_width() + N * d.mlp_in_width() + N * d.C + N * d.q_width() + N * Vl);
+    e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width()) +
+                   (last ? kHalf * N * Vl : 0);
   return e;
 }
 

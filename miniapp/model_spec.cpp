@@ -16,6 +16,7 @@ ModelShape model_shape(const Config& cfg) {
   s.ffn_dim = cfg.i32("model.ffn_dim");
   s.vocab = cfg.i32("model.vocab_size");
   s.tp = cfg.i32("parallel.tp");
+  s.sequence_parallel = cfg.str("parallel.sequence_parallel") == "true" && s.tp > 1;
   const int pad = 64 * s.tp;
   s.vocab_padded = (s.vocab + pad - 1) / pad * pad;
   s.max_seq_len = cfg.i32("model.max_seq_len");

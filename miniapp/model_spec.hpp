@@ -22,6 +22,7 @@ struct ModelShape {
   int vocab_padded = 0;  // multiple of 64 * tp: the padding rows are zero and masked in the loss
   int max_seq_len = 0;
   int tp = 1;
+  bool sequence_parallel = false;  // parallel.sequence_parallel (with tp > 1)
 };
 ModelShape model_shape(const Config& cfg);
 

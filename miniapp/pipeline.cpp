@@ -13,7 +13,8 @@ namespace kformer {
 Pipeline::Pipeline(std::vector<std::unique_ptr<Stage>>& stages, const std::vector<Action>& actions,
                    comm::Communicator* pp)
     : stages_(stages), pp_(pp), pp_size_(pp ? pp->size() : 1),
-      program_(comm_program(actions, pp_size_, stages.front()->chunk().n_chunks)) {}
+      program_(comm_program(actions, pp_size_, stages.front()->chunk().n_chunks)),
+      split_(std::any_of(actions.begin(), actions.end(), [](const Action& a) { return a.phase == Phase::weight; })) {}
 
 // Posts the step's group: one message as the plain call (the trace names it send or recv), several
 // as one group, which NCCL progresses together so that crossing sends and receives cannot wait
@@ -27,7 +28,7 @@ void Pipeline::exchange(const Step& step) {
     if (m.send) {
       ops.push_back(st.message(m.phase == Phase::forward, true, m.micro, m.peer));
       sent.push_back({&st, m.micro});
-      if (m.phase == Phase::backward) finished_.push_back({&st, m.micro});  // the slot's last use
+      if (m.phase == Phase::backward && !split_) finished_.push_back({&st, m.micro});  // the slot's last use
     } else {
       // A forward's receive takes the micro-batch's slot; a backward's lands in the slot it has.
       ops.push_back(st.message(m.phase == Phase::forward, false, m.micro, m.peer));
@@ -106,9 +107,14 @@ void Pipeline::run(const DataSource& data, std::int64_t first_sample, int microb
       if (split >= 0) spans.push_back({Phase::backward, a.micro, a.chunk, split, t1, true});
     } else {
       const double t0 = comm::TraceLog::now_us();
-      st.backward(a.micro, a.micro == microbatches - 1 ? on_unit_done : std::function<void(int)>());
+      const auto done = a.micro == microbatches - 1 ? on_unit_done : std::function<void(int)>();
+      if (a.phase == Phase::weight) st.backward_weight(a.micro, done);
+      else if (split_) st.backward_input(a.micro);
+      else st.backward(a.micro, done);
       spans.push_back({a.phase, a.micro, a.chunk, t0, comm::TraceLog::now_us()});
-      if (c.first()) finished_.push_back({&st, a.micro});  // no gradient goes back from the first chunk
+      // The slot's last use: W when the backward is split, else the first chunk's backward (no
+      // gradient goes back from it; other chunks' slots are freed once their gradient is sent).
+      if (a.phase == Phase::weight || (c.first() && !split_)) finished_.push_back({&st, a.micro});
     }
     release_finished();
   }

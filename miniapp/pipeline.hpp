@@ -4,7 +4,8 @@
 // needs, waited for before that computes (that wait is the bubble); a group of sends only is left
 // to complete while the rank computes on. A slot (one micro-batch's activations on one chunk) is
 // freed once its backward has run and its sends have completed. With one stage the list is
-// F0 B0 F1 B1 ... and nothing is sent: the same code path trains every layout.
+// F0 B0 F1 B1 ... and nothing is sent: the same code path trains every layout. Under zb-h1 a
+// backward action is B (the input gradient) and a weight action W; the slot lives until W.
 #pragma once
 
 #include <functional>
@@ -58,6 +59,7 @@ class Pipeline {
   comm::Communicator* pp_;
   int pp_size_ = 1;
   Program program_;
+  bool split_ = false;  // the actions hold W (zb-h1): a slot is freed after its W
   struct Pending {
     comm::Request request;
     std::vector<SlotRef> sends;  // the slots whose buffers it sends

@@ -9,8 +9,13 @@
 namespace kformer {
 
 Program comm_program(const std::vector<Action>& actions, int pp, int n_chunks) {
-  const auto receives = [&](const Action& a) { return a.phase == Phase::forward ? a.chunk > 0 : a.chunk < n_chunks - 1; };
-  const auto sends = [&](const Action& a) { return a.phase == Phase::forward ? a.chunk < n_chunks - 1 : a.chunk > 0; };
+  // A weight-gradient action (zb-h1's W) neither receives nor sends.
+  const auto receives = [&](const Action& a) {
+    return a.phase == Phase::forward ? a.chunk > 0 : a.phase == Phase::backward && a.chunk < n_chunks - 1;
+  };
+  const auto sends = [&](const Action& a) {
+    return a.phase == Phase::forward ? a.chunk < n_chunks - 1 : a.phase == Phase::backward && a.chunk > 0;
+  };
   const auto peer_in = [&](const Action& a) { return (a.phase == Phase::forward ? a.chunk - 1 : a.chunk + 1) % pp; };
   const auto peer_out = [&](const Action& a) { return (a.phase == Phase::forward ? a.chunk + 1 : a.chunk - 1) % pp; };
   // Interleaved, a rank exchanges activations and gradients with both neighbours in both
@@ -59,7 +64,7 @@ std::string describe(const Message& m) {
 }
 
 std::string describe(const Action& a) {
-  return std::string(a.phase == Phase::forward ? "F" : "B") + std::to_string(a.micro) + " of chunk " +
+  return std::string(a.phase == Phase::forward ? "F" : a.phase == Phase::backward ? "B" : "W") + std::to_string(a.micro) + " of chunk " +
          std::to_string(a.chunk);
 }
 
@@ -113,7 +118,8 @@ std::string simulate_programs(const std::vector<Program>& programs, int n_chunks
           if (compute_communicates && !stream[r].empty()) break;
           const Action& a = *s.action;
           const bool fwd = a.phase == Phase::forward;
-          if ((fwd ? a.chunk > 0 : a.chunk < n_chunks - 1) && !received[r].count(key(a.phase, a.micro, a.chunk)))
+          const bool needs = fwd ? a.chunk > 0 : a.phase == Phase::backward && a.chunk < n_chunks - 1;
+          if (needs && !received[r].count(key(a.phase, a.micro, a.chunk)))
             return rank_name(r) + " computes " + describe(a) + " before its input has arrived";
           computed[r].insert(key(a.phase, a.micro, a.chunk));
         }

@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <fstream>
 
+#include "comm/allocation_registry.hpp"
 #include "device_reduce.hpp"
 #include "kformer_config.hpp"
 #include "memory.hpp"
@@ -45,7 +46,8 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                             const Trainer& trainer, const GemmCeiling& ceiling) {
   const auto& recs = trainer.records();
   const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
-  const double flops_rank = trainer.flops_per_iteration().total();
+  const Flops per_iteration = trainer.flops_per_iteration();
+  const double flops_rank = per_iteration.total();
   const double peak_rank = measured_peak_bytes();  // before the reduction's buffer is allocated
   DeviceReduce reduce;
   const double flops_all = reduce.allreduce(world, flops_rank, comm::ReduceOp::sum);
@@ -62,6 +64,10 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                              {"vendor_tflops", ceiling.vendor_tflops},
                              {"of_fma_peak", ratio(ceiling.tflops, ceiling.fma.tflops)}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
+  // Hardware FLOPs add the recomputed forward work (train.recompute): HFU beside MFU.
+  const double hardware = achieved * ratio(per_iteration.hardware(), flops_rank);
+  summary["hardware_tflops_per_rank"] = hardware;
+  summary["hfu"] = ratio(hardware, ceiling.tflops);
   summary["mfu_vendor"] = ratio(achieved, ceiling.vendor_tflops);
   summary["fma_peak_tflops"] = ceiling.fma.tflops;
   summary["fma_peak"] = {{"chains_per_item", ceiling.fma.chains},
@@ -71,6 +77,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   if (cfg.f64("output.peak_tflops") > 0) summary["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
   summary["flops"] = {{"counted_per_iteration_rank", flops_rank},
                       {"counted_per_iteration_all_ranks", flops_all},
+                      {"recompute_per_iteration_rank", per_iteration.recompute},
                       {"closed_form_per_iteration", closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) *
                                                         double(tokens)}};
   const int pp = cfg.i32("parallel.pp"), v = cfg.i32("parallel.virtual_stages");
@@ -81,10 +88,16 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                               {"stages", pp},
                               {"virtual_stages", v},
                               {"microbatches", cfg.i64("parallel.microbatches")},
-                              {"bubble_analytic", analytic_bubble(pp, cfg.i32("parallel.microbatches"), v)},
+                              {"bubble_analytic", analytic_bubble(cfg.str("parallel.schedule"), pp, cfg.i32("parallel.microbatches"), v)},
                               {"micro_batches_in_flight_measured", slots_all}});
   nlohmann::json memory = estimate_memory(cfg).to_json();
   memory["peak_bytes"] = peak;
+  // What the estimate predicts: the high-water mark of kformer's own allocations (Kokkos Views).
+  memory["allocated_peak_bytes"] =
+      reduce.allreduce(world, double(comm::AllocationRegistry::peak_bytes()), comm::ReduceOp::max);
+  double acts = 0;
+  for (const auto& st : trainer.stages()) acts += double(st->activation_bytes());
+  memory["activation_bytes_measured"] = reduce.allreduce(world, acts, comm::ReduceOp::max);
   summary["memory"] = memory;
 
   nlohmann::json iters = nlohmann::json::array();

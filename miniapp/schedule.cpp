@@ -50,18 +50,37 @@ std::vector<Action> interleaved(int r, int pp, int m, int v) {
   return a;
 }
 
+// ZB-H1: 1F1B's order of forwards and input-gradient backwards B (so as many micro-batches in
+// flight as 1F1B's first stage), with rank r running W of micro-batch j after its B of j + r: the
+// later a stage, the longer its W waits, and those W fill the time 1F1B spends waiting for
+// gradients (its cool-down on the first stages, the steady state's gaps on the last ones). With
+// F = B = W the ranks go idle only for the p - 1 steps the first forward and backward need to
+// cross the pipeline.
+std::vector<Action> zb_h1(int r, int pp, int m) {
+  std::vector<Action> a;
+  for (const Action& x : one_f_one_b(r, pp, m)) {
+    a.push_back(x);
+    if (x.phase == Phase::backward && x.micro >= r) a.push_back({Phase::weight, x.micro - r, r});
+  }
+  for (int j = std::max(0, m - r); j < m; ++j) a.push_back({Phase::weight, j, r});
+  return a;
+}
+
 }  // namespace
+
+bool splits_backward(const std::string& kind) { return kind == "zb-h1"; }
 
 Schedule make_schedule(const std::string& kind, int pp, int m, int v) {
   Schedule s(pp);
   for (int r = 0; r < pp; ++r) {
     if (kind == "gpipe") s[r] = gpipe(r, m);
     else if (kind == "1f1b") s[r] = one_f_one_b(r, pp, m);
+    else if (kind == "zb-h1") s[r] = zb_h1(r, pp, m);
     else if (kind == "interleaved") {
       if (m % pp) throw std::invalid_argument("parallel.schedule=interleaved needs parallel.microbatches a multiple of parallel.pp");
       s[r] = interleaved(r, pp, m, v);
     } else {
-      throw std::invalid_argument("parallel.schedule=" + kind + " is not one of gpipe, 1f1b, interleaved");
+      throw std::invalid_argument("parallel.schedule=" + kind + " is not one of gpipe, 1f1b, interleaved, zb-h1");
     }
   }
   if (kind != "interleaved" && v != 1)
@@ -72,16 +91,20 @@ Schedule make_schedule(const std::string& kind, int pp, int m, int v) {
 std::string check_schedule(const Schedule& s, int pp, int m, int v) {
   const int S = pp * v;
   std::set<std::tuple<int, int, int>> seen;
+  bool split = false;
   for (int r = 0; r < pp; ++r) {
-    std::set<std::pair<int, int>> forwarded;
+    std::set<std::pair<int, int>> forwarded, backwarded;
     for (const auto& a : s[r]) {
       if (a.chunk % pp != r || a.chunk >= S || a.micro < 0 || a.micro >= m) return "rank " + std::to_string(r) + " runs a chunk or micro-batch it does not hold";
       if (!seen.insert({int(a.phase), a.micro, a.chunk}).second) return "an action appears twice";
       if (a.phase == Phase::forward) forwarded.insert({a.micro, a.chunk});
-      else if (!forwarded.count({a.micro, a.chunk})) return "a backward comes before its forward on rank " + std::to_string(r);
+      else if (a.phase == Phase::backward && !forwarded.count({a.micro, a.chunk})) return "a backward comes before its forward on rank " + std::to_string(r);
+      if (a.phase == Phase::backward) backwarded.insert({a.micro, a.chunk});
+      if (a.phase == Phase::weight && !backwarded.count({a.micro, a.chunk})) return "a W comes before its B on rank " + std::to_string(r);
+      split = split || a.phase == Phase::weight;
     }
   }
-  if (int(seen.size()) != 2 * m * S) return "not every (micro-batch, chunk) is forwarded and backwarded";
+  if (int(seen.size()) != (split ? 3 : 2) * m * S) return "not every (micro-batch, chunk) is forwarded and backwarded";
   // Simulate: a forward of chunk c > 0 receives from c-1's rank, a backward of c < S-1 from c+1's;
   // outputs go the other way. Channels are FIFO per ordered pair of ranks.
   std::map<std::pair<int, int>, std::deque<std::tuple<int, int, int>>> chan;  // (from,to) -> (phase,micro,chunk)
@@ -91,6 +114,10 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v) {
     for (int r = 0; r < pp; ++r) {
       if (next[r] == s[r].size()) continue;
       const Action& a = s[r][next[r]];
+      if (a.phase == Phase::weight) {  // local: no message
+        ++next[r], progress = true;
+        continue;
+      }
       const bool fwd = a.phase == Phase::forward;
       const bool needs = fwd ? a.chunk > 0 : a.chunk < S - 1;
       if (needs) {
@@ -117,5 +144,9 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v) {
 }
 
 double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
+
+double analytic_bubble(const std::string& kind, int pp, int m, int v) {
+  return splits_backward(kind) ? double(pp - 1) / (3.0 * m + pp - 1) : analytic_bubble(pp, m, v);
+}
 
 }  // namespace kformer

@@ -2,6 +2,8 @@
 // backward of micro-batch m on model chunk c) that one executor runs. The model is cut into
 // S = pp * v chunks; rank r holds chunks r, r + pp, ... (Megatron's interleaving; v = 1: chunk r).
 // A new schedule is a new list; check_schedule() proves a list valid without running ranks.
+// ZB-H1 splits each backward into B (the input gradient, sent on) and W (the weight gradient,
+// local), and defers W to fill what would be bubbles.
 #pragma once
 
 #include <string>
@@ -9,7 +11,8 @@
 
 namespace kformer {
 
-enum class Phase { forward, backward };
+// backward: the whole backward, or under zb-h1 its input-gradient part B; weight: zb-h1's W.
+enum class Phase { forward, backward, weight };
 
 struct Action {
   Phase phase;
@@ -20,10 +23,14 @@ struct Action {
 
 using Schedule = std::vector<std::vector<Action>>;  // [pipeline rank] -> actions in order
 
-// kind: "gpipe", "1f1b" or "interleaved" (v chunks per rank; m must be a multiple of pp).
+// kind: "gpipe", "1f1b", "interleaved" (v chunks per rank; m must be a multiple of pp) or "zb-h1".
 Schedule make_schedule(const std::string& kind, int pp, int m, int v);
 
-// Every (micro, chunk) forwarded and backwarded exactly once, each forward before its backward on
+// Whether the schedule splits backward into B and W actions.
+bool splits_backward(const std::string& kind);
+
+// Every (micro, chunk) forwarded and backwarded exactly once (and, when any W appears, W'd once
+// after its B), each forward before its backward on
 // its rank, and a simulation with FIFO channels between ranks (messages between a pair are
 // matched in posting order, as the Communicator promises) in which every receive finds its
 // message and no rank waits forever. Returns "" when valid, else what is wrong.
@@ -31,5 +38,8 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v);
 
 // The idle fraction of the ideal pipeline: (p-1)/(m+p-1), and (p-1)/(v*m+p-1) interleaved.
 double analytic_bubble(int pp, int m, int v);
+// The same for a named schedule. zb-h1 with F, B and W of equal time (Qi et al.): the idle time
+// is (p-1)(F+B-W) against m(F+B+W) of work, so (p-1)/(3m+p-1).
+double analytic_bubble(const std::string& kind, int pp, int m, int v);
 
 }  // namespace kformer

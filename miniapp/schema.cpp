@@ -61,6 +61,9 @@ std::vector<KeySpec> make_schema() {
       choice("train.precision", {"fp32", "bf16"},
              "fp32, or bf16 mixed precision: fp32 master weights and AdamW state, bf16 weight copies and "
              "activations, fp32 accumulation, norms, softmax and loss"),
+      choice("train.recompute", {"none", "selective", "full"},
+             "activation recomputation: selective recomputes the naive attention's probabilities in backward, "
+             "full keeps only each block's input and re-runs its forward"),
       integer("train.max_nan", 5, 1, kInt, "stop after this many non-finite iterations in a row"),
       integer("train.stop_at", 0, 0, kInt,
               "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),
@@ -75,7 +78,11 @@ std::vector<KeySpec> make_schema() {
       choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
              "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes, "
              "the reduced gradient is widened back into the fp32 gradients"),
-      choice("parallel.schedule", {"1f1b", "gpipe", "interleaved"}, "pipeline schedule"),
+      choice("parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"},
+             "pipeline schedule; zb-h1 splits backward into input and weight gradients, deferring the latter"),
+      choice("parallel.sequence_parallel", {"false", "true"},
+             "with parallel.tp > 1: split the norms, residuals and the activations between TP regions along the "
+             "tokens (all-gather + reduce-scatter instead of all-reduce)"),
       integer("parallel.microbatches", 0, 0, 1 << 24, "micro-batches per iteration per pipeline; 0 = global_batch / (micro_batch*dp)"),
       integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),
       KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 1, kMaxLayers,

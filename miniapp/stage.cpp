@@ -33,8 +33,8 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
     }
     logits_ = scratch_view("logits", N, Vl_);
     stats_ = scratch_view("xent_stats", 2, N);
-    lnf_mean_ = scratch<float*>("lnf_mean", N);
-    lnf_rstd_ = scratch<float*>("lnf_rstd", N);
+    lnf_mean_ = scratch<float*>("lnf_mean", d_.rows());
+    lnf_rstd_ = scratch<float*>("lnf_rstd", d_.rows());
     lmax_ = scratch<float*>("xent_max", N);
     loss_ = scratch<float*>("loss", N);
   }
@@ -52,9 +52,9 @@ DV<float**> Stage::input(int micro) {
   while (i < slots_.size() && slots_[i].busy) ++i;
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
     Slot s;
-    for (int l = 0; l < c_.n_layers; ++l) s.acts.emplace_back(d_, k_.attention, scratch_.att, k_.bf16);
-    s.x_in = scratch_view("x_in", d_.N(), d_.C);
-    s.dx = scratch_view("dx", d_.N(), d_.C);
+    for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts());
+    s.x_in = scratch_view("x_in", d_.rows(), d_.C);
+    s.dx = scratch_view("dx", d_.rows(), d_.C);
     if (k_.bf16 && !(c_.first() && c_.last())) {
       s.act16 = scratch<kk::bf16**>("act_bf16", d_.N(), d_.C);
       s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.N(), d_.C);
@@ -100,8 +100,9 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     p_.require(-1);
     // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
     const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
-    kk::embedding_forward(exec, s.x_in, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
-    tp_allreduce(s.x_in);
+    const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
+    kk::embedding_forward(exec, embedded, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
+    tp_reduce_rows(embedded, s.x_in);
   } else if (k_.bf16) {
     kk::convert(exec, s.x_in, s.act16);  // received in bf16
   }
@@ -147,11 +148,13 @@ void Stage::head_forward(Slot& s) {
     else
       kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v("final_norm.weight"));
   };
-  if (k_.bf16) {
+  if (k_.bf16) {  // (no sequence parallelism in bf16: validate refuses it)
     final_norm(lnf16_);
     kk::matmul_forward(exec, k_.gemm, logits_, lnf16_, p_.w16(head));
   } else {
-    final_norm(lnf_);
+    const DV<float**> lnf = lnf_rows();
+    final_norm(lnf);
+    if (d_.sp > 1) comm::allgather(*tp_, lnf, lnf_);
     kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head));
   }
 
@@ -175,13 +178,13 @@ void Stage::head_backward(Slot& s, float grad_scale) {
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), logits_, lnf_, p_.w(head));
   }
   loss_sum += kk::xent_loss_sum(exec, DV<const float*>(loss_));
-  tp_allreduce(scratch_.d_ln);
+  const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
+  tp_reduce_rows(scratch_.d_ln, d_lnf);
   if (s_.gpt)
-    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), scratch_.d_ln, x,
+    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), d_lnf, x,
                            p_.v("final_norm.weight"), lnf_mean_, lnf_rstd_);
   else
-    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), scratch_.d_ln, x, p_.v("final_norm.weight"),
-                         lnf_rstd_);
+    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), d_lnf, x, p_.v("final_norm.weight"), lnf_rstd_);
 }
 
 void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
@@ -189,20 +192,21 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   Exec exec;
   Slot& s = slot(micro);
   if (c_.last() && on_unit_done) {
-    on_unit_done(s_.n_layers);                       // final norm and head: done after the forward
+    unit_done(s_.n_layers, on_unit_done);            // final norm and head: done after the forward
     if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
   }
   if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
-    blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_, s.dx);
-    if (on_unit_done) on_unit_done(c_.first_layer + i);
+    blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
+    if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
   }
   if (c_.first()) {
     p_.require(-1);
     const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
+    const DV<float**> dx = whole_rows(s.dx);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   } else if (k_.bf16) {
     kk::convert(exec, s.grad16, s.dx);  // sent in bf16
@@ -213,7 +217,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
 
 Flops Stage::flops() const {
   Flops f;
-  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_);
+  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_), f.recompute += recompute_flops(d_, recompute_, k_.attention);
   if (c_.last()) f += head_flops(d_.N(), d_.C, Vl_);
   return f;
 }

@@ -7,11 +7,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "block.hpp"
 #include "comm/views.hpp"
 #include "flops.hpp"
+#include "recompute.hpp"
 
 namespace kformer {
 
@@ -41,6 +43,11 @@ class Stage {
   DV<float**> output_grad(int micro) const;  // the buffer its gradient is received into
   // on_unit_done(layer): the unit's gradients are complete (hook for data-parallel buckets).
   void backward(int micro, const std::function<void(int)>& on_unit_done);
+  // zb-h1 (stage_split.cpp): the backward in two, B then, later, W of the same micro-batch. B
+  // leaves input_grad(micro) ready to send; W adds the weight gradients (the embedding's
+  // included) and fires on_unit_done. The slot stays taken until W has run.
+  void backward_input(int micro);
+  void backward_weight(int micro, const std::function<void(int)>& on_unit_done);
   DV<float**> input_grad(int micro) const;  // (N,C) for the previous chunk
   // The pipeline's message of `micro` between this chunk and `peer`: forward, the activation
   // (sent to the next chunk, or received from the previous one, which takes a slot as input()
@@ -48,6 +55,12 @@ class Stage {
   // rounded after the compute that writes them and widened before the compute that reads them.
   comm::Op message(bool forward, bool send, int micro, int peer);
   void release(int micro);                  // the slot may be reused
+
+  // train.recompute (recompute.cpp); set before the first micro-batch.
+  void set_recompute(Recompute r);
+  // Bytes of activations held now: the slots' and the recomputation's buffers (measured from the
+  // Views, each allocation once).
+  std::int64_t activation_bytes() const;
 
   double loss_sum = 0;                      // of the token losses of the last chunk's micro-batches
   double forward_ms = 0, backward_ms = 0;   // accumulated; the trainer resets them
@@ -64,10 +77,20 @@ class Stage {
   };
   Slot& slot(int micro);
   const Slot& slot(int micro) const;
+  BlockActs make_acts() const;                 // one block's activations in a new slot
+  BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
   void head_forward(Slot& s);
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
   void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
+  // Sequence parallelism (stage_sp.cpp). whole (N,C) summed over TP into rows: this rank's R rows
+  // (reduce-scatter), or in place (all-reduce, rows == whole) without it.
+  void tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const;
+  DV<float**> lnf_rows() const;                        // where this rank's final-norm rows go in lnf_
+  DV<float**> whole_rows(const DV<float**>& rows);     // (N,C): rows all-gathered, or rows themselves
+  // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
+  // parallelism (each rank added its rows' part); it runs once per iteration, on the last micro-batch.
+  void unit_done(int layer, const std::function<void(int)>& on_unit_done);
 
   ModelShape s_;
   BlockDims d_;
@@ -84,6 +107,9 @@ class Stage {
   DV<float**> lnf_, logits_, stats_;
   DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
+  Recompute recompute_ = Recompute::none;
+  std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares
+  DV<float****> scores_;             // selective, naive attention: the probabilities, recomputed
 };
 
 }  // namespace kformer

@@ -28,7 +28,7 @@ void Timeline::add_iteration(int iteration, const std::vector<ActionSpan>& spans
   for (const auto& s : spans) {
     nlohmann::json args = {{"micro_batch", s.micro}, {"chunk", s.chunk}, {"iteration", iteration}};
     if (s.head) args["part"] = "loss and head";
-    events_.push_back(span(s.phase == Phase::forward ? "forward" : "backward", "compute", rank_, 0, s.start_us,
+    events_.push_back(span(s.phase == Phase::forward ? "forward" : s.phase == Phase::weight ? "weight" : "backward", "compute", rank_, 0, s.start_us,
                            s.end_us, std::move(args)));
   }
   // A call timed on the device is drawn where it ran there; its post and the moment it was seen

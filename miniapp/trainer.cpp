@@ -31,6 +31,7 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
   for (int c = mesh.pp_rank; c < S; c += pp)
     stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
                                               ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
+  for (auto& st : stages_) st->set_recompute(parse_recompute(cfg.str("train.recompute")));
   const Schedule schedule = make_schedule(cfg.str("parallel.schedule"), pp, microbatches_, v);
   pipeline_ = std::make_unique<Pipeline>(stages_, schedule[mesh.pp_rank], mesh.pp.get());
 
@@ -57,6 +58,7 @@ Flops Trainer::flops_per_iteration() const {
   for (const auto& s : stages_) f += s->flops();
   f.forward *= microbatches_;
   f.backward *= microbatches_;
+  f.recompute *= microbatches_;
   return f;
 }
 

@@ -26,6 +26,12 @@ expect nonzero "did you mean 'model.n_layers'?" -- "$kformer" "$src/input/tiny.y
 expect nonzero "parallel.tp=3 does not divide model.n_heads=4" -- "$kformer" "$src/input/tiny.yaml" parallel.tp=3
 expect nonzero "model.n_layers='two' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=two
 expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
+# Combinations of the memory and schedule features that cannot work together, named.
+expect nonzero "parallel.sequence_parallel=true needs parallel.tp > 1" -- "$kformer" "$src/input/tiny.yaml" \
+  parallel.sequence_parallel=true --dry-run
+expect nonzero "train.recompute=full with parallel.schedule=zb-h1" -- "$kformer" "$src/input/tiny.yaml" \
+  train.recompute=full parallel.schedule=zb-h1 --dry-run
+expect nonzero "train.recompute='some' is not valid" -- "$kformer" "$src/input/tiny.yaml" train.recompute=some
 expect nonzero "no deck given" -- "$kformer"
 # Hostile input (issue 9): exit code 2 and exactly one line on stderr, naming the cause. The full
 # list, with each message, is docs/bad-input.md (checked by the bad_input_table test).

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Layout invariance: the same deck gives the same losses on every (tp, pp, dp, zero, schedule)
 # layout of 4 ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4),
-# for both families; gradient accumulation over 8 micro-batches matches one batch of 8; and one
-# layout run twice gives bitwise-identical losses. With PRECISION bf16 every run is
-# train.precision=bf16, compared with the one-rank bf16 run within bf16 tolerances (iteration 1
-# within 2e-3, iteration 10 within 1e-2), determinism still bitwise.
+# for both families; zb-h1 gives 1F1B's losses and gradient norms bitwise (fp32); gradient
+# accumulation over 8 micro-batches matches one batch of 8; and one layout run twice gives
+# bitwise-identical losses. With PRECISION bf16 every run is train.precision=bf16, compared with
+# the one-rank bf16 run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within
+# 1e-2), determinism still bitwise (zb-h1 is fp32 only for now).
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS" [PRECISION]
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4; precision=${5:-fp32}
@@ -36,13 +37,25 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+same() {  # base name: every iteration's loss and gradient norm bitwise equal
+  /usr/bin/python3 - "$tmp/$1.json" "$tmp/$2.json" "$2" <<'PY' || fails=$((fails + 1))
+import json, sys
+a, b = ([(r["loss"], r["grad_norm"]) for r in json.load(open(p))["iterations"]] for p in sys.argv[1:3])
+ok = a == b and len(a) == 10
+print(f"{'ok  ' if ok else 'FAIL'} {sys.argv[3]:28s} losses and gradient norms bitwise equal to {sys.argv[1].split('/')[-1]}")
+sys.exit(0 if ok else 1)
+PY
+}
+
 for family in gpt llama; do
   fam=(model.family="$family")
   [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
   run "$family-1" 1 "${fam[@]}" || continue
-  for layout in "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3" \
-                "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1" \
-                "pp=2 tp=2 schedule=interleaved virtual_stages=2"; do
+  layouts=("tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3"
+           "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1"
+           "pp=2 tp=2 schedule=interleaved virtual_stages=2")
+  [ "$precision" = fp32 ] && layouts+=("pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1")
+  for layout in "${layouts[@]}"; do
     args=()
     for kv in $layout; do args+=("parallel.$kv"); done
     name="$family-${layout// /-}"
@@ -50,6 +63,11 @@ for family in gpt llama; do
   done
   run "$family-accumulate" 1 "${fam[@]}" train.micro_batch=1 && compare "$family-1" "$family-accumulate" $t1 $t10
   run "$family-one-batch" 1 "${fam[@]}" train.micro_batch=8 && compare "$family-1" "$family-one-batch" $t1 $t10
+  if [ "$precision" = fp32 ]; then
+    # ZB-H1 runs 1F1B's arithmetic in another order: the same losses and gradient norms, bitwise.
+    same "$family-pp=4" "$family-pp=4-schedule=zb-h1"
+    same "$family-pp=2-tp=2" "$family-pp=2-tp=2-schedule=zb-h1"
+  fi
   # Determinism: the same layout twice, bitwise.
   run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 && compare "$family-tp=2-dp=2" "$family-again" 0 0
 done

@@ -3,15 +3,63 @@
 // and never deadlock; broken lists are caught; the shapes are the textbook ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "schedule.hpp"
 
 using namespace kformer;
+
+namespace {
+
+// Runs each rank's list with every F, B and W taking one time unit (a whole backward, when not
+// split, two) and messages taking none; returns the makespan and, per rank, the most
+// micro-batches whose activations it held at once (forwarded, and not yet W'd or backwarded).
+struct UnitRun {
+  int makespan = 0;
+  std::vector<int> held;
+};
+UnitRun unit_time_run(const Schedule& s, int pp) {
+  const bool split = std::any_of(s.begin(), s.end(), [](const std::vector<Action>& l) {
+    return std::any_of(l.begin(), l.end(), [](const Action& a) { return a.phase == Phase::weight; });
+  });
+  std::map<std::tuple<int, int, int>, int> done;  // (phase, micro, chunk) -> end time
+  std::vector<std::size_t> next(pp, 0);
+  std::vector<int> clock(pp, 0), live(pp, 0);
+  UnitRun out;
+  out.held.assign(pp, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r)
+      while (next[r] < s[r].size()) {
+        const Action& a = s[r][next[r]];
+        int ready = 0;
+        if (a.phase != Phase::weight && (a.phase == Phase::forward ? a.chunk > 0 : a.chunk < pp - 1)) {
+          const auto it = done.find({int(a.phase), a.micro, a.phase == Phase::forward ? a.chunk - 1 : a.chunk + 1});
+          if (it == done.end()) break;
+          ready = it->second;
+        } else if (a.phase == Phase::backward && a.chunk == pp - 1) {
+          ready = done.at({int(Phase::forward), a.micro, a.chunk});
+        }
+        clock[r] = std::max(clock[r], ready) + (a.phase == Phase::backward && !split ? 2 : 1);
+        done[{int(a.phase), a.micro, a.chunk}] = clock[r];
+        if (a.phase == Phase::forward) ++live[r];
+        if (a.phase == (split ? Phase::weight : Phase::backward)) --live[r];
+        out.held[r] = std::max(out.held[r], live[r]);
+        ++next[r], progress = true;
+      }
+  }
+  for (int r = 0; r < pp; ++r) out.makespan = std::max(out.makespan, clock[r]);
+  return out;
+}
+
+}  // namespace
 
 TEST(Schedule, EveryScheduleIsValidUpTo8StagesAnd16MicroBatches) {
   int checked = 0;
   for (int pp = 1; pp <= 8; ++pp)
     for (int m = 1; m <= 16; ++m) {
-      for (const char* kind : {"gpipe", "1f1b"}) {
+      for (const char* kind : {"gpipe", "1f1b", "zb-h1"}) {
         const Schedule s = make_schedule(kind, pp, m, 1);
         EXPECT_EQ(check_schedule(s, pp, m, 1), "") << kind << " pp=" << pp << " m=" << m;
         ++checked;
@@ -60,4 +108,33 @@ TEST(Schedule, ShapesAreTheTextbookOnes) {
   EXPECT_DOUBLE_EQ(analytic_bubble(4, 8, 1), 3.0 / 11.0);
   EXPECT_DOUBLE_EQ(analytic_bubble(4, 8, 2), 3.0 / 19.0);
   EXPECT_THROW(make_schedule("interleaved", 4, 6, 2), std::invalid_argument);
+}
+
+TEST(Schedule, ZbH1IdlesOnlyWhileTheFirstPassCrossesThePipeline) {
+  // With F = B = W (a whole backward 2 units), 1F1B takes 3(m + p - 1) units and ZB-H1 3m + p - 1:
+  // the bubble (p-1)/(3m+p-1) of analytic_bubble, against 1F1B's (p-1)/(m+p-1). Its ranks hold
+  // no more micro-batches than 1F1B's first rank does, the most any 1F1B rank holds.
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = pp; m <= 16; ++m) {
+      const UnitRun one = unit_time_run(make_schedule("1f1b", pp, m, 1), pp);
+      const UnitRun zb = unit_time_run(make_schedule("zb-h1", pp, m, 1), pp);
+      EXPECT_EQ(one.makespan, 3 * (m + pp - 1)) << "pp=" << pp << " m=" << m;
+      EXPECT_EQ(zb.makespan, 3 * m + pp - 1) << "pp=" << pp << " m=" << m;
+      EXPECT_NEAR(1.0 - 3.0 * m / zb.makespan, analytic_bubble("zb-h1", pp, m, 1), 1e-12);
+      EXPECT_NEAR(1.0 - 3.0 * m / one.makespan, analytic_bubble("1f1b", pp, m, 1), 1e-12);
+      EXPECT_LE(*std::max_element(zb.held.begin(), zb.held.end()),
+                *std::max_element(one.held.begin(), one.held.end()))
+          << "pp=" << pp << " m=" << m;
+    }
+  // The shape: on 4 ranks with 8 micro-batches the last rank runs W0 after B3.
+  const Schedule s = make_schedule("zb-h1", 4, 8, 1);
+  EXPECT_EQ(s[0][4], (Action{Phase::backward, 0, 0}));
+  EXPECT_EQ(s[0][5], (Action{Phase::weight, 0, 0}));
+  EXPECT_EQ(s[3][7], (Action{Phase::backward, 3, 3}));
+  EXPECT_EQ(s[3][8], (Action{Phase::weight, 0, 3}));
+  EXPECT_EQ(s[3].back(), (Action{Phase::weight, 7, 3}));
+  // A W before its B is caught.
+  Schedule bad = s;
+  std::swap(bad[0][4], bad[0][5]);
+  EXPECT_NE(check_schedule(bad, 4, 8, 1), "");
 }

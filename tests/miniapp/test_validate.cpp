@@ -83,6 +83,11 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       {{"parallel.stage_layers=1,3,1", "parallel.pp=3", "train.global_batch=6"}, 3, "sum to model.n_layers=4"},
       {{"train.seq_len=64"}, 1, "train.seq_len=64 exceeds model.max_seq_len=32"},
       {{"straggler.rank=4"}, 4, "straggler.rank=4"},
+      {{"train.precision=bf16", "parallel.pp=2", "parallel.schedule=zb-h1"}, 2,
+       "parallel.schedule=zb-h1 is not supported with train.precision=bf16"},
+      {{"train.precision=bf16", "train.recompute=full"}, 1, "train.recompute=full is not supported with train.precision=bf16"},
+      {{"train.precision=bf16", "parallel.tp=2", "parallel.sequence_parallel=true"}, 2,
+       "parallel.sequence_parallel=true is not supported with train.precision=bf16"},
   };
   for (const auto& k : cases) {
     Config c = tiny();
@@ -182,7 +187,8 @@ TEST(Validate, MemoryEstimatePerPrecision) {
     c.apply_override("train.precision=bf16");
     const auto bf16 = kformer::estimate_memory(c);
     EXPECT_LE(bf16.total(), (attention[0] == 'n' ? 0.8 : 0.9) * fp32.total()) << attention;
-    EXPECT_LE(bf16.activations, 0.57 * fp32.activations) << attention;
+    // The residual stream, the norms' statistics and each slot's input and gradient stay fp32.
+    EXPECT_LE(bf16.activations, 0.6 * fp32.activations) << attention;
     EXPECT_GE(bf16.activations, 0.5 * fp32.activations) << attention;  // the fp32 residual stream is counted
     EXPECT_DOUBLE_EQ(bf16.params, 1.5 * fp32.params);
     EXPECT_DOUBLE_EQ(bf16.optimizer, fp32.optimizer);

@@ -1,0 +1,40 @@
+// A chunk's part in sequence parallelism (see stage.hpp and block_sp.cpp): the embedding's output
+// reduce-scattered to this rank's rows, the final norm on those rows and gathered for the
+// vocab-parallel head, the head's input gradient reduce-scattered back, the input gradient
+// gathered whole for the embedding's backward, and the norms' weight gradients summed over TP.
+#include "comm/views.hpp"
+#include "stage.hpp"
+
+namespace kformer {
+
+void Stage::tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const {
+  if (d_.sp > 1) comm::reduce_scatter(*tp_, whole, rows, comm::ReduceOp::sum);
+  else tp_allreduce(whole);
+}
+
+DV<float**> Stage::lnf_rows() const {
+  if (d_.sp == 1) return lnf_;
+  const std::int64_t R = d_.rows();
+  return as_matrix(lnf_.data() + tp_rank_ * R * d_.C, R, d_.C);  // gathered in place
+}
+
+DV<float**> Stage::whole_rows(const DV<float**>& rows) {
+  if (d_.sp == 1) return rows;
+  comm::allgather(*tp_, rows, scratch_.gathered);
+  return scratch_.gathered;
+}
+
+void Stage::unit_done(int layer, const std::function<void(int)>& on_unit_done) {
+  if (d_.sp > 1) {
+    const std::string p = "layers." + std::to_string(layer) + ".";
+    std::vector<std::string> norms;
+    if (layer == s_.n_layers) norms = {"final_norm.weight", "final_norm.bias"};
+    else if (s_.gpt) norms = {p + "ln1.weight", p + "ln1.bias", p + "ln2.weight", p + "ln2.bias"};
+    else norms = {p + "attn_norm.weight", p + "mlp_norm.weight"};
+    for (const auto& n : norms)
+      if (p_.has(n)) comm::allreduce(*tp_, p_.dv(n), comm::ReduceOp::sum);
+  }
+  on_unit_done(layer);
+}
+
+}  // namespace kformer

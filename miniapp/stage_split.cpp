@@ -1,0 +1,45 @@
+// A chunk's backward split into B and W for zb-h1 (see stage.hpp). The head's weight gradient
+// stays in the last chunk's forward call (deferring it would keep the (N, V/tp) logits alive);
+// the embedding's, a scatter of the input gradient into the table, is W.
+#include <Kokkos_Timer.hpp>
+
+#include "embedding.hpp"
+#include "stage.hpp"
+
+namespace kformer {
+namespace kk = kernels;
+
+void Stage::backward_input(int micro) {
+  Kokkos::Timer timer;
+  Slot& s = slot(micro);
+  for (int i = c_.n_layers - 1; i >= 0; --i) {
+    p_.require(c_.first_layer + i);
+    blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
+  }
+  Exec().fence();
+  backward_ms += timer.seconds() * 1e3;
+}
+
+void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_done) {
+  Kokkos::Timer timer;
+  Exec exec;
+  Slot& s = slot(micro);
+  if (c_.last() && on_unit_done) {
+    on_unit_done(s_.n_layers);
+    if (!c_.first() && s_.gpt) on_unit_done(-1);
+  }
+  for (int i = c_.n_layers - 1; i >= 0; --i) {
+    blocks_[i].backward_weight(s.acts[i]);
+    if (on_unit_done) on_unit_done(c_.first_layer + i);
+  }
+  if (c_.first()) {
+    const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
+    if (on_unit_done) on_unit_done(-1);
+  }
+  exec.fence();
+  backward_ms += timer.seconds() * 1e3;
+}
+
+}  // namespace kformer

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The memory estimate (miniapp/memory.cpp) against what the run allocates: for every layout of
+# layouts_test.sh (one rank, and 4 ranks over tp, pp, dp, zero and the schedules), each with
+# recomputation, sequence parallelism (where tp > 1) and zb-h1 (where a 1F1B pipeline runs) off
+# and on, the estimate per rank is within 10% of the high-water mark of kformer's allocations
+# (memory.allocated_peak_bytes, the largest rank's), and its activations part within 1% of the
+# activation buffers the stages allocated. Families alternate over the layouts.
+#   memory_estimate_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
+set -u
+kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0 checked=0
+
+check() {  # ranks name overrides...
+  local np=$1 name=$2; shift 2
+  # shellcheck disable=SC2086  # the flags are a list
+  if ! "$mpiexec" -n "$np" $mpiflags "$kformer" "$src/input/tiny.yaml" train.steps=1 output.json="$tmp/r.json" "$@" \
+      >"$tmp/r.log" 2>&1; then
+    echo "FAIL: $name did not run:"; tail -5 "$tmp/r.log"; fails=$((fails + 1)); return
+  fi
+  checked=$((checked + 1))
+  /usr/bin/python3 - "$tmp/r.json" "$name" <<'PY' || fails=$((fails + 1))
+import json, sys
+m = json.load(open(sys.argv[1]))["summary"]["memory"]
+total = m["estimated_bytes"] / m["allocated_peak_bytes"]
+acts = m["estimate_split_bytes"]["activations"] / m["activation_bytes_measured"]
+ok = abs(total - 1) <= 0.10 and abs(acts - 1) <= 0.01
+print(f"{'ok  ' if ok else 'FAIL'} {sys.argv[2]:72s} estimate/allocated {total:.3f}  activations {acts:.3f}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+i=0
+for layout in "" "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3" "pp=2 tp=2" "pp=4" \
+              "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1" "pp=2 tp=2 schedule=interleaved virtual_stages=2"; do
+  fam=(model.family=gpt)
+  [ $((i % 2)) -eq 1 ] && fam=(model.family=llama model.n_heads=8 model.n_kv_heads=4)
+  i=$((i + 1))
+  args=() np=4
+  for kv in $layout; do args+=("parallel.$kv"); done
+  [ -z "$layout" ] && np=1
+  name="${fam[0]#model.family=} ${layout:-one rank}"
+  check $np "$name" "${fam[@]}" "${args[@]}"
+  check $np "$name recompute=selective" "${fam[@]}" "${args[@]}" train.recompute=selective
+  check $np "$name recompute=full" "${fam[@]}" "${args[@]}" train.recompute=full
+  case " $layout " in *" tp=2 "* | *" tp=4 "*)
+    check $np "$name sequence_parallel" "${fam[@]}" "${args[@]}" parallel.sequence_parallel=true ;;
+  esac
+  case " $layout " in *" pp="*) case "$layout" in *schedule=*) ;; *)
+    check $np "$name zb-h1" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1
+    check $np "$name zb-h1 recompute=selective" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1 train.recompute=selective ;;
+  esac ;; esac
+done
+[ $fails -eq 0 ] && echo "memory_estimate: $checked runs, every estimate within 10% of the allocated peak"
+exit $((fails > 0))
