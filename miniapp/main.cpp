@@ -11,8 +11,21 @@
 #include "comm/runtime.hpp"
 #include "errors.hpp"
 #include "gpu_placement.hpp"
+#include "predict/predict_command.hpp"
 
 int main(int argc, char** argv) {
+  // `kformer predict`: one process, no MPI, no Kokkos (predict_command.hpp).
+  if (argc > 1 && std::string(argv[1]) == "predict") {
+    try {
+      return kformer::predict::run_predict({argv + 2, argv + argc});
+    } catch (const kformer::CollectiveError& e) {
+      std::cerr << "kformer: error: " << e.what() << std::endl;
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      std::cerr << "kformer: error: " << e.what() << std::endl;
+      return 1;
+    }
+  }
   kformer::comm::Runtime runtime(argc, argv);
   const bool root = runtime.world_rank() == 0;
   int rc = 0;
