@@ -8,40 +8,27 @@
 
 #include "cli.hpp"
 #include "config.hpp"
+#include "deck_for_prediction.hpp"
 #include "errors.hpp"
 #include "json_file.hpp"
 #include "memory.hpp"
 #include "predict_report.hpp"
 #include "schema.hpp"
 #include "step_sim.hpp"
-#include "validate.hpp"
 
 namespace kformer::predict {
 
 int run_predict(const std::vector<std::string>& args) {
-  std::vector<std::string> argv_text = {"kformer predict"};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  const CliArgs cli = parse_cli(int(argv.size()), argv.data());
+  const auto t0 = std::chrono::steady_clock::now();
+  PredictionDeck deck = read_prediction_deck("predict", args, false);
+  const CliArgs& cli = deck.cli;
   if (cli.exit_now) return cli.exit_code;
   if (cli.version || cli.keys) {
     std::cout << (cli.version ? version_text() : keys_text());
     return 0;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  Config cfg;
-  cfg.load_deck_file(cli.deck);
-  for (const auto& o : cli.overrides) cfg.apply_override(o);
-  // The world: predict.world, else the deck's tp*pp*dp.
-  std::int64_t world = cfg.i64("predict.world");
-  if (world == 0) world = cfg.i64("parallel.tp") * cfg.i64("parallel.pp") * std::max<std::int64_t>(1, cfg.i64("parallel.dp"));
-  // Whether the layout fits is the prediction's answer, not a reason to refuse it: the limit is
-  // checked after the simulation, against the profile's device (or memory.limit_gb).
-  const std::string limit = format_value(cfg.f64("memory.limit_gb"));
-  cfg.set("memory.limit_gb", "0", "predict");
-  resolve_and_validate(cfg, int(world), NodeMemory{});
-  cfg.set("memory.limit_gb", limit, cfg.origin("memory.limit_gb"));
+  const Config& cfg = deck.cfg;
+  const int world = deck.world;
 
   const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
   struct stat st {};
