@@ -4,6 +4,7 @@
 #include <Kokkos_Timer.hpp>
 
 #include <algorithm>
+#include <chrono>
 
 #include "comm/alpha_beta.hpp"
 #include "device.hpp"
@@ -11,19 +12,51 @@
 namespace kformer::predict {
 namespace {
 
-// Median time of one call over the group (a barrier before each, so that all start together).
+// The mean time of one call over calls repeated back to back for at least 20 ms (after one
+// warm-up call and a barrier): on a node whose cores other processes share, a message's hand-off
+// waits for the peer's next turn on a core, and a mean counts those waits as a run meets them.
 template <class F>
-double median_us(comm::Communicator& g, F&& f, int reps) {
-  std::vector<double> t;
+double mean_us(comm::Communicator& g, F&& f) {
   f();
+  g.barrier();
+  Kokkos::Timer probe;
+  for (int i = 0; i < 3; ++i) f();
+  // Every member must make the same number of calls: rank 0's probe decides how many.
+  double calls = std::min(2000.0, std::max(5.0, 20e-3 / (probe.seconds() / 3)));
+  g.broadcast(&calls, 1, comm::DType::f64, 0);
+  g.barrier();
+  Kokkos::Timer timer;
+  for (int i = 0; i < int(calls); ++i) f();
+  return timer.seconds() * 1e6 / int(calls);
+}
+
+// The hand-off of a message to a rank that has been waiting for it while its peer computed, as
+// a pipeline's receive meets it: rank 0 computes for a few ms, stamps the node's steady clock and
+// sends; rank 1, blocked in its receive since, stamps when it returns. On an idle node this is
+// the network's latency; on one whose cores other processes share, it adds the wait for the
+// receiver's next turn on a core, which a back-to-back ping-pong (both ranks spinning) hides.
+double handoff_us(comm::Communicator& g, float* buf) {
+  const int me = g.rank();
+  double sum = 0;
+  const int reps = 15;
   for (int i = 0; i < reps; ++i) {
     g.barrier();
-    Kokkos::Timer timer;
-    f();
-    t.push_back(timer.seconds() * 1e6);
+    double stamp = 0;
+    if (me == 0) {
+      Kokkos::Timer busy;
+      volatile double x = 0;
+      while (busy.seconds() < 2e-3) x = x + 1.0;  // the sender computes; the receiver waits
+      stamp = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      buf[0] = float(i);
+      g.send(&stamp, 1, comm::DType::f64, 1);
+    } else if (me == 1) {
+      g.recv(&stamp, 1, comm::DType::f64, 0);
+      sum += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count() - stamp;
+    }
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  double mean = me == 1 ? sum / reps : 0;
+  g.broadcast(&mean, 1, comm::DType::f64, 1);
+  return mean;
 }
 
 LinkCost fit(comm::OpKind kind, int n, const std::vector<double>& bytes, const std::vector<double>& us) {
@@ -56,11 +89,11 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
         const std::size_t per = std::max<std::size_t>(1, count / std::size_t(n));
         double t = 0;
         if (kind == comm::OpKind::allreduce)
-          t = median_us(*g, [&] { g->allreduce(a.data(), b.data(), count, comm::DType::f32, comm::ReduceOp::sum); }, 9);
+          t = mean_us(*g, [&] { g->allreduce(a.data(), b.data(), count, comm::DType::f32, comm::ReduceOp::sum); });
         else if (kind == comm::OpKind::allgather)
-          t = median_us(*g, [&] { g->allgather(a.data(), b.data(), per, comm::DType::f32); }, 9);
+          t = mean_us(*g, [&] { g->allgather(a.data(), b.data(), per, comm::DType::f32); });
         else
-          t = median_us(*g, [&] { g->reduce_scatter(a.data(), b.data(), per, comm::DType::f32, comm::ReduceOp::sum); }, 9);
+          t = mean_us(*g, [&] { g->reduce_scatter(a.data(), b.data(), per, comm::DType::f32, comm::ReduceOp::sum); });
         bytes.push_back(4.0 * (kind == comm::OpKind::allreduce ? count : per * n));
         us.push_back(t);
       }
@@ -71,13 +104,15 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
       std::vector<double> bytes, us;
       const int peer = g->rank() ^ 1;
       for (std::size_t count = 2; count <= max_count; count *= 8) {
-        const double t = median_us(*g, [&] {
+        const double t = mean_us(*g, [&] {
           g->group({comm::Op::send_to(a.data(), count, comm::DType::f32, peer), comm::Op::recv_from(b.data(), count, comm::DType::f32, peer)});
-        }, 9);
+        });
         bytes.push_back(4.0 * count);
         us.push_back(t);
       }
-      fits["send"].push_back(fit(comm::OpKind::send, 2, bytes, us));
+      LinkCost c = fit(comm::OpKind::send, 2, bytes, us);
+      c.latency_us = std::max(c.latency_us, handoff_us(*g, a.data()));
+      fits["send"].push_back(c);
     }
   }
   p.intra_node.collectives = fits;

@@ -9,6 +9,7 @@
 
 #include "calibrate_comm.hpp"
 #include "calibrate_kernels.hpp"
+#include "calibrate_stage.hpp"
 #include "deck_for_prediction.hpp"
 #include "device.hpp"
 #include "memory.hpp"
@@ -31,13 +32,17 @@ std::vector<int> tp_degrees(const Config& cfg, int world) {
 }  // namespace
 
 int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) {
-  const double baseline = measured_peak_bytes();  // before anything of ours is allocated
   PredictionDeck deck = read_prediction_deck("calibrate", args, true);
   if (deck.cli.exit_now) return deck.cli.exit_code;
   const Config& cfg = deck.cfg;
   const bool root = runtime.world_rank() == 0;
   const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
 
+  // What a rank holds before its model: the runtime, Kokkos and the communicator's buffers (a
+  // run's world is up and has communicated before it allocates the model).
+  auto world = comm::make_world(runtime.world_size() > 1 ? "mpi" : "self", runtime);
+  world->barrier();
+  const double baseline = measured_peak_bytes();
   MachineProfile p;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
@@ -55,8 +60,8 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   p.process_baseline_gb = baseline / 1e9;
   p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
   calibrate_kernels(cfg, tp_degrees(cfg, runtime.world_size()), p);
+  p.compute_scale = measure_compute_scale(cfg, p);
 
-  auto world = comm::make_world(runtime.world_size() > 1 ? "mpi" : "self", runtime);
   if (runtime.world_size() > 1) {
     calibrate_comm(*world, p);
   } else if (p.intra_node.collectives.empty()) {
@@ -75,7 +80,7 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
     std::cout << "kformer calibrate: wrote " << path << " (" << p.gemm_points.size() << " GEMM shapes, "
               << p.attention_points.size() << " attention shapes; FMA peak " << p.fma_peak_tflops
               << " TFLOP/s, best GEMM " << p.gemm_peak_tflops * p.gemm_max_efficiency << " TFLOP/s, copy "
-              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us";
+              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << p.compute_scale << "x its kernels";
     if (runtime.world_size() > 1)
       std::cout << "; allreduce on " << runtime.world_size() << " ranks: " << p.intra_node.fallback.latency_us
                 << " us + bytes at " << p.intra_node.fallback.bandwidth_gbps << " Gbit/s";

@@ -19,6 +19,7 @@
 #include "gemm.hpp"
 #include "kernel_costs.hpp"
 #include "layernorm.hpp"
+#include "model_spec.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
@@ -27,12 +28,28 @@ namespace kformer::predict {
 namespace kk = kernels;
 namespace {
 
-// Median of a few timed calls after a warm-up, in microseconds.
+// The mean time of a call, in microseconds, over calls repeated for at least `window_ms` after a
+// warm-up: a sustained rate, which on a node whose cores other processes share includes the time
+// the scheduler gives away, as a run's longer phases do (a median of a few short calls would not).
 template <class F>
-double time_us(F&& f, int reps = 5) {
+double time_us(F&& f, double window_ms = 30) {
   Exec exec;
   f();
   exec.fence();
+  Kokkos::Timer timer;
+  int calls = 0;
+  do {
+    f();
+    exec.fence();
+    ++calls;
+  } while (calls < 3 || timer.seconds() * 1e3 < window_ms);
+  return timer.seconds() * 1e6 / calls;
+}
+
+// The median of short calls: the launch overhead, which preemption should not inflate.
+template <class F>
+double median_us(F&& f, int reps) {
+  Exec exec;
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     Kokkos::Timer timer;
@@ -149,7 +166,8 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   p.memory_gbps["cross_entropy"] =
       rate(bytes::cross_entropy(N, Vl, false) + bytes::cross_entropy(N, Vl, true), f + b, 3 * L);
 
-  const std::int64_t n = std::int64_t(1) << 22;
+  // AdamW over as many elements as the deck's model has (a small model's state stays in cache).
+  const std::int64_t n = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 24);
   const DV<float*> pv("p", n), g("g", n), m("m", n), v("v", n);
   Kokkos::deep_copy(g, 0.01f);
   kk::AdamWHyper h;
@@ -180,7 +198,7 @@ void fit_gemm_curve(MachineProfile& p) {
 void calibrate_kernels(const Config& cfg, const std::vector<int>& tps, MachineProfile& p) {
   Exec exec;
   const DV<float*> one("one", 1);
-  p.launch_us = time_us([&] { kk::residual_forward(exec, as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1)); }, 21);
+  p.launch_us = median_us([&] { kk::residual_forward(exec, as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1)); }, 21);
   p.fma_peak_tflops = measure_fma_peak().tflops;
   const kk::GemmImpl impl = kk::parse_gemm_impl(cfg.str("kernels.gemm"));
   for (int tp : tps) {

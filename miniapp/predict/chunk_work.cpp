@@ -14,7 +14,7 @@ struct Builder {
   bool tp;  // tensor parallel: the all-reduces happen
   std::vector<WorkItem>* out = nullptr;
 
-  void compute(const char* name, double us) { out->push_back({ItemKind::compute, name, us, 0, 0}); }
+  void compute(const char* name, double us) { out->push_back({ItemKind::compute, name, us * p.compute_scale, 0, 0}); }
   void gemm(const char* name, int n_out, int k_in, bool backward) {
     compute(name, gemm_us(p, d.N(), n_out, k_in, backward));
   }

@@ -81,7 +81,7 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "gemm", "attention", "memory_bound", "network"});
+                    "launch_us", "compute_scale", "gemm", "attention", "memory_bound", "network"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -92,6 +92,8 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
   p.fma_peak_tflops = r.number(root, "", "fma_peak_tflops", 0, true);
   p.copy_gbps = r.number(root, "", "copy_gbps", 0, true);
   p.launch_us = r.number(root, "", "launch_us", 0);
+  p.compute_scale = r.number(root, "", "compute_scale", 1);
+  if (p.compute_scale <= 0) bad(file, "compute_scale", "must be > 0");
 
   const YAML::Node g = root["gemm"];
   if (!g) bad(file, "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
@@ -194,7 +196,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   o.precision(6);
   o << header_comment << "name: " << p.name << "\ndevices_per_node: " << p.devices_per_node
     << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
-    << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us
+    << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale
     << "\ngemm:\n  peak_tflops: " << p.gemm_peak_tflops << "\n  max_efficiency: " << p.gemm_max_efficiency
     << "\n  half_efficiency_gflop: " << p.gemm_half_efficiency_gflop << "\n  points:\n";
   for (const auto& g : p.gemm_points)

@@ -45,6 +45,10 @@ struct MachineProfile {
   double memory_gb = 0;            // per device; 0 = unknown (nothing is checked)
   double process_baseline_gb = 0;  // what a rank's process holds before the model (runtime, MPI)
   double fma_peak_tflops = 0, copy_gbps = 0, launch_us = 0;
+  // Measured over predicted compute of a whole model chunk (calibrate): what the kernels timed
+  // one at a time miss when they run in sequence (caches, page faults, sharing the cores); 1 in
+  // datasheet profiles.
+  double compute_scale = 1;
   // GEMM: efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9).
   double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
   std::vector<GemmPoint> gemm_points;

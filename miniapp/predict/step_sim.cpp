@@ -130,7 +130,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   std::vector<double> owned(l.pp, 0);  // gradient elements each stage's rank owns
   for (int r = 0; r < l.pp; ++r)
     for (const auto& u : ps.unit_bytes[r]) owned[r] += u.second / 4 / shards;
-  for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "optimizer", 4 * owned[l.stage(w)]);
+  for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", 4 * owned[l.stage(w)]);  // a streaming read
   collective(everyone, comm::OpKind::allreduce, 8, world);
   // AdamW on the owned elements, then ZeRO-1/2's all-gather of each unit.
   for (int w = 0; w < l.world; ++w) opt_start[w] = t[w], t[w] += memory_us(prof, "optimizer", bytes::adamw(owned[l.stage(w)]));
