@@ -59,6 +59,25 @@ double handoff_us(comm::Communicator& g, float* buf) {
   return mean;
 }
 
+// A small all-reduce entered together by members that each computed for a few ms first, as
+// tensor parallelism enters its all-reduces: mean time less the back-to-back latency.
+double sync_us(comm::Communicator& g, float* a, float* b, double latency_us) {
+  double sum = 0;
+  const int reps = 15;
+  for (int i = 0; i < reps; ++i) {
+    g.barrier();
+    Kokkos::Timer busy;
+    volatile double x = 0;
+    while (busy.seconds() < 2e-3) x = x + 1.0;
+    Kokkos::Timer t;
+    g.allreduce(a, b, 1, comm::DType::f32, comm::ReduceOp::sum);
+    sum += t.seconds() * 1e6;
+  }
+  double mean = sum / reps;
+  g.broadcast(&mean, 1, comm::DType::f64, 0);
+  return std::max(0.0, mean - latency_us);
+}
+
 LinkCost fit(comm::OpKind kind, int n, const std::vector<double>& bytes, const std::vector<double>& us) {
   std::vector<double> bus;
   for (double b : bytes) bus.push_back(comm::bus_factor(kind, n) * b);
@@ -110,8 +129,9 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
         bytes.push_back(4.0 * count);
         us.push_back(t);
       }
-      LinkCost c = fit(comm::OpKind::send, 2, bytes, us);
-      c.latency_us = std::max(c.latency_us, handoff_us(*g, a.data()));
+      const LinkCost c = fit(comm::OpKind::send, 2, bytes, us);
+      p.wakeup_us = std::max(0.0, handoff_us(*g, a.data()) - c.latency_us);
+      p.sync_wakeup_us = sync_us(*g, a.data(), b.data(), fits["allreduce"].back().latency_us);
       fits["send"].push_back(c);
     }
   }

@@ -49,6 +49,13 @@ struct MachineProfile {
   // one at a time miss when they run in sequence (caches, page faults, sharing the cores); 1 in
   // datasheet profiles.
   double compute_scale = 1;
+  // The time a rank blocked in a call takes to resume once its peers arrive: 0 where each rank
+  // has its own core (or GPU); on a node whose cores are shared, the wait for the next turn on a
+  // core, which every synchronising call pays (calibrate measures it).
+  double wakeup_us = 0;
+  // The same for a collective that its members enter together, each after computing alike (TP's
+  // all-reduces, ZeRO-3's gathers): only the member the scheduler delayed makes the others wait.
+  double sync_wakeup_us = 0;
   // GEMM: efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9).
   double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
   std::vector<GemmPoint> gemm_points;

@@ -25,11 +25,15 @@ class NetworkCost {
   double emulated_us(comm::OpKind kind, double bytes, int n) const;
   // A group of point-to-point messages posted together: one latency, the larger direction.
   double emulated_group_us(double sent, double received) const;
-  // A blocking call that all members enter at once: the later of the two.
+  // A blocking call that all members enter at once, having computed alike: the later of the
+  // two, with the wake-up such a call costs.
   double call_us(comm::OpKind kind, double bytes, GroupShape g) const {
-    const double r = real_us(kind, bytes, g), e = emulated_us(kind, bytes, g.size);
+    const double r = real_us(kind, bytes, g) + (g.size > 1 ? p_.sync_wakeup_us : 0.0);
+    const double e = emulated_us(kind, bytes, g.size);
     return r > e ? r : e;
   }
+  // The wake-up of a rank that waited in a call for a peer that came later.
+  double wakeup_us(int n) const { return n > 1 ? p_.wakeup_us : 0.0; }
   const comm::NetworkModel& emulation() const { return emulate_; }
 
  private:

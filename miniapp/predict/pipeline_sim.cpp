@@ -62,7 +62,9 @@ class Sim {
     double end = g.post_us + net_.emulated_group_us(g.sent, g.received);
     for (const Key& k : g.keys) {
       const auto& p = posts_.at(k);
-      end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, s_.message_bytes, s_.pp_group));
+      // A receiver already waiting when the message leaves must also wake up to take it.
+      const double wake = p.second <= p.first ? net_.wakeup_us(2) : 0.0;
+      end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, s_.message_bytes, s_.pp_group) + wake);
     }
     return end;
   }

@@ -66,7 +66,8 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
     const StageTimeline& x = st[l.stage(w)];
     t[w] = x.wall_us;
     busy[w] = x.forward_us + x.backward_us;
-    if (w == straggler && slowdown > 1) t[w] += (slowdown - 1) * busy[w], busy[w] *= slowdown;
+    if (w == straggler && slowdown > 1)  // it sleeps, then waits for a core
+      t[w] += (slowdown - 1) * busy[w] + prof.wakeup_us, busy[w] *= slowdown;
   }
   // A blocking collective over the members: all leave at the latest arrival plus its cost, and
   // each no earlier than its own arrival plus the emulated time.
@@ -74,7 +75,10 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
     if (g.size <= 1) return;
     double arrive = 0;
     for (int w : members) arrive = std::max(arrive, t[w]);
-    const double real_end = arrive + net.real_us(kind, bytes, g), emu = net.emulated_us(kind, bytes, g.size);
+    bool skewed = false;  // someone waited for a later member: that one's wake-up, else a joint entry's
+    for (int w : members) skewed |= t[w] < arrive;
+    const double real_end = arrive + net.real_us(kind, bytes, g) + (skewed ? net.wakeup_us(g.size) : net.call_us(kind, 0, g) - net.real_us(kind, 0, g));
+    const double emu = net.emulated_us(kind, bytes, g.size);
     for (int w : members) {
       const double end = std::max(real_end, t[w] + emu);
       exposed[w] += end - t[w], extra[w].push_back({t[w], end}), t[w] = end;
@@ -106,6 +110,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
         const BucketPost& b = x.buckets[i];
         end = std::max(end, overlap ? b.post_us : all_in) + net.real_us(kind, b.bytes, ps.dp);
       }
+      if (!x.buckets.empty()) end += net.wakeup_us(l.dp);
       for (int w : m) {
         double e = std::max(end, t[w]);
         for (const BucketPost& b : x.buckets) e = std::max(e, b.post_us + net.emulated_us(kind, b.bytes, l.dp));
