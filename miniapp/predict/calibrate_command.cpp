@@ -10,6 +10,7 @@
 #include "calibrate_comm.hpp"
 #include "calibrate_kernels.hpp"
 #include "calibrate_stage.hpp"
+#include "ceiling.hpp"
 #include "deck_for_prediction.hpp"
 #include "device.hpp"
 #include "memory.hpp"
@@ -38,10 +39,12 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   const bool root = runtime.world_rank() == 0;
   const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
 
-  // What a rank holds before its model: the runtime, Kokkos and the communicator's buffers (a
-  // run's world is up and has communicated before it allocates the model).
+  // What a rank holds beside its model: the runtime, Kokkos, the communicator's buffers and what
+  // a run's start-up leaves in the peak (the GEMM ceiling it measures at the deck's shapes, with
+  // the BLAS library's own buffers), all before the kernels below allocate theirs.
   auto world = comm::make_world(runtime.world_size() > 1 ? "mpi" : "self", runtime);
   world->barrier();
+  measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")));
   const double baseline = measured_peak_bytes();
   MachineProfile p;
   struct stat st {};

@@ -12,6 +12,7 @@ namespace {
 using Key = std::tuple<int, int, int>;  // (sender, receiver, k-th message between them)
 
 struct SimGroup {
+  int rank = 0;  // the poster
   double post_us = 0, sent = 0, received = 0;
   std::vector<Key> keys;
 };
@@ -62,8 +63,9 @@ class Sim {
     double end = g.post_us + net_.emulated_group_us(g.sent, g.received);
     for (const Key& k : g.keys) {
       const auto& p = posts_.at(k);
-      // A receiver already waiting when the message leaves must also wake up to take it.
-      const double wake = p.second <= p.first ? net_.wakeup_us(2) : 0.0;
+      // The end that posted first has been waiting for the other: it must wake up to go on.
+      const bool mine_first = std::get<0>(k) == g.rank ? p.first <= p.second : p.second <= p.first;
+      const double wake = mine_first ? net_.wakeup_us(2) : 0.0;
       end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, s_.message_bytes, s_.pp_group) + wake);
     }
     return end;
@@ -73,6 +75,7 @@ class Sim {
     me.group = -1;
     if (step.group.empty()) return;
     SimGroup g;
+    g.rank = r;
     g.post_us = me.t;
     for (const Message& m : step.group) {
       const Key k = m.send ? Key{r, m.peer, sends_[{r, m.peer}]++} : Key{m.peer, r, recvs_[{m.peer, r}]++};

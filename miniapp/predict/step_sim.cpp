@@ -60,6 +60,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   const GroupShape world{l.world, 1};
   std::vector<double> t(l.world), exposed(l.world), commt(l.world), busy(l.world), opt(l.world), opt_start(l.world);
   std::vector<std::vector<std::pair<double, double>>> extra(l.world);  // comm intervals after the pipeline
+  std::vector<std::vector<const char*>> extra_name(l.world);           // and their calls, for the trace
   const int straggler = cfg.i32("straggler.rank");
   const double slowdown = cfg.f64("straggler.slowdown");
   for (int w = 0; w < l.world; ++w) {
@@ -82,6 +83,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
     for (int w : members) {
       const double end = std::max(real_end, t[w] + emu);
       exposed[w] += end - t[w], extra[w].push_back({t[w], end}), t[w] = end;
+      extra_name[w].push_back(comm::op_name(kind));
     }
   };
   const auto group_of = [&](int w, GroupShape g) {
@@ -114,7 +116,8 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
       for (int w : m) {
         double e = std::max(end, t[w]);
         for (const BucketPost& b : x.buckets) e = std::max(e, b.post_us + net.emulated_us(kind, b.bytes, l.dp));
-        if (!x.buckets.empty()) extra[w].push_back({x.buckets.front().post_us, e});
+        if (!x.buckets.empty())
+          extra[w].push_back({x.buckets.front().post_us, e}), extra_name[w].push_back(comm::op_name(kind));
         exposed[w] += e - t[w], t[w] = e;
       }
     });
@@ -171,7 +174,8 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
     for (int r = 0; r < l.pp; ++r) {
       const int w = r * l.dp * l.tp;
       std::vector<SimSpan> sp = st[r].spans;
-      for (const auto& iv : extra[w]) sp.push_back({"collective", true, iv.first, iv.second, -1, -1, 0, false});
+      for (std::size_t i = 0; i < extra[w].size(); ++i)
+        sp.push_back({extra_name[w][i], true, extra[w][i].first, extra[w][i].second, -1, -1, 0, false});
       sp.push_back({"optimizer", false, opt_start[w], opt_start[w] + opt[w], -1, -1, 0, false});
       p.traced_ranks.push_back(w);
       p.spans.push_back(std::move(sp));
