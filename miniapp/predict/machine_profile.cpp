@@ -81,7 +81,7 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "gemm", "attention", "memory_bound", "network"});
+                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "memory_bound", "network"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -96,6 +96,11 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
   if (p.compute_scale <= 0) bad(file, "compute_scale", "must be > 0");
   p.wakeup_us = r.number(root, "", "wakeup_us", 0);
   p.sync_wakeup_us = r.number(root, "", "sync_wakeup_us", 0);
+  if (const YAML::Node a = root["async_progress"]) {
+    if (!a.IsScalar() || (a.Scalar() != "true" && a.Scalar() != "false"))
+      bad(file, "async_progress", "must be true or false");
+    p.async_progress = a.Scalar() == "true";
+  }
 
   const YAML::Node g = root["gemm"];
   if (!g) bad(file, "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
@@ -199,6 +204,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   o << header_comment << "name: " << p.name << "\ndevices_per_node: " << p.devices_per_node
     << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
     << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
+    << "\nasync_progress: " << (p.async_progress ? "true" : "false")
     << "\ngemm:\n  peak_tflops: " << p.gemm_peak_tflops << "\n  max_efficiency: " << p.gemm_max_efficiency
     << "\n  half_efficiency_gflop: " << p.gemm_half_efficiency_gflop << "\n  points:\n";
   for (const auto& g : p.gemm_points)

@@ -56,6 +56,9 @@ struct MachineProfile {
   // The same for a collective that its members enter together, each after computing alike (TP's
   // all-reduces, ZeRO-3's gathers): only the member the scheduler delayed makes the others wait.
   double sync_wakeup_us = 0;
+  // Whether a non-blocking collective progresses while the rank computes (NCCL on a GPU), or only
+  // while the rank is inside the library (MPI without a progress thread, as calibrate finds it).
+  bool async_progress = false;
   // GEMM: efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9).
   double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
   std::vector<GemmPoint> gemm_points;

@@ -102,7 +102,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   // on MPI without a progress thread they move only once every member waits for them.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
-    const bool overlap = prof.devices_per_node > 1 || prof.gemm_peak_tflops > 5;  // a GPU node
+    const bool overlap = prof.async_progress;
     for_groups(ps.dp, [&](const std::vector<int>& m) {
       const StageTimeline& x = st[l.stage(m.front())];
       double all_in = 0;
