@@ -9,7 +9,7 @@ that run's shapes (`kformer calibrate` under mpirun, a few seconds), because the
 cores the ranks get moves as other jobs come and go. Prints predicted against measured step
 time, bubble and peak memory in one table, with the median and largest absolute errors.
 
-  scripts/validate_predict.py [--kformer build/default/bin/kformer] [--out DIR] [--steps N]
+  scripts/validate_predict.py [--kformer build/default/bin/kformer] [--out DIR] [--steps N] [--repeat N]
 
 Run it on an idle machine if you can: the step times of a loaded one wander by several percent.
 """
@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--out", default="build/validate_predict")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of (calibrate, run, predict) per case; medians")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     machine = os.path.join(a.out, "machine.yaml")
@@ -75,19 +76,23 @@ def main():
             continue
         run_json, pred_json = os.path.join(a.out, "run.json"), os.path.join(a.out, "predict.json")
         common = [DECK] + SHAPE + o
-        # The cores are shared with whatever else runs, and their share moves from minute to
-        # minute: this machine is measured right before each run, at that run's shapes.
-        if os.path.exists(machine):
-            os.remove(machine)
-        mpirun([a.kformer, "calibrate"] + common + [f"predict.machine={machine}"])
-        mpirun([a.kformer] + common + [f"train.steps={a.steps}", f"output.json={run_json}", "output.log_every=1000"])
-        r = subprocess.run([a.kformer, "predict"] + common + ["predict.world=2", f"predict.machine={machine}",
-                                                              f"output.json={pred_json}"], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"validate_predict: predict failed for {name}:\n{r.stderr}")
-        m, p = json.load(open(run_json))["summary"], json.load(open(pred_json))["summary"]
-        rows.append((name, m["step_ms_median"], p["step_ms_median"], m["pipeline"]["bubble_measured"],
-                     p["pipeline"]["bubble_measured"], m["memory"]["peak_bytes"] / 1e6, p["memory"]["peak_bytes"] / 1e6))
+        got = []
+        for _ in range(a.repeat):
+            # The cores are shared with whatever else runs, and their share moves from minute to
+            # minute: this machine is measured right before each run, at that run's shapes.
+            if os.path.exists(machine):
+                os.remove(machine)
+            mpirun([a.kformer, "calibrate"] + common + [f"predict.machine={machine}"])
+            mpirun([a.kformer] + common + [f"train.steps={a.steps}", f"output.json={run_json}", "output.log_every=1000"])
+            r = subprocess.run([a.kformer, "predict"] + common + ["predict.world=2", f"predict.machine={machine}",
+                                                                  f"output.json={pred_json}"], capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"validate_predict: predict failed for {name}:\n{r.stderr}")
+            m, p = json.load(open(run_json))["summary"], json.load(open(pred_json))["summary"]
+            got.append((m["step_ms_median"], p["step_ms_median"], m["pipeline"]["bubble_measured"],
+                        p["pipeline"]["bubble_measured"], m["memory"]["peak_bytes"] / 1e6, p["memory"]["peak_bytes"] / 1e6))
+        # With --repeat N, the median of each column over the N (calibrate, run, predict) rounds.
+        rows.append((name,) + tuple(statistics.median(g[i] for g in got) for i in range(6)))
         x = rows[-1]
         print(f"{x[0]:42s} step {x[1]:9.2f} ms measured {x[2]:9.2f} predicted ({100 * err(x[2], x[1]):+6.1f}%)",
               flush=True, file=sys.stderr)

@@ -38,7 +38,7 @@ double mean_us(comm::Communicator& g, F&& f) {
 double handoff_us(comm::Communicator& g, float* buf) {
   const int me = g.rank();
   double sum = 0;
-  const int reps = 15;
+  const int reps = 40;  // a mean over rare long waits: enough of them to see those
   for (int i = 0; i < reps; ++i) {
     g.barrier();
     double stamp = 0;
@@ -59,23 +59,23 @@ double handoff_us(comm::Communicator& g, float* buf) {
   return mean;
 }
 
-// A small all-reduce entered together by members that each computed for a few ms first, as
-// tensor parallelism enters its all-reduces: mean time less the back-to-back latency.
+// A small all-reduce entered together by members that each computed alike first, as tensor
+// parallelism alternates its kernels and all-reduces: compute 1 ms, all-reduce, again, with no
+// barrier between; the time beyond the compute, per call, less the back-to-back latency.
 double sync_us(comm::Communicator& g, float* a, float* b, double latency_us) {
-  double sum = 0;
-  const int reps = 15;
+  const int reps = 40;
+  const double busy_s = 1e-3;
+  g.barrier();
+  Kokkos::Timer total;
   for (int i = 0; i < reps; ++i) {
-    g.barrier();
     Kokkos::Timer busy;
     volatile double x = 0;
-    while (busy.seconds() < 2e-3) x = x + 1.0;
-    Kokkos::Timer t;
+    while (busy.seconds() < busy_s) x = x + 1.0;
     g.allreduce(a, b, 1, comm::DType::f32, comm::ReduceOp::sum);
-    sum += t.seconds() * 1e6;
   }
-  double mean = sum / reps;
-  g.broadcast(&mean, 1, comm::DType::f64, 0);
-  return std::max(0.0, mean - latency_us);
+  double per_call = (total.seconds() - reps * busy_s) * 1e6 / reps;
+  g.broadcast(&per_call, 1, comm::DType::f64, 0);
+  return std::max(0.0, per_call - latency_us);
 }
 
 LinkCost fit(comm::OpKind kind, int n, const std::vector<double>& bytes, const std::vector<double>& us) {

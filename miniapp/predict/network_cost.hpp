@@ -28,12 +28,14 @@ class NetworkCost {
   // A blocking call that all members enter at once, having computed alike: the later of the
   // two, with the wake-up such a call costs.
   double call_us(comm::OpKind kind, double bytes, GroupShape g) const {
-    const double r = real_us(kind, bytes, g) + (g.size > 1 ? p_.sync_wakeup_us : 0.0);
+    const double r = real_us(kind, bytes, g) + sync_wakeup_us(g.size);
     const double e = emulated_us(kind, bytes, g.size);
     return r > e ? r : e;
   }
-  // The wake-up of a rank that waited in a call for a peer that came later.
+  // The wake-up of a rank that waited in a call for a peer that came later, and of a call its
+  // members entered together.
   double wakeup_us(int n) const { return n > 1 ? p_.wakeup_us : 0.0; }
+  double sync_wakeup_us(int n) const { return n > 1 ? p_.sync_wakeup_us : 0.0; }
   const comm::NetworkModel& emulation() const { return emulate_; }
 
  private:

@@ -78,7 +78,8 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
     for (int w : members) arrive = std::max(arrive, t[w]);
     bool skewed = false;  // someone waited for a later member: that one's wake-up, else a joint entry's
     for (int w : members) skewed |= t[w] < arrive;
-    const double real_end = arrive + net.real_us(kind, bytes, g) + (skewed ? net.wakeup_us(g.size) : net.call_us(kind, 0, g) - net.real_us(kind, 0, g));
+    const double real_end =
+        arrive + net.real_us(kind, bytes, g) + (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
     const double emu = net.emulated_us(kind, bytes, g.size);
     for (int w : members) {
       const double end = std::max(real_end, t[w] + emu);
