@@ -4,13 +4,20 @@
 #include <Kokkos_Timer.hpp>
 
 #include <algorithm>
-#include <chrono>
 
 #include "comm/alpha_beta.hpp"
 #include "device.hpp"
+#include "device_reduce.hpp"
 
 namespace kformer::predict {
 namespace {
+
+// The largest of a figure over the ranks, on every rank: through a device
+// buffer, as NCCL wants it (DeviceReduce).
+double share(comm::Communicator& g, double mine, comm::ReduceOp op) {
+  DeviceReduce reduce;
+  return reduce.allreduce(g, mine, op);
+}
 
 // The mean time of one call over calls repeated back to back for at least 20 ms (after one
 // warm-up call and a barrier): on a node whose cores other processes share, a message's hand-off
@@ -21,42 +28,39 @@ double mean_us(comm::Communicator& g, F&& f) {
   g.barrier();
   Kokkos::Timer probe;
   for (int i = 0; i < 3; ++i) f();
-  // Every member must make the same number of calls: rank 0's probe decides how many.
-  double calls = std::min(2000.0, std::max(5.0, 20e-3 / (probe.seconds() / 3)));
-  g.broadcast(&calls, 1, comm::DType::f64, 0);
+  // Every member must make the same number of calls: the slowest member's probe decides.
+  const double each = share(g, probe.seconds() / 3, comm::ReduceOp::max);
+  const int calls = int(std::min(2000.0, std::max(5.0, 20e-3 / each)));
   g.barrier();
   Kokkos::Timer timer;
-  for (int i = 0; i < int(calls); ++i) f();
-  return timer.seconds() * 1e6 / int(calls);
+  for (int i = 0; i < calls; ++i) f();
+  return timer.seconds() * 1e6 / calls;
 }
 
 // The hand-off of a message to a rank that has been waiting for it while its peer computed, as
-// a pipeline's receive meets it: rank 0 computes for a few ms, stamps the node's steady clock and
-// sends; rank 1, blocked in its receive since, stamps when it returns. On an idle node this is
+// a pipeline's receive meets it: after a barrier rank 0 computes for 2 ms and sends; rank 1,
+// blocked in its receive since the barrier, takes 2 ms plus the hand-off. On an idle node that is
 // the network's latency; on one whose cores other processes share, it adds the wait for the
 // receiver's next turn on a core, which a back-to-back ping-pong (both ranks spinning) hides.
 double handoff_us(comm::Communicator& g, float* buf) {
   const int me = g.rank();
-  double sum = 0;
+  const double busy_s = 2e-3;
   const int reps = 40;  // a mean over rare long waits: enough of them to see those
+  double sum = 0;
   for (int i = 0; i < reps; ++i) {
     g.barrier();
-    double stamp = 0;
     if (me == 0) {
       Kokkos::Timer busy;
       volatile double x = 0;
-      while (busy.seconds() < 2e-3) x = x + 1.0;  // the sender computes; the receiver waits
-      stamp = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-      buf[0] = float(i);
-      g.send(&stamp, 1, comm::DType::f64, 1);
+      while (busy.seconds() < busy_s) x = x + 1.0;  // the sender computes; the receiver waits
+      g.send(buf, 1, comm::DType::f32, 1);
     } else if (me == 1) {
-      g.recv(&stamp, 1, comm::DType::f64, 0);
-      sum += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count() - stamp;
+      Kokkos::Timer wait;
+      g.recv(buf, 1, comm::DType::f32, 0);
+      sum += (wait.seconds() - busy_s) * 1e6;
     }
   }
-  double mean = me == 1 ? sum / reps : 0;
-  g.broadcast(&mean, 1, comm::DType::f64, 1);
-  return mean;
+  return std::max(0.0, share(g, me == 1 ? sum / reps : 0.0, comm::ReduceOp::max));
 }
 
 // A small all-reduce entered together by members that each computed alike first, as tensor
@@ -73,8 +77,7 @@ double sync_us(comm::Communicator& g, float* a, float* b, double latency_us) {
     while (busy.seconds() < busy_s) x = x + 1.0;
     g.allreduce(a, b, 1, comm::DType::f32, comm::ReduceOp::sum);
   }
-  double per_call = (total.seconds() - reps * busy_s) * 1e6 / reps;
-  g.broadcast(&per_call, 1, comm::DType::f64, 0);
+  const double per_call = share(g, (total.seconds() - reps * busy_s) * 1e6 / reps, comm::ReduceOp::max);
   return std::max(0.0, per_call - latency_us);
 }
 

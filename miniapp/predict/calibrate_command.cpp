@@ -42,7 +42,8 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   // What a rank holds beside its model: the runtime, Kokkos, the communicator's buffers and what
   // a run's start-up leaves in the peak (the GEMM ceiling it measures at the deck's shapes, with
   // the BLAS library's own buffers), all before the kernels below allocate theirs.
-  auto world = comm::make_world(runtime.world_size() > 1 ? "mpi" : "self", runtime);
+  // The deck's backend (mpi, or nccl on GPUs: comm.backend=nccl), without emulation or tracing.
+  auto world = comm::make_world(runtime.world_size() > 1 ? cfg.str("comm.backend") : "self", runtime);
   world->barrier();
   measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")));
   const double baseline = measured_peak_bytes();
