@@ -58,9 +58,9 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   }
   char host[256] = "this-machine";
   gethostname(host, sizeof(host) - 1);
-  p.name = std::string("measured on ") + host + " (" + Kokkos::DefaultExecutionSpace::name() + ", " +
+  p.name = std::string(host) + " (" + Kokkos::DefaultExecutionSpace::name() + ", " +
            std::to_string(Exec().concurrency()) + " thread(s) per rank, " + std::to_string(runtime.world_size()) +
-           " rank(s))";
+           " rank(s), calibrated)";
   p.process_baseline_gb = baseline / 1e9;
   p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
   calibrate_kernels(cfg, tp_degrees(cfg, runtime.world_size()), p);

@@ -43,7 +43,7 @@ nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, con
   const double achieved = s["model_tflops_per_rank"].get<double>(), gemm = best_gemm_tflops(prof);
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   s["gemm_ceiling_tflops"] = gemm;
-  s["gemm_ceiling"] = {{"impl", "profile"}, {"shape", prof.name}, {"of_fma_peak", ratio(gemm, prof.fma_peak_tflops)}};
+  s["gemm_ceiling"] = {{"impl", "profile"}, {"shape", "its best shape"}, {"of_fma_peak", ratio(gemm, prof.fma_peak_tflops)}};
   s["mfu"] = ratio(achieved, gemm);
   s["fma_peak_tflops"] = prof.fma_peak_tflops;
   s["mfu_fma_peak"] = ratio(achieved, prof.fma_peak_tflops);
@@ -94,11 +94,14 @@ std::string predict_summary_text(const nlohmann::json& report) {
     return x;
   };
   while (std::getline(in, line)) {
-    if (line.rfind("summary (", 0) == 0)
-      line = "summary (predicted for one step on " + report["predicted"]["machine"].get<std::string>() +
-             "; output.json has every field):";
-    else if (line.find("ceilings") != std::string::npos)
-      continue;  // the profile has no native/vendor split
+    if (line.rfind("summary (", 0) == 0) {
+      out += "summary (predicted for one step on " + report["predicted"]["machine"].get<std::string>() +
+             "; output.json has every field):\n";
+      continue;
+    }
+    if (line.find("ceilings") != std::string::npos) continue;  // the profile has no native/vendor split
+    line = replace_all(line, "of the best GEMM measured", "of the profile's best GEMM");
+    line = replace_all(line, "of the FMA peak measured", "of its FMA peak");
     line = replace_all(line, "measured peak", "predicted peak");
     line = replace_all(line, "measured", "predicted");
     out += line + "\n";
