@@ -11,12 +11,34 @@
 #include "comm/runtime.hpp"
 #include "errors.hpp"
 #include "gpu_placement.hpp"
+#include "predict/calibrate_command.hpp"
+#include "predict/predict_command.hpp"
 
 int main(int argc, char** argv) {
+  // `kformer predict`: one process, no MPI, no Kokkos (predict_command.hpp).
+  if (argc > 1 && std::string(argv[1]) == "predict") {
+    try {
+      return kformer::predict::run_predict({argv + 2, argv + argc});
+    } catch (const kformer::CollectiveError& e) {
+      std::cerr << "kformer: error: " << e.what() << std::endl;
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      std::cerr << "kformer: error: " << e.what() << std::endl;
+      return 1;
+    }
+  }
   kformer::comm::Runtime runtime(argc, argv);
   const bool root = runtime.world_rank() == 0;
   int rc = 0;
   try {
+    if (argc > 1 && std::string(argv[1]) == "calibrate") {  // calibrate_command.hpp
+      kformer::KokkosArguments kokkos_args(argc, argv, {});
+      Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
+      std::vector<std::string> rest;
+      for (int i = 2; i < argc; ++i)
+        if (std::string(argv[i]).rfind("--kokkos", 0) != 0) rest.push_back(argv[i]);
+      return kformer::predict::run_calibrate(rest, runtime);
+    }
     const kformer::CliArgs args = kformer::parse_cli(argc, argv);
     if (args.exit_now) return args.exit_code;
     if (args.version || args.keys) {

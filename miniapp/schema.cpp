@@ -107,6 +107,10 @@ std::vector<KeySpec> make_schema() {
       integer("output.log_every", 1, 1, kInt, "print a log line every N iterations"),
       real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
       text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
+      text("predict.machine", "",
+           "machine profile (YAML) that kformer predict reads; empty = $KFORMER_MACHINE, else "
+           "input/machines/this-machine.yaml (what kformer calibrate writes)"),
+      integer("predict.world", 0, 0, 1 << 24, "ranks kformer predict simulates; 0 = tp*pp*dp (dp 1 when unset)"),
   };
 }
 

@@ -1,0 +1,97 @@
+// The calibrate command (see calibrate_command.hpp).
+#include "calibrate_command.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+#include <iostream>
+
+#include "calibrate_comm.hpp"
+#include "calibrate_kernels.hpp"
+#include "calibrate_stage.hpp"
+#include "ceiling.hpp"
+#include "deck_for_prediction.hpp"
+#include "device.hpp"
+#include "memory.hpp"
+#include "node_memory.hpp"
+#include "posix_file.hpp"
+
+namespace kformer::predict {
+namespace {
+
+// The tensor-parallel degrees whose shapes are measured: 1, 2 and powers of two up to the job,
+// where they divide the heads and the MLP.
+std::vector<int> tp_degrees(const Config& cfg, int world) {
+  std::vector<int> out;
+  for (int tp = 1; tp <= std::max(2, world); tp *= 2)
+    if (cfg.i64("model.n_heads") % tp == 0 && cfg.i64("model.n_kv_heads") % tp == 0 && cfg.i64("model.ffn_dim") % tp == 0)
+      out.push_back(tp);
+  return out;
+}
+
+}  // namespace
+
+int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) {
+  PredictionDeck deck = read_prediction_deck("calibrate", args, true);
+  if (deck.cli.exit_now) return deck.cli.exit_code;
+  const Config& cfg = deck.cfg;
+  const bool root = runtime.world_rank() == 0;
+  const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
+
+  // What a rank holds beside its model: the runtime, Kokkos, the communicator's buffers and what
+  // a run's start-up leaves in the peak (the GEMM ceiling it measures at the deck's shapes, with
+  // the BLAS library's own buffers), all before the kernels below allocate theirs.
+  // The deck's backend (mpi, or nccl on GPUs: comm.backend=nccl), without emulation or tracing.
+  auto world = comm::make_world(runtime.world_size() > 1 ? cfg.str("comm.backend") : "self", runtime);
+  world->barrier();
+  measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")));
+  const double baseline = measured_peak_bytes();
+  MachineProfile p;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    try {
+      p = load_profile(path);  // keep its shapes; ours are added or replace theirs
+    } catch (const std::exception&) {
+      p = MachineProfile{};
+    }
+  }
+  char host[256] = "this-machine";
+  gethostname(host, sizeof(host) - 1);
+  p.name = std::string(host) + " (" + Kokkos::DefaultExecutionSpace::name() + ", " +
+           std::to_string(Exec().concurrency()) + " thread(s) per rank, " + std::to_string(runtime.world_size()) +
+           " rank(s), calibrated)";
+  p.process_baseline_gb = baseline / 1e9;
+  p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
+  calibrate_kernels(cfg, tp_degrees(cfg, runtime.world_size()), p);
+  p.compute_scale = measure_compute_scale(cfg, p);
+
+  if (runtime.world_size() > 1) {
+    calibrate_comm(*world, p);
+  } else if (p.intra_node.collectives.empty()) {
+    p.intra_node.fallback = {10, 40, 0};  // one rank measured no network: a placeholder (10 us, 40 Gbit/s)
+    p.inter_node = p.intra_node;
+  }
+  if (root) {
+    const std::string header =
+        "# Machine profile written by `kformer calibrate " + deck.cli.deck +
+        "` (miniapp/predict/calibrate_*.cpp):\n# kernel times at the deck's shapes, GB/s of the memory-bound families, "
+        "the communicator's alpha-beta fits\n# per collective and group size (intra_node; one node measured, so "
+        "inter_node repeats it).\n";
+    const std::size_t slash = path.rfind('/');
+    if (slash != std::string::npos) ::mkdir(path.substr(0, slash).c_str(), 0755);
+    write_file_atomic(path, profile_yaml(p, header));
+    std::cout << "kformer calibrate: wrote " << path << " (" << p.gemm_points.size() << " GEMM shapes, "
+              << p.attention_points.size() << " attention shapes; FMA peak " << p.fma_peak_tflops
+              << " TFLOP/s, best GEMM " << p.gemm_peak_tflops * p.gemm_max_efficiency << " TFLOP/s, copy "
+              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << p.compute_scale << "x its kernels";
+    if (runtime.world_size() > 1)
+      std::cout << "; allreduce on " << runtime.world_size() << " ranks: " << p.intra_node.fallback.latency_us
+                << " us + bytes at " << p.intra_node.fallback.bandwidth_gbps << " Gbit/s";
+    std::cout << ")" << std::endl;
+  }
+  world->barrier();
+  return 0;
+}
+
+}  // namespace kformer::predict

@@ -1,0 +1,223 @@
+// Kernel calibration (see calibrate_kernels.hpp).
+#include "calibrate_kernels.hpp"
+
+#include <Kokkos_Timer.hpp>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "activations.hpp"
+#include "adamw.hpp"
+#include "attention.hpp"
+#include "block.hpp"
+#include "counter_rng.hpp"
+#include "cross_entropy.hpp"
+#include "device.hpp"
+#include "embedding.hpp"
+#include "fma_peak.hpp"
+#include "gemm.hpp"
+#include "kernel_costs.hpp"
+#include "layernorm.hpp"
+#include "model_spec.hpp"
+#include "residual.hpp"
+#include "rmsnorm.hpp"
+#include "rope.hpp"
+
+namespace kformer::predict {
+namespace kk = kernels;
+namespace {
+
+// The mean time of a call, in microseconds, over calls repeated for at least `window_ms` after a
+// warm-up: a sustained rate, which on a node whose cores other processes share includes the time
+// the scheduler gives away, as a run's longer phases do (a median of a few short calls would not).
+template <class F>
+double time_us(F&& f, double window_ms = 30) {
+  Exec exec;
+  f();
+  exec.fence();
+  Kokkos::Timer timer;
+  int calls = 0;
+  do {
+    f();
+    exec.fence();
+    ++calls;
+  } while (calls < 3 || timer.seconds() * 1e3 < window_ms);
+  return timer.seconds() * 1e6 / calls;
+}
+
+// The median of short calls: the launch overhead, which preemption should not inflate.
+template <class F>
+double median_us(F&& f, int reps) {
+  Exec exec;
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    Kokkos::Timer timer;
+    f();
+    exec.fence();
+    t.push_back(timer.seconds() * 1e6);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+DV<float**> random(const char* name, std::int64_t rows, std::int64_t cols, std::uint64_t key, float sd = 1.0f) {
+  DV<float**> v(std::string(name), rows, cols);
+  kk::fill_normal_block(Exec(), v, key, cols, 0, 0, sd);
+  return v;
+}
+
+struct Shapes {
+  std::set<std::tuple<int, int, int>> gemms;
+};
+
+void measure_gemm(int m, int n, int k, kk::GemmImpl impl, MachineProfile& p) {
+  const DV<float**> x = random("x", m, k, 1), w = random("w", n, k, 2, 0.02f), y("y", m, n), dy = random("dy", m, n, 3);
+  DV<float**> dx("dx", m, k), dw("dw", n, k);
+  GemmPoint g{m, n, k, 0, 0};
+  g.forward_us = time_us([&] { kk::matmul_forward(Exec(), impl, y, x, w); });
+  g.backward_us = time_us([&] { kk::matmul_backward(Exec(), impl, dx, dw, DV<float*>(), dy, x, w); });
+  p.gemm_points.erase(std::remove_if(p.gemm_points.begin(), p.gemm_points.end(),
+                                     [&](const GemmPoint& q) { return q.m == m && q.n == n && q.k == k; }),
+                      p.gemm_points.end());
+  p.gemm_points.push_back(g);
+}
+
+void measure_attention(const BlockDims& d, const std::string& kind, MachineProfile& p) {
+  const kk::AttentionKind k = kk::attention_kind_from_string(kind);
+  const DV<float**> qkv = random("qkv", d.N(), d.qkv_width(), 4, 0.5f), out("out", d.N(), d.q_width());
+  const DV<float**> dout = random("dout", d.N(), d.q_width(), 5), dqkv("dqkv", d.N(), d.qkv_width());
+  auto state = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
+  const auto t3 = [&](const DV<float**>& v) { return as_tensor3(v.data(), d.B, d.T, v.extent(1)); };
+  AttentionPoint a{d.B, d.T, d.Hl, d.KVl, d.hd, kind, 0, 0};
+  a.forward_us = time_us([&] { kk::attention_forward(Exec(), t3(out), state, t3(qkv), d.Hl, d.KVl); });
+  a.backward_us = time_us([&] { kk::attention_backward(Exec(), t3(dqkv), state, t3(dout), t3(qkv), t3(out), d.Hl, d.KVl); });
+  p.attention_points.erase(std::remove_if(p.attention_points.begin(), p.attention_points.end(),
+                                          [&](const AttentionPoint& q) {
+                                            return q.kind == kind && q.b == a.b && q.t == a.t && q.h == a.h &&
+                                                   q.kv == a.kv && q.hd == a.hd;
+                                          }),
+                           p.attention_points.end());
+  p.attention_points.push_back(a);
+  p.attention_tflops[kind] = (attention_flops(d.B, d.T, d.Hl, d.hd, false) + attention_flops(d.B, d.T, d.Hl, d.hd, true)) /
+                             ((a.forward_us + a.backward_us) * 1e6);
+}
+
+// GB/s of a family: its bytes over its time less the launch overhead.
+double rate(double bytes, double us, double launch_us) { return bytes / (std::max(us - launch_us, 0.05 * us) * 1e3); }
+
+void measure_memory_families(const ModelShape& s, const BlockDims& d, MachineProfile& p) {
+  Exec exec;
+  const double N = d.N(), C = d.C, L = p.launch_us;
+  const DV<float**> x = random("x", d.N(), d.C, 6), y("y", d.N(), d.C), dy = random("dy", d.N(), d.C, 7), dx("dx", d.N(), d.C);
+  const DV<float*> wv("w", d.C), dwv("dw", d.C), bv("b", d.C), dbv("db", d.C), mean("mean", d.N()), rstd("rstd", d.N());
+  Kokkos::deep_copy(wv, 1.0f);
+  double f = 0, b = 0;
+  if (s.gpt) {
+    f = time_us([&] { kk::layernorm_forward(exec, y, mean, rstd, x, wv, bv); });
+    b = time_us([&] { kk::layernorm_backward(exec, dx, dwv, dbv, dy, x, wv, mean, rstd); });
+  } else {
+    f = time_us([&] { kk::rmsnorm_forward(exec, y, rstd, x, wv); });
+    b = time_us([&] { kk::rmsnorm_backward(exec, dx, dwv, dy, x, wv, rstd); });
+  }
+  p.memory_gbps["norm"] = rate(bytes::norm(N, C, false) + bytes::norm(N, C, true), f + b, 2 * L);
+  p.memory_gbps["residual"] = rate(bytes::residual(N, C), time_us([&] { kk::residual_forward(exec, y, x, dy); }), L);
+
+  const DV<float**> in = random("in", d.N(), d.mlp_in_width(), 8), act("act", d.N(), d.Fl), dact = random("dact", d.N(), d.Fl, 9);
+  const DV<float**> din("din", d.N(), d.mlp_in_width());
+  if (s.gpt) {
+    f = time_us([&] { kk::gelu_forward(exec, act, in); });
+    b = time_us([&] { kk::gelu_backward(exec, din, in, dact); });
+  } else {
+    f = time_us([&] { kk::swiglu_forward(exec, act, in); });
+    b = time_us([&] { kk::swiglu_backward(exec, din, in, dact); });
+  }
+  p.memory_gbps["activation"] =
+      rate(bytes::activation(N, d.Fl, s.gpt, false) + bytes::activation(N, d.Fl, s.gpt, true), f + b, 2 * L);
+
+  if (!s.gpt || d.hd % 2 == 0) {
+    const DV<float**> q = random("q", d.N(), d.qkv_width(), 10);
+    const auto t3 = as_tensor3(q.data(), d.B, d.T, q.extent(1));
+    p.memory_gbps["rope"] = rate(bytes::rope(N, double(d.Hl + d.KVl) * d.hd),
+                                 time_us([&] { kk::rope_forward(exec, t3, t3, d.Hl + d.KVl, d.hd, 0); }), L);
+  }
+
+  const int Vl = s.vocab_padded / s.tp;
+  const DV<float**> table = random("table", Vl, d.C, 11, 0.02f), dtable("dtable", Vl, d.C);
+  std::vector<std::int32_t> tokens(std::size_t(d.N()));
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 7919) % std::size_t(s.vocab));
+  DV<std::int32_t*> tok("tokens", d.N());
+  auto th = Kokkos::create_mirror_view(tok);
+  for (std::size_t i = 0; i < tokens.size(); ++i) th(i) = tokens[i];
+  Kokkos::deep_copy(tok, th);
+  const auto index = kk::make_token_index<Exec>(tokens, 0, Vl);
+  f = time_us([&] { kk::embedding_forward(exec, y, tok, table, 0, DV<float**>(), d.T); });
+  b = time_us([&] { kk::embedding_backward(exec, dtable, dy, index); });
+  p.memory_gbps["embedding"] = rate(2 * bytes::embedding(N, C), f + b, 2 * L);
+
+  const DV<float**> logits = random("logits", d.N(), Vl, 12), stats("stats", 2, d.N());
+  const DV<float*> lmax("lmax", d.N()), loss("loss", d.N());
+  f = time_us([&] {
+    kk::xent_local_max(exec, lmax, logits, 0, s.vocab);
+    kk::xent_local_sums(exec, stats, logits, tok, lmax, 0, s.vocab);
+  });
+  const DV<float**> dlogits("dlogits", d.N(), Vl);
+  b = time_us([&] { kk::xent_finish(exec, loss, dlogits, logits, tok, lmax, stats, 0, s.vocab, 1.0f); });
+  p.memory_gbps["cross_entropy"] =
+      rate(bytes::cross_entropy(N, Vl, false) + bytes::cross_entropy(N, Vl, true), f + b, 3 * L);
+
+  // AdamW over as many elements as the deck's model has (a small model's state stays in cache).
+  const std::int64_t n = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 24);
+  const DV<float*> pv("p", n), g("g", n), m("m", n), v("v", n);
+  Kokkos::deep_copy(g, 0.01f);
+  kk::AdamWHyper h;
+  p.memory_gbps["optimizer"] = rate(bytes::adamw(double(n)), time_us([&] { kk::adamw_update(exec, pv, g, m, v, h); }), L);
+  if (!p.memory_gbps.count("rope")) p.memory_gbps["rope"] = p.memory_gbps["residual"];
+  p.copy_gbps = 2.0 * 4 * n / (time_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
+}
+
+// The curve's ceiling and half-efficiency point, from the measured GEMMs' forward rates.
+void fit_gemm_curve(MachineProfile& p) {
+  double best = 0;
+  for (const auto& g : p.gemm_points) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
+  p.gemm_peak_tflops = std::max(p.fma_peak_tflops, best);
+  p.gemm_max_efficiency = std::min(1.0, best / p.gemm_peak_tflops);
+  std::vector<double> half;
+  for (const auto& g : p.gemm_points) {
+    const double flops = 2.0 * g.m * g.n * g.k;
+    const double eff = flops / ((g.forward_us - p.launch_us > 0 ? g.forward_us - p.launch_us : g.forward_us) * 1e6) /
+                       p.gemm_peak_tflops;
+    if (eff > 0 && eff < p.gemm_max_efficiency) half.push_back(flops * (p.gemm_max_efficiency / eff - 1) / 1e9);
+  }
+  std::sort(half.begin(), half.end());
+  p.gemm_half_efficiency_gflop = half.empty() ? 0 : half[half.size() / 2];
+}
+
+}  // namespace
+
+void calibrate_kernels(const Config& cfg, const std::vector<int>& tps, MachineProfile& p) {
+  Exec exec;
+  const DV<float*> one("one", 1);
+  p.launch_us = median_us([&] { kk::residual_forward(exec, as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1)); }, 21);
+  p.fma_peak_tflops = measure_fma_peak().tflops;
+  const kk::GemmImpl impl = kk::parse_gemm_impl(cfg.str("kernels.gemm"));
+  for (int tp : tps) {
+    Config c = cfg;
+    c.set_i64("parallel.tp", tp);
+    const ModelShape s = model_shape(c);
+    const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
+    for (const auto& g : std::set<std::tuple<int, int, int>>{{d.N(), d.qkv_width(), d.C},
+                                                             {d.N(), d.C, d.q_width()},
+                                                             {d.N(), d.mlp_in_width(), d.C},
+                                                             {d.N(), d.C, d.Fl},
+                                                             {d.N(), s.vocab_padded / s.tp, d.C}})
+      measure_gemm(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p);
+    measure_attention(d, cfg.str("kernels.attention"), p);
+    if (tp == tps.front()) measure_memory_families(s, d, p);
+  }
+  for (const char* k : {"naive", "fused"})
+    if (!p.attention_tflops.count(k)) p.attention_tflops[k] = p.attention_tflops.begin()->second;
+  fit_gemm_curve(p);
+}
+
+}  // namespace kformer::predict

@@ -1,0 +1,19 @@
+// The kernel half of `kformer calibrate`: this machine's kernels timed at the shapes a deck runs
+// (each GEMM of a block and the head, forward and backward; causal attention of the deck's kind;
+// the memory-bound families at the deck's sizes, rated in GB/s over the bytes kernel_costs.hpp
+// counts), the launch overhead, the copy bandwidth and the FMA peak; the GEMM efficiency curve is
+// fitted to the measured GEMMs. Each tensor-parallel degree in `tps` is measured (its shapes are
+// the rank's slices). Runs on the build's execution space; allocates only the buffers it times.
+#pragma once
+
+#include <vector>
+
+#include "config.hpp"
+#include "machine_profile.hpp"
+
+namespace kformer::predict {
+
+// Fills the kernel fields of `p`; measured points replace those of the same shape already in it.
+void calibrate_kernels(const Config& cfg, const std::vector<int>& tps, MachineProfile& p);
+
+}  // namespace kformer::predict

@@ -1,0 +1,16 @@
+// The check of the kernel-by-kernel model against the real thing, in `kformer calibrate`: the
+// deck's whole model as one Stage (embedding, blocks, head and loss; one rank, no TP) run
+// forward and backward for a sustained while, its time set against the sum of its kernels' times
+// on the profile (chunk_work.hpp). The ratio is the profile's compute_scale, which predict
+// applies to every kernel: what the kernels timed one at a time miss in sequence.
+#pragma once
+
+#include "config.hpp"
+#include "machine_profile.hpp"
+
+namespace kformer::predict {
+
+// Measured / modelled (with compute_scale 1) time of a forward and backward of one micro-batch.
+double measure_compute_scale(const Config& cfg, const MachineProfile& p);
+
+}  // namespace kformer::predict

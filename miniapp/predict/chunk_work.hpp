@@ -1,0 +1,39 @@
+// What one model chunk does for one micro-batch, in the order Stage and Block do it: kernel
+// calls with their cost on a machine profile, the tensor-parallel all-reduces between them, the
+// ZeRO-3 gathers (require) before a unit's parameters are read, and the points where a unit's
+// gradient is complete (for the data-parallel buckets of the last micro-batch). The simulator
+// walks these lists; the head's loss and backward, which Stage runs at the end of the forward
+// call, is a list of its own so that it is counted as backward.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "block.hpp"
+#include "machine_profile.hpp"
+#include "stage.hpp"
+
+namespace kformer::predict {
+
+enum class ItemKind { compute, tp_allreduce, require, unit_done };
+
+struct WorkItem {
+  ItemKind kind;
+  std::string name;  // the kernel (compute)
+  double us = 0;     // compute: modelled time
+  double bytes = 0;  // tp_allreduce: the buffer's bytes
+  int layer = 0;     // require, unit_done: the unit (-1 embedding, L final norm and head)
+};
+
+struct ChunkWork {
+  std::vector<WorkItem> forward, head_backward, backward;
+  double forward_flops = 0, backward_flops = 0;
+};
+
+ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDims& d, const ChunkSpec& c,
+                     const std::string& attention, bool gpt_tied_copy_on_last);
+
+// Sum of the compute items' times of a list.
+double compute_us(const std::vector<WorkItem>& items);
+
+}  // namespace kformer::predict

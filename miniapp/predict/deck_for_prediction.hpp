@@ -1,0 +1,25 @@
+// A deck read for `kformer predict` and `kformer calibrate`: the command line parsed as a run's
+// (DECK [key=value ...]), the deck checked as a run checks it but at the world size predict.world
+// (0: tp*pp*dp, dp 1 when the deck has none) instead of the job's, and without refusing a layout
+// for its memory: whether it fits is the prediction's answer (checked against the profile).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "config.hpp"
+
+namespace kformer::predict {
+
+struct PredictionDeck {
+  CliArgs cli;  // exit_now / version / keys: answered, nothing else to do
+  Config cfg;
+  int world = 1;
+};
+
+// args: what follows the subcommand. No deck (allowed when `deck_optional`): the schema's defaults.
+PredictionDeck read_prediction_deck(const std::string& command, const std::vector<std::string>& args,
+                                    bool deck_optional);
+
+}  // namespace kformer::predict

@@ -1,0 +1,46 @@
+// Kernel costs from a machine profile (see kernel_costs.hpp).
+#include "kernel_costs.hpp"
+
+namespace kformer::predict {
+
+double gemm_us(const MachineProfile& p, int m, int n, int k, bool backward) {
+  for (const auto& g : p.gemm_points)
+    if (g.m == m && g.n == n && g.k == k) return backward ? g.backward_us : g.forward_us;
+  const double flops = 2.0 * m * n * k;
+  const double eff = p.gemm_max_efficiency * flops / (flops + p.gemm_half_efficiency_gflop * 1e9);
+  const double one = p.launch_us + flops / (p.gemm_peak_tflops * eff * 1e6);
+  return backward ? 2 * one : one;
+}
+
+double attention_flops(int b, int t, int h, int hd, bool backward) {
+  const double f = 2.0 * b * h * double(t) * t * hd;  // QK^T and AV over the causal half
+  return backward ? 2 * f : f;
+}
+
+double attention_us(const MachineProfile& p, const std::string& kind, int b, int t, int h, int kv, int hd,
+                    bool backward) {
+  for (const auto& a : p.attention_points)
+    if (a.kind == kind && a.b == b && a.t == t && a.h == h && a.kv == kv && a.hd == hd)
+      return backward ? a.backward_us : a.forward_us;
+  return p.launch_us + attention_flops(b, t, h, hd, backward) / (p.attention_tflops.at(kind) * 1e6);
+}
+
+double memory_us(const MachineProfile& p, const std::string& family, double b) {
+  return p.launch_us + b / (p.memory_gbps.at(family) * 1e3);  // GB/s = 1e3 bytes/us
+}
+
+namespace bytes {
+constexpr double kF = 4;
+double norm(double N, double C, bool backward) { return kF * N * C * (backward ? 3 : 2); }
+double activation(double N, double F, bool gpt, bool backward) {
+  if (gpt) return kF * N * F * (backward ? 3 : 2);
+  return kF * N * F * (backward ? 5 : 3);
+}
+double residual(double N, double C) { return kF * 3 * N * C; }
+double rope(double N, double width) { return kF * 2 * N * width; }
+double embedding(double N, double C) { return kF * 2 * N * C; }
+double cross_entropy(double N, double V, bool backward) { return kF * 2 * N * V; }
+double adamw(double elements) { return kF * 7 * elements; }
+}  // namespace bytes
+
+}  // namespace kformer::predict

@@ -1,0 +1,241 @@
+// Machine profiles: reading, checking and writing (see machine_profile.hpp).
+#include "machine_profile.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace kformer::predict {
+namespace {
+
+// One line for every fault: the file, where, what, and the fix.
+[[noreturn]] void bad(const std::string& file, const std::string& where, const std::string& what) {
+  throw ConfigError("machine profile " + file + (where.empty() ? "" : ", " + where) + ": " + what +
+                    " (fix the file, pick another with predict.machine=FILE, or write this machine's with "
+                    "kformer calibrate)");
+}
+
+struct Reader {
+  std::string file;
+  void keys(const YAML::Node& n, const std::string& where, const std::set<std::string>& allowed) const {
+    if (!n.IsMap()) bad(file, where, "expected a map of keys");
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>();
+      if (!allowed.count(k)) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        bad(file, where.empty() ? k : where + "." + k, "unknown key; known here: " + list);
+      }
+    }
+  }
+  double number(const YAML::Node& n, const std::string& where, const std::string& key, double fallback,
+                bool required = false) const {
+    const YAML::Node v = n[key];
+    const std::string at = where.empty() ? key : where + "." + key;
+    if (!v) {
+      if (required) bad(file, at, "missing");
+      return fallback;
+    }
+    double x = 0;
+    try {
+      if (!v.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+      x = v.as<double>();
+    } catch (const YAML::Exception&) {
+      bad(file, at, "'" + (v.IsScalar() ? v.Scalar() : std::string("a list or map")) + "' is not a number");
+    }
+    if (!std::isfinite(x) || x < 0) bad(file, at, "must be a finite number >= 0");
+    return x;
+  }
+  LinkCost link(const YAML::Node& n, const std::string& where) const {
+    keys(n, where, {"latency_us", "bandwidth_gbps", "ranks"});
+    LinkCost c;
+    c.latency_us = number(n, where, "latency_us", 0, true);
+    c.bandwidth_gbps = number(n, where, "bandwidth_gbps", 0, true);
+    c.ranks = int(number(n, where, "ranks", 0));
+    return c;
+  }
+  LinkClass link_class(const YAML::Node& n, const std::string& where) const {
+    keys(n, where, {"default", "allreduce", "allgather", "reduce_scatter", "send"});
+    LinkClass lc;
+    if (!n["default"]) bad(file, where + ".default", "missing: give latency_us and bandwidth_gbps for any collective");
+    lc.fallback = link(n["default"], where + ".default");
+    for (const char* k : {"allreduce", "allgather", "reduce_scatter", "send"}) {
+      const YAML::Node v = n[k];
+      if (!v) continue;
+      const std::string at = where + "." + k;
+      if (v.IsSequence())
+        for (std::size_t i = 0; i < v.size(); ++i) lc.collectives[k].push_back(link(v[i], at + "[" + std::to_string(i) + "]"));
+      else
+        lc.collectives[k].push_back(link(v, at));
+    }
+    return lc;
+  }
+};
+
+MachineProfile parse(const YAML::Node& root, const std::string& file) {
+  const Reader r{file};
+  r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
+                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "memory_bound", "network"});
+  MachineProfile p;
+  p.source = file;
+  p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
+  p.devices_per_node = int(r.number(root, "", "devices_per_node", 1));
+  if (p.devices_per_node < 1) bad(file, "devices_per_node", "must be at least 1");
+  p.memory_gb = r.number(root, "", "memory_gb", 0);
+  p.process_baseline_gb = r.number(root, "", "process_baseline_gb", 0);
+  p.fma_peak_tflops = r.number(root, "", "fma_peak_tflops", 0, true);
+  p.copy_gbps = r.number(root, "", "copy_gbps", 0, true);
+  p.launch_us = r.number(root, "", "launch_us", 0);
+  p.compute_scale = r.number(root, "", "compute_scale", 1);
+  if (p.compute_scale <= 0) bad(file, "compute_scale", "must be > 0");
+  p.wakeup_us = r.number(root, "", "wakeup_us", 0);
+  p.sync_wakeup_us = r.number(root, "", "sync_wakeup_us", 0);
+  if (const YAML::Node a = root["async_progress"]) {
+    if (!a.IsScalar() || (a.Scalar() != "true" && a.Scalar() != "false"))
+      bad(file, "async_progress", "must be true or false");
+    p.async_progress = a.Scalar() == "true";
+  }
+
+  const YAML::Node g = root["gemm"];
+  if (!g) bad(file, "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
+  r.keys(g, "gemm", {"peak_tflops", "max_efficiency", "half_efficiency_gflop", "points"});
+  p.gemm_peak_tflops = r.number(g, "gemm", "peak_tflops", 0, true);
+  p.gemm_max_efficiency = r.number(g, "gemm", "max_efficiency", 1);
+  p.gemm_half_efficiency_gflop = r.number(g, "gemm", "half_efficiency_gflop", 0);
+  if (p.gemm_peak_tflops <= 0 || p.gemm_max_efficiency <= 0 || p.gemm_max_efficiency > 1)
+    bad(file, "gemm", "peak_tflops must be > 0 and max_efficiency in (0, 1]");
+  if (g["points"])
+    for (std::size_t i = 0; i < g["points"].size(); ++i) {
+      const YAML::Node n = g["points"][i];
+      const std::string at = "gemm.points[" + std::to_string(i) + "]";
+      r.keys(n, at, {"m", "n", "k", "forward_us", "backward_us"});
+      p.gemm_points.push_back({int(r.number(n, at, "m", 0, true)), int(r.number(n, at, "n", 0, true)),
+                               int(r.number(n, at, "k", 0, true)), r.number(n, at, "forward_us", 0, true),
+                               r.number(n, at, "backward_us", 0, true)});
+    }
+
+  const YAML::Node a = root["attention"];
+  if (!a) bad(file, "attention", "missing: give naive_tflops and fused_tflops");
+  r.keys(a, "attention", {"naive_tflops", "fused_tflops", "points"});
+  for (const char* kind : {"naive", "fused"}) {
+    p.attention_tflops[kind] = r.number(a, "attention", std::string(kind) + "_tflops", 0, true);
+    if (p.attention_tflops[kind] <= 0) bad(file, std::string("attention.") + kind + "_tflops", "must be > 0");
+  }
+  if (a["points"])
+    for (std::size_t i = 0; i < a["points"].size(); ++i) {
+      const YAML::Node n = a["points"][i];
+      const std::string at = "attention.points[" + std::to_string(i) + "]";
+      r.keys(n, at, {"b", "t", "h", "kv", "hd", "kind", "forward_us", "backward_us"});
+      AttentionPoint q{int(r.number(n, at, "b", 0, true)), int(r.number(n, at, "t", 0, true)),
+                       int(r.number(n, at, "h", 0, true)), int(r.number(n, at, "kv", 0, true)),
+                       int(r.number(n, at, "hd", 0, true)), n["kind"] ? n["kind"].as<std::string>() : "",
+                       r.number(n, at, "forward_us", 0, true), r.number(n, at, "backward_us", 0, true)};
+      if (q.kind != "naive" && q.kind != "fused") bad(file, at + ".kind", "must be naive or fused");
+      p.attention_points.push_back(q);
+    }
+
+  const YAML::Node m = root["memory_bound"];
+  if (!m) bad(file, "memory_bound", "missing: give the GB/s of each kernel family");
+  r.keys(m, "memory_bound", std::set<std::string>(memory_families().begin(), memory_families().end()));
+  for (const auto& f : memory_families()) {
+    p.memory_gbps[f] = r.number(m, "memory_bound", f, 0, true);
+    if (p.memory_gbps[f] <= 0) bad(file, "memory_bound." + f, "must be > 0 GB/s");
+  }
+
+  const YAML::Node net = root["network"];
+  if (!net) bad(file, "network", "missing: give intra_node and inter_node link costs");
+  r.keys(net, "network", {"intra_node", "inter_node"});
+  if (!net["intra_node"]) bad(file, "network.intra_node", "missing");
+  p.intra_node = r.link_class(net["intra_node"], "network.intra_node");
+  p.inter_node = net["inter_node"] ? r.link_class(net["inter_node"], "network.inter_node") : p.intra_node;
+  return p;
+}
+
+}  // namespace
+
+const std::vector<std::string>& memory_families() {
+  static const std::vector<std::string> f = {"norm",      "activation",    "residual", "rope",
+                                             "embedding", "cross_entropy", "optimizer"};
+  return f;
+}
+
+LinkCost LinkClass::cost(comm::OpKind kind, int n) const {
+  const char* name = kind == comm::OpKind::allreduce        ? "allreduce"
+                     : kind == comm::OpKind::allgather      ? "allgather"
+                     : kind == comm::OpKind::reduce_scatter ? "reduce_scatter"
+                     : kind == comm::OpKind::broadcast      ? "allgather"
+                                                            : "send";
+  const auto it = collectives.find(name);
+  if (it == collectives.end() || it->second.empty()) return fallback;
+  const LinkCost* best = &it->second.front();
+  for (const auto& c : it->second)
+    if (c.ranks == n || (best->ranks != n && std::abs(c.ranks - n) < std::abs(best->ranks - n))) best = &c;
+  return *best;
+}
+
+MachineProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, "", "cannot be read (no such file?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    bad(path, "line " + std::to_string(e.mark.line + 1), "not valid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) bad(path, "", "is empty");
+  try {
+    return parse(root, path);
+  } catch (const YAML::Exception& e) {
+    bad(path, "line " + std::to_string(e.mark.line + 1), e.msg);
+  }
+}
+
+std::string profile_yaml(const MachineProfile& p, const std::string& header_comment) {
+  std::ostringstream o;
+  o.precision(6);
+  o << header_comment << "name: " << p.name << "\ndevices_per_node: " << p.devices_per_node
+    << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
+    << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
+    << "\nasync_progress: " << (p.async_progress ? "true" : "false")
+    << "\ngemm:\n  peak_tflops: " << p.gemm_peak_tflops << "\n  max_efficiency: " << p.gemm_max_efficiency
+    << "\n  half_efficiency_gflop: " << p.gemm_half_efficiency_gflop << "\n  points:\n";
+  for (const auto& g : p.gemm_points)
+    o << "    - {m: " << g.m << ", n: " << g.n << ", k: " << g.k << ", forward_us: " << g.forward_us
+      << ", backward_us: " << g.backward_us << "}\n";
+  o << "attention:\n  naive_tflops: " << p.attention_tflops.at("naive")
+    << "\n  fused_tflops: " << p.attention_tflops.at("fused") << "\n  points:\n";
+  for (const auto& a : p.attention_points)
+    o << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd
+      << ", kind: " << a.kind << ", forward_us: " << a.forward_us << ", backward_us: " << a.backward_us << "}\n";
+  o << "memory_bound:  # GB/s over the bytes each family moves\n";
+  for (const auto& f : memory_families()) o << "  " << f << ": " << p.memory_gbps.at(f) << "\n";
+  const auto link = [&](const char* name, const LinkClass& lc) {
+    o << "  " << name << ":\n    default: {latency_us: " << lc.fallback.latency_us
+      << ", bandwidth_gbps: " << lc.fallback.bandwidth_gbps << "}\n";
+    for (const auto& c : lc.collectives) {
+      o << "    " << c.first << ":\n";
+      for (const auto& e : c.second)
+        o << "      - {ranks: " << e.ranks << ", latency_us: " << e.latency_us << ", bandwidth_gbps: " << e.bandwidth_gbps
+          << "}\n";
+    }
+  };
+  o << "network:  # latency + bus bytes / bandwidth (Gbit/s), nccl-tests' bus factors\n";
+  link("intra_node", p.intra_node);
+  link("inter_node", p.inter_node);
+  return o.str();
+}
+
+std::string default_profile_path() {
+  const char* env = std::getenv("KFORMER_MACHINE");
+  return env && *env ? env : "input/machines/this-machine.yaml";
+}
+
+}  // namespace kformer::predict

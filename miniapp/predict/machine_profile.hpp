@@ -1,0 +1,84 @@
+// A machine profile: what one device (a GPU, or a CPU rank) and its network cost, as `kformer
+// predict` needs it. Kernel families each have a cost model: GEMMs a saturating efficiency
+// against their FLOP count (with measured times at exact shapes where `calibrate` took them),
+// attention a FLOP rate per kind (again with measured shapes), memory-bound kernels an effective
+// bandwidth over the bytes they move, each call a launch overhead. The network is Hockney's
+// alpha-beta per link class (within a node, between nodes) and per collective, on nccl-tests'
+// bus bytes (comm/alpha_beta.hpp), so a fitted beta reads as a busbw. Profiles are YAML files
+// (input/machines/); load_profile refuses a bad one with one line that names the file and key.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace kformer::predict {
+
+struct GemmPoint {  // a measured GEMM: y(m,n) = x(m,k) w(n,k)^T, and its backward (both GEMMs)
+  int m = 0, n = 0, k = 0;
+  double forward_us = 0, backward_us = 0;
+};
+
+struct AttentionPoint {  // a measured causal attention of one rank's heads
+  int b = 0, t = 0, h = 0, kv = 0, hd = 0;
+  std::string kind;  // naive, fused
+  double forward_us = 0, backward_us = 0;
+};
+
+struct LinkCost {  // time = latency_us + bus bytes / bandwidth
+  double latency_us = 0, bandwidth_gbps = 0;  // Gbit/s of bus bandwidth; 0 = unlimited
+  int ranks = 0;                              // the group size it was measured on; 0 = any
+};
+
+struct LinkClass {
+  LinkCost fallback;                                         // "default": any collective
+  std::map<std::string, std::vector<LinkCost>> collectives;  // allreduce, allgather, reduce_scatter, send
+  // The entry for `kind` nearest to a group of n ranks, else the default.
+  LinkCost cost(comm::OpKind kind, int n) const;
+};
+
+struct MachineProfile {
+  std::string name, source;  // source: the file it was read from
+  int devices_per_node = 1;
+  double memory_gb = 0;            // per device; 0 = unknown (nothing is checked)
+  double process_baseline_gb = 0;  // what a rank's process holds before the model (runtime, MPI)
+  double fma_peak_tflops = 0, copy_gbps = 0, launch_us = 0;
+  // Measured over predicted compute of a whole model chunk (calibrate): what the kernels timed
+  // one at a time miss when they run in sequence (caches, page faults, sharing the cores); 1 in
+  // datasheet profiles.
+  double compute_scale = 1;
+  // The time a rank blocked in a call takes to resume once its peers arrive: 0 where each rank
+  // has its own core (or GPU); on a node whose cores are shared, the wait for the next turn on a
+  // core, which every synchronising call pays (calibrate measures it).
+  double wakeup_us = 0;
+  // The same for a collective that its members enter together, each after computing alike (TP's
+  // all-reduces, ZeRO-3's gathers): only the member the scheduler delayed makes the others wait.
+  double sync_wakeup_us = 0;
+  // Whether a non-blocking collective progresses while the rank computes (NCCL on a GPU), or only
+  // while the rank is inside the library (MPI without a progress thread, as calibrate finds it).
+  bool async_progress = false;
+  // GEMM: efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9).
+  double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
+  std::vector<GemmPoint> gemm_points;
+  std::map<std::string, double> attention_tflops;  // naive, fused
+  std::vector<AttentionPoint> attention_points;
+  std::map<std::string, double> memory_gbps;  // per memory-bound family (memory_families())
+  LinkClass intra_node, inter_node;
+};
+
+// The memory-bound kernel families a profile rates: norm, activation, residual, rope,
+// embedding, cross_entropy, optimizer.
+const std::vector<std::string>& memory_families();
+
+// Reads and checks a profile; throws ConfigError naming the file, the key and the fix.
+MachineProfile load_profile(const std::string& path);
+// YAML text of a profile (what calibrate writes); load_profile reads it back.
+std::string profile_yaml(const MachineProfile& p, const std::string& header_comment);
+
+// Where predict looks when predict.machine is empty, and calibrate writes: $KFORMER_MACHINE if
+// set, else input/machines/this-machine.yaml under the working directory.
+std::string default_profile_path();
+
+}  // namespace kformer::predict

@@ -1,0 +1,46 @@
+// The time of a communication call in a predicted run: the machine's own network (the profile's
+// link class for the group: within one node or across nodes) and, when comm.emulate.* is set,
+// the emulation decorator's alpha-beta time, which holds every call until at least its post time
+// plus the modelled time (comm/emulated_comm.hpp): a call ends at the later of the two.
+#pragma once
+
+#include "comm/alpha_beta.hpp"
+#include "machine_profile.hpp"
+
+namespace kformer::predict {
+
+// A group of ranks as the mesh builds it: `size` ranks `stride` apart (TP 1, DP tp, PP tp*dp).
+struct GroupShape {
+  int size = 1, stride = 1;
+};
+
+class NetworkCost {
+ public:
+  NetworkCost(const MachineProfile& p, comm::NetworkModel emulate) : p_(p), emulate_(emulate) {}
+
+  bool intra_node(GroupShape g) const { return double(g.stride) * g.size <= p_.devices_per_node; }
+  // The machine's time for a call moving `bytes` (nccl-tests' size) on the group.
+  double real_us(comm::OpKind kind, double bytes, GroupShape g) const;
+  // The emulated network's floor under the call (0 without emulation).
+  double emulated_us(comm::OpKind kind, double bytes, int n) const;
+  // A group of point-to-point messages posted together: one latency, the larger direction.
+  double emulated_group_us(double sent, double received) const;
+  // A blocking call that all members enter at once, having computed alike: the later of the
+  // two, with the wake-up such a call costs.
+  double call_us(comm::OpKind kind, double bytes, GroupShape g) const {
+    const double r = real_us(kind, bytes, g) + sync_wakeup_us(g.size);
+    const double e = emulated_us(kind, bytes, g.size);
+    return r > e ? r : e;
+  }
+  // The wake-up of a rank that waited in a call for a peer that came later, and of a call its
+  // members entered together.
+  double wakeup_us(int n) const { return n > 1 ? p_.wakeup_us : 0.0; }
+  double sync_wakeup_us(int n) const { return n > 1 ? p_.sync_wakeup_us : 0.0; }
+  const comm::NetworkModel& emulation() const { return emulate_; }
+
+ private:
+  const MachineProfile& p_;
+  comm::NetworkModel emulate_;
+};
+
+}  // namespace kformer::predict

@@ -1,0 +1,207 @@
+// The timed pipeline simulation (see pipeline_sim.hpp).
+#include "pipeline_sim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <tuple>
+
+namespace kformer::predict {
+namespace {
+
+using Key = std::tuple<int, int, int>;  // (sender, receiver, k-th message between them)
+
+struct SimGroup {
+  int rank = 0;  // the poster
+  double post_us = 0, sent = 0, received = 0;
+  std::vector<Key> keys;
+};
+
+struct Rank {
+  std::size_t pc = 0;
+  bool posted = false;
+  long group = -1;  // the current step's group
+  double t = 0;
+  std::vector<long> pending;  // groups of sends only, completed in the background
+  std::vector<std::pair<std::size_t, long>> pool;  // ZeRO-3 gathered units: (unit layer, last use)
+  long clock = 0;
+};
+
+class Sim {
+ public:
+  Sim(const PipelineSetup& s, const NetworkCost& net, bool record)
+      : s_(s), net_(net), record_(record), ranks_(s.pp), out_(s.pp) {}
+
+  std::vector<StageTimeline> run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < s_.pp; ++r) progress |= advance(r);
+    }
+    for (int r = 0; r < s_.pp; ++r) {
+      if (ranks_[r].pc != s_.programs[r].size())
+        throw std::logic_error("predict: the pipeline simulation of rank " + std::to_string(r) + " did not finish");
+      for (long g : ranks_[r].pending) {
+        const double end = group_end(groups_[g]);
+        out_[r].comm.push_back({groups_[g].post_us, end});
+        if (record_) span(r, "send", true, groups_[g].post_us, end, -1, -1, groups_[g].sent);
+        ranks_[r].t = std::max(ranks_[r].t, end);
+      }
+      out_[r].wall_us = ranks_[r].t;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  bool complete(const SimGroup& g) const {
+    for (const Key& k : g.keys) {
+      const auto it = posts_.find(k);
+      if (it == posts_.end() || std::isnan(it->second.first) || std::isnan(it->second.second)) return false;
+    }
+    return true;
+  }
+  double group_end(const SimGroup& g) const {
+    double end = g.post_us + net_.emulated_group_us(g.sent, g.received);
+    for (const Key& k : g.keys) {
+      const auto& p = posts_.at(k);
+      // The end that posted first has been waiting for the other: it must wake up to go on.
+      const bool mine_first = std::get<0>(k) == g.rank ? p.first <= p.second : p.second <= p.first;
+      const double wake = mine_first ? net_.wakeup_us(2) : 0.0;
+      end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, s_.message_bytes, s_.pp_group) + wake);
+    }
+    return end;
+  }
+  void post(int r, const Step& step) {
+    Rank& me = ranks_[r];
+    me.group = -1;
+    if (step.group.empty()) return;
+    SimGroup g;
+    g.rank = r;
+    g.post_us = me.t;
+    for (const Message& m : step.group) {
+      const Key k = m.send ? Key{r, m.peer, sends_[{r, m.peer}]++} : Key{m.peer, r, recvs_[{m.peer, r}]++};
+      auto& p = posts_.emplace(k, std::make_pair(NAN, NAN)).first->second;
+      (m.send ? p.first : p.second) = me.t;
+      (m.send ? g.sent : g.received) += s_.message_bytes;
+      g.keys.push_back(k);
+    }
+    me.group = long(groups_.size());
+    groups_.push_back(std::move(g));
+  }
+  void span(int r, const std::string& name, bool comm, double a, double b, int micro, int chunk, double bytes,
+            bool head = false) {
+    out_[r].spans.push_back({name, comm, a, b, micro, chunk, bytes, head});
+  }
+  // A blocking call of `us` at the rank's clock.
+  void blocking(int r, const char* name, double us, double bytes, double& timer) {
+    Rank& me = ranks_[r];
+    out_[r].comm.push_back({me.t, me.t + us});
+    if (record_) span(r, name, true, me.t, me.t + us, -1, -1, bytes);
+    me.t += us, timer += us, out_[r].exposed_us += us;
+  }
+  void require(int r, int layer, double& timer) {
+    if (!s_.fsdp) return;
+    Rank& me = ranks_[r];
+    ++me.clock;
+    for (auto& u : me.pool)
+      if (u.first == std::size_t(layer + 1)) {
+        u.second = me.clock;
+        return;
+      }
+    const std::size_t pool = std::min(s_.gather_pool, s_.unit_bytes[r].size());
+    if (me.pool.size() < pool) me.pool.push_back({std::size_t(layer + 1), me.clock});
+    else *std::min_element(me.pool.begin(), me.pool.end(), [](auto& a, auto& b) { return a.second < b.second; }) =
+        {std::size_t(layer + 1), me.clock};
+    const double b = s_.unit_bytes[r].at(layer);
+    blocking(r, "allgather", net_.call_us(comm::OpKind::allgather, b, s_.dp), b, timer);
+  }
+  void work(int r, const std::vector<WorkItem>& items, bool last_micro, double& timer) {
+    Rank& me = ranks_[r];
+    for (const WorkItem& i : items) {
+      switch (i.kind) {
+        case ItemKind::compute: me.t += i.us, timer += i.us; break;
+        case ItemKind::tp_allreduce:
+          blocking(r, "allreduce", net_.call_us(comm::OpKind::allreduce, i.bytes, s_.tp), i.bytes, timer);
+          break;
+        case ItemKind::require: require(r, i.layer, timer); break;
+        case ItemKind::unit_done:
+          if (last_micro && s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer)});
+          break;
+      }
+    }
+  }
+  void compute(int r, const Action& a) {
+    Rank& me = ranks_[r];
+    const ChunkWork& w = s_.chunks[std::size_t(a.chunk)];
+    const bool last_micro = a.micro == s_.microbatches - 1;
+    const double t0 = me.t;
+    if (a.phase == Phase::forward) {
+      work(r, w.forward, last_micro, out_[r].forward_us);
+      if (record_) span(r, "forward", false, t0, me.t, a.micro, a.chunk, 0);
+      if (!w.head_backward.empty()) {
+        const double t1 = me.t;
+        work(r, w.head_backward, last_micro, out_[r].backward_us);
+        if (record_) span(r, "backward", false, t1, me.t, a.micro, a.chunk, 0, true);
+      }
+    } else {
+      work(r, w.backward, last_micro, out_[r].backward_us);
+      if (record_) span(r, "backward", false, t0, me.t, a.micro, a.chunk, 0);
+    }
+  }
+  // Runs rank r's program until it blocks; true when it moved.
+  bool advance(int r) {
+    Rank& me = ranks_[r];
+    bool moved = false;
+    while (me.pc < s_.programs[r].size()) {
+      const Step& step = s_.programs[r][me.pc];
+      if (!me.posted) post(r, step), me.posted = true, moved = true;
+      if (me.group >= 0) {
+        const SimGroup& g = groups_[me.group];
+        if (step.wait) {
+          if (!complete(g)) break;
+          const double end = group_end(g);
+          out_[r].comm.push_back({g.post_us, end});
+          if (record_) span(r, step.group.size() > 1 ? "group" : "recv", true, g.post_us, end, -1, -1, g.received);
+          if (end > me.t) out_[r].exposed_us += end - me.t, me.t = end;
+        } else {
+          me.pending.push_back(me.group);
+        }
+        me.group = -1;
+      }
+      if (step.action) compute(r, *step.action);
+      ++me.pc, me.posted = false, moved = true;
+    }
+    return moved;
+  }
+
+  const PipelineSetup& s_;
+  const NetworkCost& net_;
+  bool record_;
+  std::vector<Rank> ranks_;
+  std::vector<StageTimeline> out_;
+  std::vector<SimGroup> groups_;
+  std::map<Key, std::pair<double, double>> posts_;  // (send post, receive post); NaN: not yet
+  std::map<std::pair<int, int>, int> sends_, recvs_;
+};
+
+}  // namespace
+
+std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record) {
+  return Sim(s, net, record).run();
+}
+
+double union_us(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, a = 0, b = -1e300;
+  for (const auto& iv : v) {
+    if (iv.first > b) {
+      if (b > a) total += b - a;
+      a = iv.first, b = iv.second;
+    } else {
+      b = std::max(b, iv.second);
+    }
+  }
+  if (b > a) total += b - a;
+  return total;
+}
+
+}  // namespace kformer::predict

@@ -1,0 +1,62 @@
+// The timed simulation of one iteration's pipeline on every pipeline rank of one (dp, tp)
+// column: each rank runs the communication program that Pipeline::run executes
+// (comm_program() over the schedule make_schedule() gives the trainer), a step posting its group
+// of messages at the rank's clock, waiting for it where the step says so, then computing its
+// action as the chunk's work list (chunk_work.hpp): kernels at the profile's cost, TP all-reduces
+// and ZeRO-3 gathers (kept in a pool of gathered units as ParamStore keeps them) as blocking calls.
+// A message completes once both ends have posted it, after the machine's point-to-point time,
+// and never before its group's emulated time from the post. The data-parallel buckets the last
+// micro-batch's backward posts are returned with their post times; step_sim.hpp finishes them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chunk_work.hpp"
+#include "network_cost.hpp"
+#include "pipeline_program.hpp"
+
+namespace kformer::predict {
+
+struct SimSpan {  // one event of the simulated trace
+  std::string name;
+  bool comm = false;  // else compute
+  double start_us = 0, end_us = 0;
+  int micro = -1, chunk = -1;
+  double bytes = 0;
+  bool head = false;  // the loss and the head's backward, at the end of the last chunk's forward
+};
+
+struct BucketPost {
+  double post_us = 0, bytes = 0;
+};
+
+struct StageTimeline {
+  double wall_us = 0;                         // the pipeline's end; it starts at 0
+  double forward_us = 0, backward_us = 0;     // the stage's timers (TP calls and gathers inside)
+  double exposed_us = 0;                      // time blocked in calls and group waits
+  std::vector<std::pair<double, double>> comm;  // intervals with a call in flight
+  std::vector<BucketPost> buckets;            // DP reductions, in posting order
+  std::vector<SimSpan> spans;                 // when recorded
+};
+
+struct PipelineSetup {
+  int pp = 1, n_chunks = 1, microbatches = 1;
+  std::vector<Program> programs;        // [pipeline rank]
+  std::vector<ChunkWork> chunks;        // [global chunk]
+  std::vector<std::map<int, double>> unit_bytes;  // [pipeline rank] layer -> bytes of its unit
+  double message_bytes = 0;             // an activation or its gradient (N, C) fp32
+  bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
+  bool dp_buckets = false;              // dp > 1: buckets are posted
+  GroupShape tp, dp, pp_group;
+  std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
+};
+
+std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);
+
+// Total length of the union of intervals.
+double union_us(std::vector<std::pair<double, double>> intervals);
+
+}  // namespace kformer::predict

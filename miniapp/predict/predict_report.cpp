@@ -1,0 +1,140 @@
+// The predicted report, summary text and trace (see predict_report.hpp).
+#include "predict_report.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "flops.hpp"
+#include "memory.hpp"
+#include "metrics.hpp"
+#include "model_spec.hpp"
+#include "schedule.hpp"
+#include "summary_text.hpp"
+
+namespace kformer::predict {
+namespace {
+
+// The best GEMM rate the profile knows: its curve's ceiling, or a measured point above it.
+double best_gemm_tflops(const MachineProfile& p) {
+  double best = p.gemm_peak_tflops * p.gemm_max_efficiency;
+  for (const auto& g : p.gemm_points)
+    if (g.forward_us > 0) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
+  return best;
+}
+
+}  // namespace
+
+nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, const StepPrediction& p) {
+  const int tp = cfg.i32("parallel.tp"), pp = cfg.i32("parallel.pp"), dp = cfg.i32("parallel.dp");
+  const int v = cfg.i32("parallel.virtual_stages"), m = cfg.i32("parallel.microbatches");
+  const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
+  IterationRecord r;
+  r.iteration = 1, r.total = 1, r.global_batch = cfg.i64("train.global_batch");
+  r.elapsed_s = p.step_ms / 1e3;
+  r.tokens_per_s = tokens / r.elapsed_s;
+  r.samples_per_s = r.global_batch / r.elapsed_s;
+  r.tflops_per_rank = p.flops_rank0 / r.elapsed_s / 1e12;
+  r.forward_ms = p.rank0.forward_ms, r.backward_ms = p.rank0.backward_ms, r.optimizer_ms = p.rank0.optimizer_ms;
+  r.comm_total_ms = p.rank0.comm_total_ms, r.comm_exposed_ms = p.rank0.comm_exposed_ms;
+  r.pipeline_wall_ms = p.rank0.pipeline_wall_ms, r.pipeline_compute_ms = p.rank0.pipeline_compute_ms;
+  r.rank_busy_ms = p.rank_busy_ms, r.rank_comm_ms = p.rank_comm_ms, r.rank_bubble = p.rank_bubble;
+
+  nlohmann::json s = summarize({r}, p.flops_rank0, tokens);
+  const double achieved = s["model_tflops_per_rank"].get<double>(), gemm = best_gemm_tflops(prof);
+  const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  s["gemm_ceiling_tflops"] = gemm;
+  s["gemm_ceiling"] = {{"impl", "profile"}, {"shape", "its best shape"}, {"of_fma_peak", ratio(gemm, prof.fma_peak_tflops)}};
+  s["mfu"] = ratio(achieved, gemm);
+  s["fma_peak_tflops"] = prof.fma_peak_tflops;
+  s["mfu_fma_peak"] = ratio(achieved, prof.fma_peak_tflops);
+  if (cfg.f64("output.peak_tflops") > 0) s["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
+  double flops_all = 0;  // every stage's FLOPs, over its dp*tp replicas: the rank-0 column times dp*tp
+  {
+    const ModelShape shape = model_shape(cfg);
+    const BlockDims d = block_dims(shape, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
+    for (const auto& c : chunk_layers(cfg)) flops_all += block_flops(d).total() * c.second;
+    flops_all += head_flops(d.N(), d.C, shape.vocab_padded / shape.tp).total();
+    flops_all *= double(m) * dp * tp;
+  }
+  s["flops"] = {{"counted_per_iteration_rank", p.flops_rank0},
+                {"counted_per_iteration_all_ranks", flops_all},
+                {"closed_form_per_iteration",
+                 closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) * double(tokens)}};
+  s["pipeline"].update({{"schedule", cfg.str("parallel.schedule")},
+                        {"stages", pp},
+                        {"virtual_stages", v},
+                        {"microbatches", m},
+                        {"bubble_analytic", analytic_bubble(pp, m, v)},
+                        {"bubble_predicted", s["pipeline"]["bubble_measured"]}});
+  const MemoryEstimate e = estimate_memory(cfg);
+  nlohmann::json mem = e.to_json();
+  const double peak = e.total() + prof.process_baseline_gb * 1e9;
+  const double limit = cfg.f64("memory.limit_gb") > 0 ? cfg.f64("memory.limit_gb") * 1e9 : prof.memory_gb * 1e9;
+  mem["peak_bytes"] = peak;
+  mem["process_baseline_bytes"] = prof.process_baseline_gb * 1e9;
+  mem["device_bytes"] = limit;
+  mem["fits"] = limit <= 0 || peak <= limit;
+  s["memory"] = mem;
+  s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;
+
+  return {{"config", cfg.to_json()},
+          {"mesh", {{"world", tp * pp * dp}, {"tp", tp}, {"pp", pp}, {"dp", dp}}},
+          {"platform", {{"machine", prof.name}, {"profile", prof.source}, {"ranks", tp * pp * dp}}},
+          {"predicted", {{"machine", prof.name}, {"profile", prof.source}, {"fits", mem["fits"]}}},
+          {"iterations", nlohmann::json::array({iteration_json(r)})},
+          {"summary", s}};
+}
+
+std::string predict_summary_text(const nlohmann::json& report) {
+  const nlohmann::json& s = report["summary"];
+  std::istringstream in(format_summary(s));
+  std::string out, line;
+  const auto replace_all = [](std::string x, const std::string& a, const std::string& b) {
+    for (std::size_t at = x.find(a); at != std::string::npos; at = x.find(a, at + b.size())) x.replace(at, a.size(), b);
+    return x;
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("summary (", 0) == 0) {
+      out += "summary (predicted for one step on " + report["predicted"]["machine"].get<std::string>() +
+             "; output.json has every field):\n";
+      continue;
+    }
+    if (line.find("ceilings") != std::string::npos) continue;  // the profile has no native/vendor split
+    line = replace_all(line, "of the best GEMM measured", "of the profile's best GEMM");
+    line = replace_all(line, "of the FMA peak measured", "of its FMA peak");
+    line = replace_all(line, "measured peak", "predicted peak");
+    line = replace_all(line, "measured", "predicted");
+    out += line + "\n";
+  }
+  const auto& mem = s["memory"];
+  std::ostringstream v;
+  v.precision(3);
+  if (mem["device_bytes"].get<double>() <= 0)
+    v << "  fits             unknown: the profile gives no memory_gb and memory.limit_gb is unset\n";
+  else
+    v << "  fits             " << (mem["fits"].get<bool>() ? "yes" : "NO: does not fit") << " ("
+      << mem["peak_bytes"].get<double>() / 1e9 << " GB predicted peak per rank of "
+      << mem["device_bytes"].get<double>() / 1e9 << " GB per device)\n";
+  return out + v.str();
+}
+
+nlohmann::json predict_trace(const StepPrediction& p) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (std::size_t i = 0; i < p.traced_ranks.size(); ++i) {
+    const int rank = p.traced_ranks[i];
+    ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank) + " (predicted)"}}}});
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+    for (const SimSpan& s : p.spans[i]) {
+      nlohmann::json args = {{"iteration", 1}};
+      if (s.micro >= 0) args["micro_batch"] = s.micro, args["chunk"] = s.chunk;
+      if (s.head) args["part"] = "loss and head";
+      if (s.comm) args["bytes"] = s.bytes;
+      ev.push_back({{"name", s.name}, {"cat", s.comm ? "comm" : "compute"}, {"ph", "X"}, {"pid", rank},
+                    {"tid", s.comm ? 1 : 0}, {"ts", s.start_us}, {"dur", s.end_us - s.start_us}, {"args", args}});
+    }
+  }
+  return {{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace kformer::predict

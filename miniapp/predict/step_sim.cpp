@@ -1,0 +1,188 @@
+// One predicted training step (see step_sim.hpp).
+#include "step_sim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "kernel_costs.hpp"
+#include "model_spec.hpp"
+#include "schedule.hpp"
+
+namespace kformer::predict {
+namespace {
+
+struct Layout {
+  int tp, pp, dp, world, zero, m, v;
+  int stage(int w) const { return w / (dp * tp); }
+  int dp_rank(int w) const { return (w / tp) % dp; }
+};
+
+// The bytes of each unit a pipeline rank holds, padded as ParamStore pads them.
+std::map<int, double> unit_bytes(const ModelShape& s, const std::vector<std::pair<int, int>>& chunks, const Layout& l,
+                                 int stage) {
+  std::map<int, double> elems;
+  for (const auto& p : rank_params(s, chunks, l.pp, stage)) elems[p.layer] += double(p.local_size(s.tp));
+  const double shards = l.zero >= 1 && l.dp > 1 ? l.dp : 1;
+  for (auto& e : elems) e.second = 4.0 * std::ceil(e.second / shards) * shards;
+  return elems;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool record) {
+  const ModelShape s = model_shape(cfg);
+  Layout l{cfg.i32("parallel.tp"), cfg.i32("parallel.pp"), cfg.i32("parallel.dp"), 0, cfg.i32("parallel.zero"),
+           cfg.i32("parallel.microbatches"), cfg.i32("parallel.virtual_stages")};
+  l.world = l.tp * l.pp * l.dp;
+  const NetworkCost net(prof, {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")});
+  const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
+  const auto layers = chunk_layers(cfg);
+  const int S = int(layers.size());
+
+  PipelineSetup ps;
+  ps.pp = l.pp, ps.n_chunks = S, ps.microbatches = l.m;
+  const Schedule sched = make_schedule(cfg.str("parallel.schedule"), l.pp, l.m, l.v);
+  for (int r = 0; r < l.pp; ++r) {
+    ps.programs.push_back(comm_program(sched[r], l.pp, S));
+    ps.unit_bytes.push_back(unit_bytes(s, layers, l, r));
+  }
+  for (int c = 0; c < S; ++c)
+    ps.chunks.push_back(chunk_work(prof, s, d, {c, S, layers[c].first, layers[c].second}, cfg.str("kernels.attention"),
+                                   s.gpt));
+  ps.message_bytes = 4.0 * d.N() * d.C;
+  ps.fsdp = l.zero >= 3 && l.dp > 1;
+  ps.dp_buckets = l.dp > 1;
+  ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
+  const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
+
+  // Per world rank from here: clocks, exposed and in-flight communication, busy time.
+  const GroupShape world{l.world, 1};
+  std::vector<double> t(l.world), exposed(l.world), commt(l.world), busy(l.world), opt(l.world), opt_start(l.world);
+  std::vector<std::vector<std::pair<double, double>>> extra(l.world);  // comm intervals after the pipeline
+  std::vector<std::vector<const char*>> extra_name(l.world);           // and their calls, for the trace
+  const int straggler = cfg.i32("straggler.rank");
+  const double slowdown = cfg.f64("straggler.slowdown");
+  for (int w = 0; w < l.world; ++w) {
+    const StageTimeline& x = st[l.stage(w)];
+    t[w] = x.wall_us;
+    busy[w] = x.forward_us + x.backward_us;
+    if (w == straggler && slowdown > 1)  // it sleeps, then waits for a core
+      t[w] += (slowdown - 1) * busy[w] + prof.wakeup_us, busy[w] *= slowdown;
+  }
+  // A blocking collective over the members: all leave at the latest arrival plus its cost, and
+  // each no earlier than its own arrival plus the emulated time.
+  const auto collective = [&](const std::vector<int>& members, comm::OpKind kind, double bytes, GroupShape g) {
+    if (g.size <= 1) return;
+    double arrive = 0;
+    for (int w : members) arrive = std::max(arrive, t[w]);
+    bool skewed = false;  // someone waited for a later member: that one's wake-up, else a joint entry's
+    for (int w : members) skewed |= t[w] < arrive;
+    const double real_end =
+        arrive + net.real_us(kind, bytes, g) + (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
+    const double emu = net.emulated_us(kind, bytes, g.size);
+    for (int w : members) {
+      const double end = std::max(real_end, t[w] + emu);
+      exposed[w] += end - t[w], extra[w].push_back({t[w], end}), t[w] = end;
+      extra_name[w].push_back(comm::op_name(kind));
+    }
+  };
+  const auto group_of = [&](int w, GroupShape g) {
+    std::vector<int> m;
+    const int base = w - ((w / g.stride) % g.size) * g.stride;
+    for (int i = 0; i < g.size; ++i) m.push_back(base + i * g.stride);
+    return m;
+  };
+  const auto for_groups = [&](GroupShape g, const std::function<void(const std::vector<int>&)>& f) {
+    for (int w = 0; w < l.world; ++w)
+      if ((w / g.stride) % g.size == 0) f(group_of(w, g));
+  };
+
+  // The data-parallel buckets: reduce-scatter under ZeRO >= 2, else all-reduce, one after the
+  // other. Where the network progresses on its own (a GPU's NCCL) they run during the backward;
+  // on MPI without a progress thread they move only once every member waits for them.
+  if (l.dp > 1) {
+    const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
+    const bool overlap = prof.async_progress;
+    for_groups(ps.dp, [&](const std::vector<int>& m) {
+      const StageTimeline& x = st[l.stage(m.front())];
+      double all_in = 0;
+      for (int w : m) all_in = std::max(all_in, t[w]);
+      double end = 0;
+      for (std::size_t i = 0; i < x.buckets.size(); ++i) {
+        const BucketPost& b = x.buckets[i];
+        end = std::max(end, overlap ? b.post_us : all_in) + net.real_us(kind, b.bytes, ps.dp);
+      }
+      if (!x.buckets.empty()) end += net.wakeup_us(l.dp);
+      for (int w : m) {
+        double e = std::max(end, t[w]);
+        for (const BucketPost& b : x.buckets) e = std::max(e, b.post_us + net.emulated_us(kind, b.bytes, l.dp));
+        if (!x.buckets.empty())
+          extra[w].push_back({x.buckets.front().post_us, e}), extra_name[w].push_back(comm::op_name(kind));
+        exposed[w] += e - t[w], t[w] = e;
+      }
+    });
+  }
+  // The tied embedding (gpt, pp > 1): first and last stage of each (dp, tp) pair.
+  if (s.gpt && l.pp > 1) {
+    const double b = ps.unit_bytes[0].at(-1) / (l.zero >= 2 && l.dp > 1 ? l.dp : 1);
+    const int last = (S - 1) % l.pp;
+    for (int w = 0; w < l.dp * l.tp; ++w)
+      collective({w, last * l.dp * l.tp + w}, comm::OpKind::allreduce, b, {2, last * l.dp * l.tp});
+  }
+  if (l.pp > 1) for_groups(ps.pp_group, [&](const std::vector<int>& m) { collective(m, comm::OpKind::allreduce, 8, ps.pp_group); });
+  if (l.dp > 1) for_groups(ps.dp, [&](const std::vector<int>& m) { collective(m, comm::OpKind::allreduce, 8, ps.dp); });
+  // The gradient norm: each rank reads its gradients, then one all-reduce over the world.
+  std::vector<int> everyone(l.world);
+  for (int w = 0; w < l.world; ++w) everyone[w] = w;
+  const double shards = l.zero >= 1 && l.dp > 1 ? l.dp : 1;
+  std::vector<double> owned(l.pp, 0);  // gradient elements each stage's rank owns
+  for (int r = 0; r < l.pp; ++r)
+    for (const auto& u : ps.unit_bytes[r]) owned[r] += u.second / 4 / shards;
+  for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", 4 * owned[l.stage(w)]);  // a streaming read
+  collective(everyone, comm::OpKind::allreduce, 8, world);
+  // AdamW on the owned elements, then ZeRO-1/2's all-gather of each unit.
+  for (int w = 0; w < l.world; ++w) opt_start[w] = t[w], t[w] += memory_us(prof, "optimizer", bytes::adamw(owned[l.stage(w)]));
+  if ((l.zero == 1 || l.zero == 2) && l.dp > 1)
+    for_groups(ps.dp, [&](const std::vector<int>& m) {
+      for (const auto& u : ps.unit_bytes[l.stage(m.front())]) collective(m, comm::OpKind::allgather, u.second, ps.dp);
+    });
+  for (int w = 0; w < l.world; ++w) opt[w] = t[w] - opt_start[w], busy[w] += opt[w];
+  collective(everyone, comm::OpKind::allreduce, 8.0 * 4 * l.world, world);
+
+  StepPrediction p;
+  p.step_ms = *std::max_element(t.begin(), t.end()) / 1e3;
+  for (int w = 0; w < l.world; ++w) {
+    const StageTimeline& x = st[l.stage(w)];
+    auto iv = x.comm;
+    iv.insert(iv.end(), extra[w].begin(), extra[w].end());
+    commt[w] = union_us(iv);
+    p.rank_busy_ms.push_back(busy[w] / 1e3);
+    p.rank_comm_ms.push_back(commt[w] / 1e3);
+    p.rank_bubble.push_back(x.wall_us > 0 ? 1.0 - (x.forward_us + x.backward_us) / x.wall_us : 0.0);
+  }
+  const StageTimeline& x0 = st[0];
+  p.rank0.forward_ms = x0.forward_us / 1e3;
+  p.rank0.backward_ms = x0.backward_us / 1e3;
+  p.rank0.optimizer_ms = opt[0] / 1e3;
+  p.rank0.comm_total_ms = commt[0] / 1e3;
+  p.rank0.comm_exposed_ms = (x0.exposed_us + exposed[0]) / 1e3;
+  p.rank0.pipeline_wall_ms = x0.wall_us / 1e3;
+  p.rank0.pipeline_compute_ms = (x0.forward_us + x0.backward_us) / 1e3;
+  p.rank0.busy_ms = busy[0] / 1e3;
+  for (int c = 0; c < S; c += l.pp) p.flops_rank0 += (ps.chunks[c].forward_flops + ps.chunks[c].backward_flops) * l.m;
+  if (record) {
+    for (int r = 0; r < l.pp; ++r) {
+      const int w = r * l.dp * l.tp;
+      std::vector<SimSpan> sp = st[r].spans;
+      for (std::size_t i = 0; i < extra[w].size(); ++i)
+        sp.push_back({extra_name[w][i], true, extra[w][i].first, extra[w][i].second, -1, -1, 0, false});
+      sp.push_back({"optimizer", false, opt_start[w], opt_start[w] + opt[w], -1, -1, 0, false});
+      p.traced_ranks.push_back(w);
+      p.spans.push_back(std::move(sp));
+    }
+  }
+  return p;
+}
+
+}  // namespace kformer::predict

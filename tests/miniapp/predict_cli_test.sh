@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# kformer predict and kformer calibrate end to end (issue 17), one process each:
+# - predict of a deck on a shipped profile exits 0, prints the FOM line and the summary block,
+#   writes output.json with a run's summary fields and a trace with a forward span per
+#   micro-batch and stage;
+# - a bad profile (an unknown key) and a missing one are refused with exit 2 and one line;
+# - the seed note's ZeRO-3 GPT-3 small on 16 GB devices (micro-batch 4, attention scores kept, as
+#   PyTorch keeps them) is said not to fit;
+# - calibrate writes a profile that predict then reads.
+#   predict_cli_test.sh KFORMER SOURCE_DIR
+set -u
+kformer=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+a100="$src/input/machines/perlmutter-a100-40gb.yaml"
+
+"$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 parallel.schedule=gpipe predict.world=4 \
+  predict.machine="$a100" output.json="$tmp/p.json" output.trace="$tmp/trace" >"$tmp/out" 2>&1 \
+  || { cat "$tmp/out"; fail "predict exited non-zero"; }
+grep -q '^FOM: ' "$tmp/out" || fail "no FOM line: $(cat "$tmp/out")"
+grep -q 'pipeline bubble .* predicted' "$tmp/out" || fail "no predicted bubble line"
+/usr/bin/python3 - "$tmp" <<'PY' || exit 1
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/p.json"))["summary"]
+need = ["step_ms_median", "tokens_per_s", "model_tflops_per_rank", "mfu", "time_split_ms", "pipeline", "memory"]
+missing = [k for k in need if k not in s]
+if missing:
+    sys.exit(f"FAIL: output.json lacks {missing}")
+ev = [e for e in json.load(open(f"{d}/trace/trace.json"))["traceEvents"] if e.get("name") == "forward"]
+m = s["pipeline"]["microbatches"]
+if len(ev) != 2 * m:  # two stages, m micro-batches each
+    sys.exit(f"FAIL: {len(ev)} forward spans in the trace, expected {2 * m}")
+PY
+
+printf 'name: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
+"$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "a bad profile gave exit $rc, expected 2"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "a bad profile gave $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
+grep -q 'bogus_key' "$tmp/err" || fail "the line does not name the key: $(cat "$tmp/err")"
+(cd "$tmp" && KFORMER_MACHINE= "$kformer" predict "$src/input/tiny.yaml" >"$tmp/out" 2>"$tmp/err"); rc=$?
+[ $rc -eq 2 ] && grep -q 'kformer calibrate' "$tmp/err" || fail "a missing default profile: exit $rc, $(cat "$tmp/err")"
+
+"$kformer" predict "$src/input/gpt3-small.yaml" parallel.zero=3 parallel.dp=3 train.global_batch=12 kernels.attention=naive \
+  predict.machine="$src/input/machines/v100-16gb-10gbe.yaml" >"$tmp/out" 2>&1 || fail "predict of a layout that does not fit failed"
+grep -q 'does not fit' "$tmp/out" || fail "ZeRO-3 GPT-3 small on 16 GB: $(grep fits "$tmp/out")"
+
+"$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "calibrate failed"; }
+"$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict on the calibrated profile failed"; }
+grep -q '^FOM: ' "$tmp/out" || fail "no FOM line on the calibrated profile"
+echo "predict_cli: ok"

@@ -1,0 +1,181 @@
+// kformer predict: the simulated schedules against the analytic bubble, the report's fields and
+// its memory against the estimate, stragglers and emulated latency in the step time, and the
+// machine profiles (the shipped ones load; a bad one is refused with one line).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "errors.hpp"
+#include "memory.hpp"
+#include "predict/deck_for_prediction.hpp"
+#include "predict/machine_profile.hpp"
+#include "predict/pipeline_sim.hpp"
+#include "predict/predict_report.hpp"
+#include "predict/step_sim.hpp"
+#include "schedule.hpp"
+
+namespace kp = kformer::predict;
+using kformer::Phase;
+
+namespace {
+
+const std::string kSource = KFORMER_SOURCE_DIR;
+
+kp::MachineProfile a100() { return kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml"); }
+
+kformer::Config deck(const std::string& file, std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), kSource + "/input/" + file);
+  return kp::read_prediction_deck("predict", overrides, false).cfg;
+}
+
+// Every chunk costs F forward and B backward, nothing else; messages are free.
+std::vector<kp::StageTimeline> uniform(const std::string& kind, int pp, int m, int v, double F, double B) {
+  kp::MachineProfile free_net;
+  free_net.intra_node.fallback = {0, 0, 0};
+  free_net.inter_node = free_net.intra_node;
+  const kp::NetworkCost net(free_net, {});
+  kp::PipelineSetup s;
+  s.pp = pp, s.n_chunks = pp * v, s.microbatches = m;
+  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, v);
+  for (int r = 0; r < pp; ++r) s.programs.push_back(kformer::comm_program(sched[r], pp, pp * v));
+  s.unit_bytes.assign(pp, {});
+  for (int c = 0; c < pp * v; ++c) {
+    kp::ChunkWork w;
+    w.forward.push_back({kp::ItemKind::compute, "f", F / v, 0, 0});
+    w.backward.push_back({kp::ItemKind::compute, "b", B / v, 0, 0});
+    s.chunks.push_back(w);
+  }
+  return kp::simulate_pipeline(s, net, false);
+}
+
+// The idle fraction of a rank over the pipeline's makespan (the last rank to finish), the
+// quantity (p-1)/(m+p-1) describes.
+double makespan(const std::vector<kp::StageTimeline>& st) {
+  double end = 0;
+  for (const auto& t : st) end = std::max(end, t.wall_us);
+  return end;
+}
+
+}  // namespace
+
+TEST(PredictSchedule, UniformCostsGiveTheAnalyticBubble) {
+  for (const std::string kind : {"gpipe", "1f1b"})
+    for (int pp : {2, 3, 4})
+      for (int m : {pp, 2 * pp, 8}) {
+        const auto st = uniform(kind, pp, m, 1, 1.0, 2.0);
+        for (int r = 0; r < pp; ++r)
+          EXPECT_NEAR(1.0 - (st[r].forward_us + st[r].backward_us) / makespan(st), kformer::analytic_bubble(pp, m, 1), 1e-9)
+              << kind << " pp=" << pp << " m=" << m << " rank " << r;
+      }
+}
+
+TEST(PredictSchedule, InterleavingShrinksTheBubble) {
+  for (int pp : {2, 4})
+    for (int m : {pp, 2 * pp}) {
+      const auto plain = uniform("1f1b", pp, m, 1, 1.0, 2.0), inter = uniform("interleaved", pp, m, 2, 1.0, 2.0);
+      // Each rank computes the same either way: the interleaved makespan is shorter, and no
+      // shorter than (p-1)/(v*m+p-1) allows.
+      const double busy = plain[0].forward_us + plain[0].backward_us;
+      EXPECT_NEAR(inter[0].forward_us + inter[0].backward_us, busy, 1e-9);
+      const double b_inter = 1.0 - busy / makespan(inter), b_plain = 1.0 - busy / makespan(plain);
+      EXPECT_LT(b_inter, b_plain - 1e-6) << "pp=" << pp << " m=" << m;
+      EXPECT_GE(b_inter, kformer::analytic_bubble(pp, m, 2) - 1e-9) << "pp=" << pp << " m=" << m;
+    }
+}
+
+TEST(PredictReport, HasTheRunsFieldsAndTheEstimatedMemory) {
+  const kformer::Config cfg = deck("gpt3-small.yaml", {"parallel.pp=2", "predict.world=8"});
+  const auto prof = a100();
+  const nlohmann::json j = kp::predict_report(cfg, prof, kp::predict_step(cfg, prof, false));
+  for (const char* k : {"config", "mesh", "iterations", "summary", "predicted"}) EXPECT_TRUE(j.contains(k)) << k;
+  const auto& s = j["summary"];
+  for (const char* k : {"step_ms_median", "tokens_per_s", "model_tflops_per_rank", "mfu", "time_split_ms", "pipeline",
+                        "straggler", "memory", "flops"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  for (const char* k : {"forward", "backward", "optimizer", "comm_exposed", "comm_total"})
+    EXPECT_GT(s["time_split_ms"][k].get<double>(), 0) << k;
+  EXPECT_GE(s["time_split_ms"]["backward"].get<double>(), s["time_split_ms"]["forward"].get<double>());
+  EXPECT_GT(s["pipeline"]["bubble_measured"].get<double>(), 0);
+  EXPECT_EQ(s["memory"]["estimated_bytes"].get<double>(), kformer::estimate_memory(cfg).total());
+  EXPECT_EQ(j["mesh"]["dp"].get<int>(), 4);
+  // The FLOPs of every rank add up to the closed form (gpt3-small's head included).
+  EXPECT_NEAR(s["flops"]["counted_per_iteration_all_ranks"].get<double>() /
+                  s["flops"]["closed_form_per_iteration"].get<double>(), 1.0, 0.02);
+}
+
+TEST(PredictReport, ALayoutTooBigForTheDeviceDoesNotFit) {
+  const auto v100 = kp::load_profile(kSource + "/input/machines/v100-16gb-10gbe.yaml");
+  const kformer::Config big = deck("gpt3-small.yaml", {"parallel.dp=3", "parallel.zero=3", "train.global_batch=12", "kernels.attention=naive"});
+  EXPECT_FALSE(kp::predict_report(big, v100, kp::predict_step(big, v100, false))["summary"]["memory"]["fits"].get<bool>());
+  const kformer::Config small = deck("tiny.yaml", {});
+  EXPECT_TRUE(kp::predict_report(small, v100, kp::predict_step(small, v100, false))["summary"]["memory"]["fits"].get<bool>());
+}
+
+TEST(PredictStep, AStragglerAddsItsWaitAndLatencyAddsPerMessage) {
+  const auto prof = a100();
+  const kformer::Config base = deck("tiny.yaml", {"parallel.dp=2"});
+  const kp::StepPrediction p0 = kp::predict_step(base, prof, false);
+  const kp::StepPrediction p1 = kp::predict_step(deck("tiny.yaml", {"parallel.dp=2", "straggler.rank=1", "straggler.slowdown=3"}), prof, false);
+  const double busy = p0.rank_busy_ms[1] - p0.rank0.optimizer_ms;  // rank 1's forward and backward
+  EXPECT_NEAR(p1.step_ms - p0.step_ms, 2 * busy, 0.05 * 2 * busy);
+  // Each emulated millisecond of latency costs a pipeline step at least a millisecond per message
+  // on its critical path; an emulated network never makes a step faster.
+  const kformer::Config pp = deck("tiny.yaml", {"parallel.pp=2"});
+  const kformer::Config slow = deck("tiny.yaml", {"parallel.pp=2", "comm.emulate.latency_us=1000"});
+  EXPECT_GT(kp::predict_step(slow, prof, false).step_ms, kp::predict_step(pp, prof, false).step_ms + 4.0);
+}
+
+TEST(PredictStep, ScalesToLlama8BOn4096Ranks) {
+  const kformer::Config cfg = deck("llama3-8b.yaml", {"predict.world=4096", "parallel.tp=8", "parallel.pp=8",
+                                                     "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                                                     "train.global_batch=1024", "train.micro_batch=1"});
+  const auto prof = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");
+  const kp::StepPrediction p = kp::predict_step(cfg, prof, false);
+  EXPECT_EQ(p.rank_busy_ms.size(), 4096u);
+  EXPECT_GT(p.step_ms, 0);
+}
+
+TEST(MachineProfile, TheShippedProfilesLoad) {
+  for (const char* f : {"perlmutter-a100-40gb", "perlmutter-a100-80gb", "polaris-a100-40gb", "h100-sxm-80gb",
+                        "v100-16gb-10gbe"}) {
+    const auto p = kp::load_profile(kSource + "/input/machines/" + f + ".yaml");
+    EXPECT_GT(p.fma_peak_tflops, 0) << f;
+    EXPECT_GT(p.memory_gb, 0) << f;
+  }
+}
+
+TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
+  const std::string good = [] {
+    std::ifstream in(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {with("copy_gbps: 1555", "copy_gbsp: 1555"), "copy_gbsp"},
+      {with("fma_peak_tflops: 19.5", "fma_peak_tflops: fast"), "fma_peak_tflops"},
+      {with("max_efficiency: 0.9", "max_efficiency: 1.5"), "gemm"},
+      {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
+      {with("network:", "networks:"), "networks"},
+      {"name: [unclosed\n", "YAML"},
+      {"", "empty"}};
+  const std::string path = testing::TempDir() + "/bad_profile.yaml";
+  for (const auto& b : bad) {
+    std::ofstream(path) << b.first;
+    try {
+      kp::load_profile(path);
+      ADD_FAILURE() << "accepted a profile with " << b.second;
+    } catch (const kformer::ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      EXPECT_NE(msg.find(b.second), std::string::npos) << msg;
+    }
+  }
+  EXPECT_THROW(kp::load_profile(path + ".missing"), kformer::ConfigError);
+}
