@@ -91,7 +91,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("overrides", nargs="*", help="deck keys (step, memory)")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     {"kernels": kernels, "step": step, "memory": memory}[a.what](a)
 
 

@@ -33,7 +33,6 @@ bf=(--opts --rtol 2e-4 --export-rtol 1e-5 --grad-rtol 8e-3 --)
 check gpt-bf16 "${bf[@]}" model.family=gpt kernels.gemm=native kernels.attention=naive train.precision=bf16
 check llama-bf16 "${bf[@]}" model.family=llama model.n_kv_heads=2 kernels.gemm=vendor kernels.attention=fused \
   train.precision=bf16
-check llama-bf16-naive "${bf[@]}" model.family=llama model.n_kv_heads=2 kernels.attention=naive train.precision=bf16
 # PyTorch reads a kformer checkpoint (checksums, then 5 more iterations from its weights, moments
 # and data position) and gets the losses kformer gets when it resumes from it.
 for family in gpt llama; do
