@@ -127,7 +127,7 @@ TEST(PredictStep, AStragglerAddsItsWaitAndLatencyAddsPerMessage) {
 }
 
 TEST(PredictStep, ScalesToLlama8BOn4096Ranks) {
-  const kformer::Config cfg = deck("llama3-8b.yaml", {"predict.world=4096", "parallel.tp=8", "parallel.pp=8",
+  const kformer::Config cfg = deck("llama3-8b.yaml", {"predict.world=4096", "parallel.tp=8", "parallel.pp=8", "parallel.dp=0",
                                                      "parallel.schedule=interleaved", "parallel.virtual_stages=2",
                                                      "train.global_batch=1024", "train.micro_batch=1"});
   const auto prof = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");
