@@ -48,7 +48,9 @@ for layout in "" "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp
     check $np "$name sequence_parallel" "${fam[@]}" "${args[@]}" parallel.sequence_parallel=true ;;
   esac
   case " $layout " in *" pp="*) case "$layout" in *schedule=*) ;; *)
-    check $np "$name zb-h1" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1 ;;
+    check $np "$name zb-h1" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1
+    [[ " $layout " == *" tp=2 "* ]] && check $np "$name zb-h1 sequence_parallel recompute=selective" "${fam[@]}" \
+      "${args[@]}" parallel.schedule=zb-h1 parallel.sequence_parallel=true train.recompute=selective ;;
   esac ;; esac
 done
 [ $fails -eq 0 ] && echo "memory_estimate: $checked runs, every estimate within 10% of the allocated peak"
