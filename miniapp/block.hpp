@@ -89,8 +89,8 @@ class Block {
   // The same split in two (block_split.cpp), for zb-h1 (fp32 only): backward_input leaves dx as above and
   // keeps in `a` what backward_weight, run later, needs to add the projections' gradients.
   void backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
-  void backward_weight(const BlockActs& a) const;
-  // Selective recompute (recompute.cpp, fp32 only): refills a.f.att's probabilities from a.qkv, as the forward
+  void backward_weight(const BlockActs& a, BlockScratch& s) const;
+  // Selective recompute (recompute.cpp, fp32 only): refills a.f.att's probabilities from a.f.qkv, as the forward
   // computed them (its output goes to s.d_att_out, which the backward overwrites).
   void recompute_scores(BlockActs& a, BlockScratch& s) const;
 
@@ -107,7 +107,10 @@ class Block {
   // Sequence parallelism (block_sp.cpp, fp32 only): x_in, dx and the norms' rows split over the TP ranks;
   // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
   void forward_sp(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
-  void backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
+  // keep (zb-h1's B): only the input gradients, the rest left in *keep (== &a) for backward_weight_sp.
+  void backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx,
+                   BlockActs* keep = nullptr) const;
+  void backward_weight_sp(const BlockActs& a, BlockScratch& s) const;
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

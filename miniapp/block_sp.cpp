@@ -5,8 +5,11 @@
 // the partial sums are reduce-scattered to R rows instead of all-reduced. Backward mirrors it:
 // the output gradient of a row-parallel projection is all-gathered, the input gradient of a
 // column-parallel one reduce-scattered, and the gathered norm outputs the weight gradients need
-// are gathered again rather than kept. The norms' weight gradients sum over this rank's rows
+// are gathered again rather than kept. Under zb-h1 B leaves the output gradients W needs in the
+// activations (as block_split.cpp does) and W gathers what it needs again. The norms' weight gradients sum over this rank's rows
 // only: the stage all-reduces them over TP once per iteration (Stage::reduce_sequence_parallel).
+#include <utility>
+
 #include "activations.hpp"
 #include "block.hpp"
 #include "comm/views.hpp"
@@ -62,7 +65,8 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) c
   kk::residual_forward(exec, a.x_out, a.x_mid, part);
 }
 
-void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx,
+                        BlockActs* keep) const {
   Exec exec;
   const DV<float*> none;
   const int R = d_.rows();
@@ -70,17 +74,25 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratc
   // The communicator orders its calls after the compute queued before them.
   const auto gather = [&](const DV<float**>& rows) { comm::allgather(*tp_, rows, s.gathered); };
   const auto scatter = [&](const DV<float**>& whole) { comm::reduce_scatter(*tp_, whole, d_part, comm::ReduceOp::sum); };
+  // A projection's backward: whole, or (keep: zb-h1's B) its input half, W adding the rest later.
+  const auto project = [&](const DV<float**>& d_in, const char* w, int count, const DV<float*>& db,
+                           const DV<float**>& dy, const DV<float**>& in) {
+    if (keep)
+      kk::gemm(exec, k_.gemm, kk::Op::N, kk::Op::N, 1.0f, DV<const float**>(dy), DV<const float**>(p_.w(name(w), count)),
+               0.0f, d_in);
+    else
+      kk::matmul_backward(exec, k_.gemm, d_in, p_.dw(name(w), count), db, dy, in, p_.w(name(w), count));
+  };
+  if (keep) Kokkos::deep_copy(exec, keep->x_out, dx);  // W's MLP-out gradient rows
   // MLP: the gradient of x_out = x_mid + mlp(x_mid), this rank's rows of it in dx.
   gather(dx);
-  const char* out = d_.gpt ? "mlp.proj.weight" : "mlp.down.weight";
-  kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name(out)), d_.gpt ? p_.dv(name("mlp.proj.bias")) : none,
-                      s.gathered, a.f.act, p_.w(name(out)));
+  project(s.d_act, d_.gpt ? "mlp.proj.weight" : "mlp.down.weight", 1, d_.gpt ? p_.dv(name("mlp.proj.bias")) : none,
+          s.gathered, a.f.act);
   if (d_.gpt) kk::gelu_backward(exec, s.d_mlp_in, a.f.mlp_in, s.d_act);
   else kk::swiglu_backward(exec, s.d_mlp_in, a.f.mlp_in, s.d_act);
-  gather(a.f.ln2);
-  const char* in = d_.gpt ? "mlp.fc.weight" : "mlp.gate.weight";
-  kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name(in), d_.gpt ? 1 : 2), d_.gpt ? p_.dv(name("mlp.fc.bias")) : none,
-                      s.d_mlp_in, s.gathered, p_.w(name(in), d_.gpt ? 1 : 2));
+  if (!keep) gather(a.f.ln2);
+  project(s.d_ln, d_.gpt ? "mlp.fc.weight" : "mlp.gate.weight", d_.gpt ? 1 : 2,
+          d_.gpt ? p_.dv(name("mlp.fc.bias")) : none, s.d_mlp_in, s.gathered);
   scatter(s.d_ln);
   if (d_.gpt)
     kk::layernorm_backward(exec, d_norm, p_.dv(name("ln2.weight")), p_.dv(name("ln2.bias")), d_part, a.x_mid,
@@ -92,18 +104,15 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratc
 
   // attention
   gather(d_mid);
-  kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(name("attn.wo.weight")),
-                      d_.gpt ? p_.dv(name("attn.wo.bias")) : none, s.gathered, a.f.att_out, p_.w(name("attn.wo.weight")));
+  project(s.d_att_out, "attn.wo.weight", 1, d_.gpt ? p_.dv(name("attn.wo.bias")) : none, s.gathered, a.f.att_out);
   kk::AttentionState<Exec> att = a.f.att;
   att.datt = s.att.datt;
   att.delta = s.att.delta;
   kk::attention_backward(exec, btw(s.d_qkv, d_), att, btw(s.d_att_out, d_), btw(a.f.qkv, d_), btw(a.f.att_out, d_), d_.Hl,
                          d_.KVl);
   if (!d_.gpt) kk::rope_backward(exec, btw(s.d_qkv, d_), btw(s.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
-  gather(a.f.ln1);
-  kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3),
-                      d_.gpt ? p_.dv(name("attn.wq.bias"), 3) : none, s.d_qkv, s.gathered,
-                      p_.w(name("attn.wq.weight"), 3));
+  if (!keep) gather(a.f.ln1);
+  project(s.d_ln, "attn.wq.weight", 3, d_.gpt ? p_.dv(name("attn.wq.bias"), 3) : none, s.d_qkv, s.gathered);
   scatter(s.d_ln);
   if (d_.gpt)
     kk::layernorm_backward(exec, d_norm, p_.dv(name("ln1.weight")), p_.dv(name("ln1.bias")), d_part, x_in,
@@ -111,7 +120,34 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratc
   else
     kk::rmsnorm_backward(exec, d_norm, p_.dv(name("attn_norm.weight")), d_part, x_in, p_.v(name("attn_norm.weight")),
                          a.rstd1);
+  if (keep) Kokkos::deep_copy(exec, keep->x_mid, d_mid);  // W's attention-out gradient rows (x_mid is read no more)
   kk::residual_forward(exec, dx, d_mid, d_norm);
+  if (keep) {  // as Block::backward_input does
+    std::swap(keep->f.mlp_in, s.d_mlp_in);
+    std::swap(keep->f.qkv, s.d_qkv);
+    s.f.d_qkv = s.d_qkv;  // the fp32 aliases follow the swapped handles
+    s.f.d_mlp_in = s.d_mlp_in;
+  }
+}
+
+void Block::backward_weight_sp(const BlockActs& a, BlockScratch& s) const {
+  Exec exec;
+  const DV<float*> none;
+  const DV<float**> no_dx, no_w;
+  const bool g = d_.gpt;
+  const auto gather = [&](const DV<float**>& rows) { comm::allgather(*tp_, rows, s.gathered); };
+  gather(a.x_out);  // the MLP-out projection's output gradient, whole
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name(g ? "mlp.proj.weight" : "mlp.down.weight")),
+                      g ? p_.dv(name("mlp.proj.bias")) : none, s.gathered, a.f.act, no_w);
+  gather(a.f.ln2);
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name(g ? "mlp.fc.weight" : "mlp.gate.weight"), g ? 1 : 2),
+                      g ? p_.dv(name("mlp.fc.bias")) : none, a.f.mlp_in, s.gathered, no_w);
+  gather(a.x_mid);  // the attention-out projection's output gradient, whole
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name("attn.wo.weight")), g ? p_.dv(name("attn.wo.bias")) : none,
+                      s.gathered, a.f.att_out, no_w);
+  gather(a.f.ln1);
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name("attn.wq.weight"), 3), g ? p_.dv(name("attn.wq.bias"), 3) : none,
+                      a.f.qkv, s.gathered, no_w);
 }
 
 }  // namespace kformer

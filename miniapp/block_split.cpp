@@ -28,6 +28,7 @@ void matmul_backward_input(kk::GemmImpl impl, const DV<float**>& dx, const DV<fl
 }  // namespace
 
 void Block::backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
+  if (d_.sp > 1) return backward_sp(x_in, a, s, dx, &a);
   Exec exec;
   const DV<float*> none;
   Kokkos::deep_copy(exec, a.x_out, dx);  // the MLP-out projection's output gradient, for W
@@ -72,7 +73,8 @@ void Block::backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& 
   s.f.d_mlp_in = s.d_mlp_in;
 }
 
-void Block::backward_weight(const BlockActs& a) const {
+void Block::backward_weight(const BlockActs& a, BlockScratch& s) const {
+  if (d_.sp > 1) return backward_weight_sp(a, s);
   Exec exec;
   const DV<float*> none;
   const DV<float**> no_dx, no_w;  // the input half is skipped, so the weights are not read (nor gathered)

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention.hpp"
 #include "stage.hpp"

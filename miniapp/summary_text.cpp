@@ -70,7 +70,9 @@ std::string format_summary(const nlohmann::json& s) {
   }
   if (has(s, "memory"))
     out += "  memory per rank  estimated " + gb(num(s, "memory", "estimated_bytes")) + ", measured peak " +
-           gb(num(s, "memory", "peak_bytes")) + " (largest over the ranks)\n";
+           gb(num(s, "memory", "peak_bytes")) + " (largest over the ranks)" +
+           (has(s, "memory", "allocated_peak_bytes") ? ", allocated " + gb(num(s, "memory", "allocated_peak_bytes")) : "") +
+           "\n";
   out += fmt("  MFU              %.3f of the best GEMM measured", num(s, "mfu"));
   if (has(s, "gemm_ceiling", "impl") && s["gemm_ceiling"]["impl"].is_string())
     out += fmt(" (%s, %.4g TFLOP/s at %s)", s["gemm_ceiling"]["impl"].get<std::string>().c_str(),
@@ -79,6 +81,7 @@ std::string format_summary(const nlohmann::json& s) {
   if (num(s, "fma_peak_tflops") > 0)
     out += fmt("; %.3f of the FMA peak measured (%.4g TFLOP/s)", num(s, "mfu_fma_peak"), num(s, "fma_peak_tflops"));
   if (has(s, "mfu_peak")) out += fmt("; %.3f of output.peak_tflops", num(s, "mfu_peak"));
+  if (num(s, "hfu") > num(s, "mfu")) out += fmt("; HFU %.3f with the recomputed work", num(s, "hfu"));
   out += "\n";
   if (num(s, "gemm_ceiling", "native_tflops") > 0 || num(s, "gemm_ceiling", "vendor_tflops") > 0)
     out += fmt("  ceilings         GEMM native %.4g, vendor %.4g TFLOP/s (0: not built); FMA peak %.4g TFLOP/s\n",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sequence parallelism (parallel.sequence_parallel=true): on tp layouts of 4 ranks, both families,
 # the losses equal those of the same layout without it (iteration 1 within 1e-6 relative,
-# iteration 10 within 1e-4), also with pipeline stages, ZeRO-3 and recomputation on; and the
+# iteration 10 within 1e-4), also with pipeline stages, ZeRO-3, recomputation and zb-h1 on; and the
 # activation memory per rank, measured from the allocated buffers, is the one-rank figure over at
 # least 0.8*tp at tp=2 and tp=4 (with the fused attention, where the replicated part weighs most).
 #   sequence_parallel_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
@@ -54,6 +54,8 @@ for family in gpt llama; do
   done
   run "$family-sp-recompute" 4 "${fam[@]}" parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=true \
     train.recompute=full && compare "$family-tp=2-pp=2" "$family-sp-recompute"
+  run "$family-sp-zb-h1" 4 "${fam[@]}" parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=true \
+    parallel.schedule=zb-h1 train.recompute=selective && compare "$family-tp=2-pp=2" "$family-sp-zb-h1"
 done
 [ $fails -eq 0 ] && echo "sequence_parallel: all checks passed"
 exit $((fails > 0))
