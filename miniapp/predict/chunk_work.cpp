@@ -1,6 +1,8 @@
 // A chunk's work list (see chunk_work.hpp), mirroring stage.cpp and block.cpp call by call.
 #include "chunk_work.hpp"
 
+#include <utility>
+
 #include "flops.hpp"
 #include "kernel_costs.hpp"
 
@@ -13,16 +15,24 @@ struct Builder {
   const std::string& attention;
   bool tp;  // tensor parallel: the all-reduces happen
   std::vector<WorkItem>* out = nullptr;
+  std::vector<WorkItem>* weight = nullptr;  // split backward: where the weight-gradient halves go
 
   void compute(const char* name, double us) { out->push_back({ItemKind::compute, name, us * p.compute_scale, 0, 0}); }
   void gemm(const char* name, int n_out, int k_in, bool backward) {
-    compute(name, gemm_us(p, d.N(), n_out, k_in, backward));
+    const double us = gemm_us(p, d.N(), n_out, k_in, backward);
+    if (!backward || !weight) return compute(name, us);
+    compute(name, us / 2);  // dX = dY W here, dW = dY^T X (the same FLOPs) in W
+    std::swap(out, weight);
+    compute(name, us / 2);
+    std::swap(out, weight);
   }
   void memory(const char* name, const std::string& family, double b) { compute(name, memory_us(p, family, b)); }
   void allreduce(double b) {
     if (tp) out->push_back({ItemKind::tp_allreduce, "allreduce", 0, b, 0});
   }
-  void marker(ItemKind k, int layer) { out->push_back({k, "", 0, 0, layer}); }
+  void marker(ItemKind k, int layer) {  // a unit is complete after its W when the backward is split
+    (k == ItemKind::unit_done && weight ? weight : out)->push_back({k, "", 0, 0, layer});
+  }
 
   void block_forward() {
     const double N = d.N(), C = d.C;
@@ -62,7 +72,7 @@ struct Builder {
 }  // namespace
 
 ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDims& d, const ChunkSpec& c,
-                     const std::string& attention, bool gpt_tied_copy_on_last) {
+                     const std::string& attention, bool gpt_tied_copy_on_last, bool split_backward) {
   ChunkWork w;
   Builder b{p, d, attention, s.tp > 1};
   const double N = d.N(), C = d.C, Vl = double(s.vocab_padded) / s.tp;
@@ -95,6 +105,7 @@ ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDi
   }
 
   b.out = &w.backward;
+  if (split_backward) b.weight = &w.weight;
   if (c.last()) {
     b.marker(ItemKind::unit_done, L);
     if (!c.first() && gpt_tied_copy_on_last) b.marker(ItemKind::unit_done, -1);
@@ -106,6 +117,7 @@ ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDi
   }
   if (c.first()) {
     b.marker(ItemKind::require, -1);
+    if (split_backward) b.out = &w.weight;  // the embedding's scatter is W (stage_split.cpp)
     b.memory("embedding", "embedding", bytes::embedding(N, C) * (s.gpt ? 2 : 1));
     b.marker(ItemKind::unit_done, -1);
   }

@@ -26,12 +26,14 @@ struct WorkItem {
 };
 
 struct ChunkWork {
-  std::vector<WorkItem> forward, head_backward, backward;
+  // split_backward (zb-h1): `backward` is B, the input gradients, and `weight` is W, the weight
+  // gradients' halves of the backward GEMMs, the embedding's scatter and the units' completion.
+  std::vector<WorkItem> forward, head_backward, backward, weight;
   double forward_flops = 0, backward_flops = 0;
 };
 
 ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDims& d, const ChunkSpec& c,
-                     const std::string& attention, bool gpt_tied_copy_on_last);
+                     const std::string& attention, bool gpt_tied_copy_on_last, bool split_backward = false);
 
 // Sum of the compute items' times of a list.
 double compute_us(const std::vector<WorkItem>& items);

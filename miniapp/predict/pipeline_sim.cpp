@@ -142,9 +142,9 @@ class Sim {
         work(r, w.head_backward, last_micro, out_[r].backward_us);
         if (record_) span(r, "backward", false, t1, me.t, a.micro, a.chunk, 0, true);
       }
-    } else {
-      work(r, w.backward, last_micro, out_[r].backward_us);
-      if (record_) span(r, "backward", false, t0, me.t, a.micro, a.chunk, 0);
+    } else {  // B (or the whole backward), or zb-h1's deferred W
+      work(r, a.phase == Phase::weight ? w.weight : w.backward, last_micro, out_[r].backward_us);
+      if (record_) span(r, a.phase == Phase::weight ? "weight" : "backward", false, t0, me.t, a.micro, a.chunk, 0);
     }
   }
   // Runs rank r's program until it blocks; true when it moved.

@@ -64,7 +64,7 @@ nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, con
                         {"stages", pp},
                         {"virtual_stages", v},
                         {"microbatches", m},
-                        {"bubble_analytic", analytic_bubble(pp, m, v)},
+                        {"bubble_analytic", analytic_bubble(cfg.str("parallel.schedule"), pp, m, v)},
                         {"bubble_predicted", s["pipeline"]["bubble_measured"]}});
   const MemoryEstimate e = estimate_memory(cfg);
   nlohmann::json mem = e.to_json();

@@ -49,7 +49,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   }
   for (int c = 0; c < S; ++c)
     ps.chunks.push_back(chunk_work(prof, s, d, {c, S, layers[c].first, layers[c].second}, cfg.str("kernels.attention"),
-                                   s.gpt));
+                                   s.gpt, splits_backward(cfg.str("parallel.schedule"))));
   ps.message_bytes = 4.0 * d.N() * d.C;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;

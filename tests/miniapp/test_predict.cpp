@@ -30,7 +30,8 @@ kformer::Config deck(const std::string& file, std::vector<std::string> overrides
 }
 
 // Every chunk costs F forward and B backward, nothing else; messages are free.
-std::vector<kp::StageTimeline> uniform(const std::string& kind, int pp, int m, int v, double F, double B) {
+std::vector<kp::StageTimeline> uniform(const std::string& kind, int pp, int m, int v, double F, double B,
+                                       double W = 0) {
   kp::MachineProfile free_net;
   free_net.intra_node.fallback = {0, 0, 0};
   free_net.inter_node = free_net.intra_node;
@@ -44,6 +45,7 @@ std::vector<kp::StageTimeline> uniform(const std::string& kind, int pp, int m, i
     kp::ChunkWork w;
     w.forward.push_back({kp::ItemKind::compute, "f", F / v, 0, 0});
     w.backward.push_back({kp::ItemKind::compute, "b", B / v, 0, 0});
+    if (W > 0) w.weight.push_back({kp::ItemKind::compute, "w", W / v, 0, 0});
     s.chunks.push_back(w);
   }
   return kp::simulate_pipeline(s, net, false);
@@ -68,6 +70,18 @@ TEST(PredictSchedule, UniformCostsGiveTheAnalyticBubble) {
           EXPECT_NEAR(1.0 - (st[r].forward_us + st[r].backward_us) / makespan(st), kformer::analytic_bubble(pp, m, 1), 1e-9)
               << kind << " pp=" << pp << " m=" << m << " rank " << r;
       }
+}
+
+TEST(PredictSchedule, ZeroBubbleH1WithEqualFBWGivesItsAnalyticBubble) {
+  for (int pp : {2, 3, 4})
+    for (int m : {pp, 2 * pp, 8}) {
+      const auto st = uniform("zb-h1", pp, m, 1, 1.0, 1.0, 1.0);  // F = B = W, as (p-1)/(3m+p-1) assumes
+      EXPECT_NEAR(makespan(st), 3.0 * m + pp - 1, 1e-9) << "pp=" << pp << " m=" << m;
+      for (int r = 0; r < pp; ++r)
+        EXPECT_NEAR(1.0 - (st[r].forward_us + st[r].backward_us) / makespan(st),
+                    kformer::analytic_bubble("zb-h1", pp, m, 1), 1e-9)
+            << "pp=" << pp << " m=" << m << " rank " << r;
+    }
 }
 
 TEST(PredictSchedule, InterleavingShrinksTheBubble) {
