@@ -28,17 +28,6 @@ View random_view(View v) {
   return v;
 }
 
-std::string dims(std::initializer_list<int> d) {
-  std::string s;
-  for (int x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
-  return s;
-}
-
-// One memory-bound case: `bytes` moved per call of f, built lazily inside the benchmark.
-void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes) {
-  add_case(name, [=](benchmark::State& state) { run_case(state, make(), 0.0, bytes); });
-}
-
 void register_norms(int N, int C) {
   const double nc = 4.0 * N * C, shape_extra = 4.0 * (2.0 * N + 3.0 * C);
   const std::string s = dims({N, C});

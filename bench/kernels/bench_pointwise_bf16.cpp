@@ -34,16 +34,6 @@ V<T> rnd(const char* label, Ext... n) {
   return v;
 }
 
-std::string dims(std::initializer_list<int> d) {
-  std::string s;
-  for (int x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
-  return s;
-}
-
-void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes) {
-  add_case(name, [=](benchmark::State& state) { run_case(state, make(), 0.0, bytes); });
-}
-
 void register_norms(int N, int C) {
   const double nc = double(N) * C, extra = kF * (2.0 * N + 3.0 * C);
   const std::string s = dims({N, C});

@@ -143,4 +143,14 @@ benchmark::internal::Benchmark* add_case(const std::string& name, std::function<
       ->MinTime(min_time);
 }
 
+void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes) {
+  add_case(name, [=](benchmark::State& state) { run_case(state, make(), 0.0, bytes); });
+}
+
+std::string dims(std::initializer_list<int> d) {
+  std::string s;
+  for (int x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
 }  // namespace kformer::bench

@@ -9,6 +9,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 namespace kformer::bench {
@@ -41,5 +42,12 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
 // least `min_time` seconds of timed calls of the case.
 benchmark::internal::Benchmark* add_case(const std::string& name, std::function<void(benchmark::State&)> fn,
                                          double min_time = 0.3);
+
+// One memory-bound case: `bytes` moved per call of the function `make` builds, lazily, inside
+// the benchmark (so that only the cases run allocate).
+void add_mem(const std::string& name, std::function<std::function<void()>()> make, double bytes);
+
+// "4096x768" for {4096, 768}: a case name's shape part.
+std::string dims(std::initializer_list<int> d);
 
 }  // namespace kformer::bench
