@@ -91,6 +91,8 @@ std::int64_t Stage::activation_bytes() const {
     for (const BlockActs& a : s.acts) add_acts(a);
     add(s.x_in);
     add(s.dx);
+    add(s.act16);  // bf16 between chunks: the slot's messages as they travel
+    add(s.grad16);
   }
   if (work_) add_acts(*work_);
   add(scores_);
