@@ -1,6 +1,8 @@
 // One transformer block (see block.hpp).
 #include "block.hpp"
 
+#include "block_typed.hpp"
+
 #include "activations.hpp"
 #include "comm/views.hpp"
 #include "convert.hpp"
@@ -84,10 +86,11 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
     att.datt = scratch<float****>("datt", d.B, d.Hl, d.T, d.T);
   else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);
-  f = {d_qkv, d_mlp_in, {}, {}};
+  f = {d_qkv, d_mlp_in, {}, {}, gathered};
   if (bf16)
     h = {typed_view<kk::bf16>("d_qkv_bf16", N, d.qkv_width()), typed_view<kk::bf16>("d_mlp_in_bf16", N, d.mlp_in_width()),
-         typed_view<kk::bf16>("dy_bf16", N, d.C), typed_view<kk::bf16>("d_att_out_bf16", N, d.q_width())};
+         typed_view<kk::bf16>("dy_bf16", N, d.C), typed_view<kk::bf16>("d_att_out_bf16", N, d.q_width()),
+         d.sp > 1 ? typed_view<kk::bf16>("gathered_bf16", N, d.C) : DV<kk::bf16**>()};
 }
 
 Block::Block(int layer, const BlockDims& dims, const ParamStore& params, comm::Communicator* tp, KernelChoice k)
@@ -98,44 +101,14 @@ void Block::tp_allreduce(const DV<float**>& x) const {
   if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, comm::ReduceOp::sum);
 }
 
-namespace {
-template <class T>
-DV<T***> btw(const DV<T**>& x, const BlockDims& d) {  // (N,W) read as (B,T,W)
-  return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data(), d.B, d.T,
-                                                                                               x.extent(1));
-}
-
-// Where a GEMM whose output is stored as T writes: the stored view itself in fp32; in bf16 an
-// fp32 scratch of the same shape, rounded into the stored view afterwards (by kernels that read
-// it, or by stored_as()).
-template <class T>
-DV<float**> gemm_out(const DV<T**>& stored, const DV<float**>& scratch_f32) {
-  if constexpr (std::is_same<T, float>::value)
-    return stored;
-  else
-    return as_matrix(scratch_f32.data(), stored.extent(0), stored.extent(1));
-}
-template <class T>
-void stored_as(const Exec& exec, const DV<T**>& stored, const DV<float**>& f32) {
-  if constexpr (!std::is_same<T, float>::value) kk::convert(exec, stored, f32);
-}
-
-// An fp32 gradient as a GEMM input of type T: itself in fp32, rounded into `buf` in bf16.
-template <class T>
-DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
-  if constexpr (std::is_same<T, float>::value) {
-    return g;
-  } else {
-    const DV<T**> b = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-        buf.data(), g.extent(0), g.extent(1));
-    kk::convert(exec, b, g);
-    return b;
-  }
-}
-}  // namespace
+using block_typed::as_input;
+using block_typed::btw;
+using block_typed::gemm_out;
+using block_typed::stored_as;
 
 void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const {
-  if (d_.sp > 1) return forward_sp(x_in, a, s);  // fp32: validate refuses sequence parallelism in bf16
+  if (d_.sp > 1 && k_.bf16) return forward_sp(x_in, a, a.h, s, s.h);
+  if (d_.sp > 1) return forward_sp(x_in, a, a.f, s, s.f);
   if (k_.bf16)
     forward_t(x_in, a, a.h, s);
   else
@@ -143,7 +116,8 @@ void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) cons
 }
 
 void Block::backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const {
-  if (d_.sp > 1) return backward_sp(x_in, a, s, dx);
+  if (d_.sp > 1 && k_.bf16) return backward_sp(x_in, a, a.h, s, s.h, dx);
+  if (d_.sp > 1) return backward_sp(x_in, a, a.f, s, s.f, dx);
   if (k_.bf16)
     backward_t(x_in, a, a.h, s, s.h, dx);
   else

@@ -47,8 +47,8 @@ struct BlockActs {
   DV<float*> mean1, rstd1, mean2, rstd2;  // (R); means unused by RMSNorm
   TypedActs<float> f;                     // allocated in fp32
   TypedActs<kernels::bf16> h;             // allocated in bf16
-  // scores = false (selective recompute, fp32): the naive attention's probabilities are not kept;
-  // f.att.att is left empty for the stage to point at the buffer it recomputes them into.
+  // scores = false (selective recompute): the naive attention's probabilities are not kept; the
+  // allocated set's att.att is left empty for the stage to point at the buffer it recomputes them into.
   BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared, bool bf16,
             bool scores = true);
 };
@@ -58,6 +58,7 @@ struct BlockActs {
 template <class T>
 struct TypedScratch {
   DV<T**> d_qkv, d_mlp_in, dy, d_att_out;
+  DV<T**> gathered;  // (N,C) sequence parallel: an all-gathered norm output (BlockScratch's in fp32)
 };
 
 // Buffers the backward of any block may reuse (one set per rank). In bf16 the forward also uses
@@ -86,12 +87,12 @@ class Block {
   void forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
   // dx (N,C): the gradient of a.x_out on entry, of x_in on return. Parameter gradients add up.
   void backward(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
-  // The same split in two (block_split.cpp), for zb-h1 (fp32 only): backward_input leaves dx as above and
-  // keeps in `a` what backward_weight, run later, needs to add the projections' gradients.
+  // The same split in two (block_split.cpp), for zb-h1: backward_input leaves dx as above and keeps in `a`
+  // what backward_weight, run later, needs to add the projections' gradients (s: its bf16 rounding buffer).
   void backward_input(const DV<float**>& x_in, BlockActs& a, BlockScratch& s, const DV<float**>& dx) const;
   void backward_weight(const BlockActs& a, BlockScratch& s) const;
-  // Selective recompute (recompute.cpp, fp32 only): refills a.f.att's probabilities from a.f.qkv, as the forward
-  // computed them (its output goes to s.d_att_out, which the backward overwrites).
+  // Selective recompute (recompute.cpp): refills the naive attention's probabilities from the kept qkv, as the
+  // forward computed them (its output goes to s.d_att_out, or s.h.d_att_out in bf16, which the backward overwrites).
   void recompute_scores(BlockActs& a, BlockScratch& s) const;
 
  private:
@@ -101,16 +102,21 @@ class Block {
   void backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
                   TypedScratch<T>& ts, const DV<float**>& dx) const;
   template <class T>
+  void backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts,
+                        const DV<float**>& dx) const;
+  template <class T>
+  void backward_weight_t(const BlockActs& a, const TypedActs<T>& t, TypedScratch<T>& ts) const;
+  template <class T>
   DV<T**> W(const char* leaf, int count = 1) const {  // a GEMM's weight in its precision
     return p_.wt<T>(name(leaf), count);
   }
-  // Sequence parallelism (block_sp.cpp, fp32 only): x_in, dx and the norms' rows split over the TP ranks;
+  // Sequence parallelism (block_sp.cpp): x_in, dx and the norms' rows split over the TP ranks;
   // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
-  void forward_sp(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
-  // keep (zb-h1's B): only the input gradients, the rest left in *keep (== &a) for backward_weight_sp.
-  void backward_sp(const DV<float**>& x_in, const BlockActs& a, BlockScratch& s, const DV<float**>& dx,
-                   BlockActs* keep = nullptr) const;
-  void backward_weight_sp(const BlockActs& a, BlockScratch& s) const;
+  template <class T>
+  void forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
+  template <class T>
+  void backward_sp(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
+                   TypedScratch<T>& ts, const DV<float**>& dx) const;
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

@@ -98,7 +98,7 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   e.micro_batches_in_flight = in_flight;
   // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
   // bf16, between chunks, their bf16 copies as they travel).
-  const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * N * C : 0;
+  const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * R * C : 0;
   e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
   // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism); on
   // the last chunk the final norm, the logits and the loss's buffers.
@@ -107,8 +107,10 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const bool last = int(chunks.size() - 1) % pp == stage;
   const double gemm = cfg.str("kernels.gemm") == "native" ? gemm_workspace_floats(d, Vl, last) : 0;
   e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
-  if (e.bf16)  // the rounded gradients the backward's GEMMs read, and the head's bf16 gradient
-    e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width()) +
+  if (e.bf16)  // the rounded gradients the backward's GEMMs read (and the bf16 all-gather buffer
+               // under sequence parallelism), and the head's bf16 gradient
+    e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width() +
+                                (d.sp > 1 ? N * C : 0)) +
                    (last ? kHalf * N * Vl : 0);
   return e;
 }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "attention.hpp"
+#include "block_typed.hpp"
 #include "stage.hpp"
 
 namespace kformer {
@@ -19,18 +20,33 @@ Recompute parse_recompute(const std::string& name) {
   throw std::invalid_argument("train.recompute=" + name + " is not one of none, selective, full");
 }
 
+namespace {
+// Naive attention's probabilities, as the forward computed them, from the kept QKV; its output
+// goes to `out` (N, Hl*hd), a backward scratch the backward overwrites.
+template <class T>
+void refill_scores(const BlockDims& d, TypedActs<T>& t, const DV<T**>& out) {
+  kk::attention_forward(Exec(), block_typed::btw(out, d), t.att, block_typed::btw(t.qkv, d), d.Hl, d.KVl);
+}
+}  // namespace
+
 void Block::recompute_scores(BlockActs& a, BlockScratch& s) const {
-  if (a.f.att.kind != kk::AttentionKind::naive) return;  // fused: the backward recomputes them itself
-  const auto btw = [&](const DV<float**>& x) { return as_tensor3(x.data(), d_.B, d_.T, x.extent(1)); };
-  kk::attention_forward(Exec(), btw(s.d_att_out), a.f.att, btw(a.f.qkv), d_.Hl, d_.KVl);
+  if (k_.attention != kk::AttentionKind::naive) return;  // fused: the backward recomputes them itself
+  if (k_.bf16)
+    refill_scores(d_, a.h, s.h.d_att_out);
+  else
+    refill_scores(d_, a.f, s.d_att_out);
 }
 
 void Stage::set_recompute(Recompute r) {
   if (!slots_.empty()) throw std::logic_error("Stage::set_recompute after the first micro-batch");
   recompute_ = r;
   if (r == Recompute::full) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
-  if (r == Recompute::selective && k_.attention == kk::AttentionKind::naive)
-    scores_ = scratch<float****>("att_recomputed", d_.B, d_.Hl, d_.T, d_.T);
+  if (r == Recompute::selective && k_.attention == kk::AttentionKind::naive) {
+    if (k_.bf16)
+      scores16_ = scratch<kk::bf16****>("att_recomputed_bf16", d_.B, d_.Hl, d_.T, d_.T);
+    else
+      scores_ = scratch<float****>("att_recomputed", d_.B, d_.Hl, d_.T, d_.T);
+  }
 }
 
 BlockActs Stage::make_acts() const {
@@ -39,8 +55,9 @@ BlockActs Stage::make_acts() const {
     a.x_out = scratch_view("x_out", d_.rows(), d_.C);
     return a;
   }
-  BlockActs a(d_, k_.attention, scratch_.att, k_.bf16, !scores_.data());
+  BlockActs a(d_, k_.attention, scratch_.att, k_.bf16, !scores_.data() && !scores16_.data());
   if (scores_.data()) a.f.att.att = scores_;
+  if (scores16_.data()) a.h.att.att = scores16_;
   return a;
 }
 
@@ -75,9 +92,12 @@ std::int64_t Stage::activation_bytes() const {
     for (const BlockActs& a : s.acts) add_acts(a);
     add(s.x_in);
     add(s.dx);
+    add(s.act16);  // bf16 between chunks: the slot's messages as they travel
+    add(s.grad16);
   }
   if (work_) add_acts(*work_);
   add(scores_);
+  add(scores16_);
   std::int64_t total = 0;
   for (const auto& h : held) total += h.second;
   return total;

@@ -56,8 +56,8 @@ DV<float**> Stage::input(int micro) {
     s.x_in = scratch_view("x_in", d_.rows(), d_.C);
     s.dx = scratch_view("dx", d_.rows(), d_.C);
     if (k_.bf16 && !(c_.first() && c_.last())) {
-      s.act16 = scratch<kk::bf16**>("act_bf16", d_.N(), d_.C);
-      s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.N(), d_.C);
+      s.act16 = scratch<kk::bf16**>("act_bf16", d_.rows(), d_.C);
+      s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.rows(), d_.C);
     }
     slots_.push_back(std::move(s));
   }
@@ -142,19 +142,21 @@ void Stage::head_forward(Slot& s) {
   if (s_.gpt) p_.require(-1);  // gpt's head is the embedding table
   const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
-  const auto final_norm = [&](const auto& out) {  // fp32 or bf16 out, from the fp32 residual stream
+  // The final norm into whole (N,C), fp32 or bf16, from the fp32 residual stream: this rank's rows
+  // of it, all-gathered under sequence parallelism.
+  const auto final_norm = [&](const auto& whole) {
+    const auto out = own_rows(whole);
     if (s_.gpt)
       kk::layernorm_forward(exec, out, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
     else
       kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v("final_norm.weight"));
+    if (d_.sp > 1) comm::allgather(*tp_, out, whole);
   };
-  if (k_.bf16) {  // (no sequence parallelism in bf16: validate refuses it)
+  if (k_.bf16) {
     final_norm(lnf16_);
     kk::matmul_forward(exec, k_.gemm, logits_, lnf16_, p_.w16(head));
   } else {
-    const DV<float**> lnf = lnf_rows();
-    final_norm(lnf);
-    if (d_.sp > 1) comm::allgather(*tp_, lnf, lnf_);
+    final_norm(lnf_);
     kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head));
   }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "block.hpp"
+#include "block_typed.hpp"
 #include "comm/views.hpp"
 #include "flops.hpp"
 #include "recompute.hpp"
@@ -86,7 +87,12 @@ class Stage {
   // Sequence parallelism (stage_sp.cpp). whole (N,C) summed over TP into rows: this rank's R rows
   // (reduce-scatter), or in place (all-reduce, rows == whole) without it.
   void tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const;
-  DV<float**> lnf_rows() const;                        // where this rank's final-norm rows go in lnf_
+  template <class T>  // this rank's R rows of whole (N,C) (gathered in place), or whole without sequence parallelism
+  DV<T**> own_rows(const DV<T**>& whole) const {
+    if (d_.sp == 1) return whole;
+    const std::int64_t R = d_.rows(), C = whole.extent(1);
+    return block_typed::Unmanaged2<T>(whole.data() + tp_rank_ * R * C, R, C);
+  }
   DV<float**> whole_rows(const DV<float**>& rows);     // (N,C): rows all-gathered, or rows themselves
   // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
   // parallelism (each rank added its rows' part); it runs once per iteration, on the last micro-batch.
@@ -110,6 +116,7 @@ class Stage {
   Recompute recompute_ = Recompute::none;
   std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares
   DV<float****> scores_;             // selective, naive attention: the probabilities, recomputed
+  DV<kernels::bf16****> scores16_;   // the same in bf16
 };
 
 }  // namespace kformer

@@ -12,12 +12,6 @@ void Stage::tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) co
   else tp_allreduce(whole);
 }
 
-DV<float**> Stage::lnf_rows() const {
-  if (d_.sp == 1) return lnf_;
-  const std::int64_t R = d_.rows();
-  return as_matrix(lnf_.data() + tp_rank_ * R * d_.C, R, d_.C);  // gathered in place
-}
-
 DV<float**> Stage::whole_rows(const DV<float**>& rows) {
   if (d_.sp == 1) return rows;
   comm::allgather(*tp_, rows, scratch_.gathered);

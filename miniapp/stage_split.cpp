@@ -3,6 +3,7 @@
 // the embedding's, a scatter of the input gradient into the table, is W.
 #include <Kokkos_Timer.hpp>
 
+#include "convert.hpp"
 #include "embedding.hpp"
 #include "stage.hpp"
 
@@ -11,12 +12,15 @@ namespace kk = kernels;
 
 void Stage::backward_input(int micro) {
   Kokkos::Timer timer;
+  Exec exec;
   Slot& s = slot(micro);
+  if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
     blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
   }
-  Exec().fence();
+  if (!c_.first() && k_.bf16) kk::convert(exec, s.grad16, s.dx);  // sent in bf16
+  exec.fence();
   backward_ms += timer.seconds() * 1e3;
 }
 
@@ -25,18 +29,17 @@ void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_d
   Exec exec;
   Slot& s = slot(micro);
   if (c_.last() && on_unit_done) {
-    unit_done(s_.n_layers, on_unit_done);
+    on_unit_done(s_.n_layers);
     if (!c_.first() && s_.gpt) on_unit_done(-1);
   }
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     blocks_[i].backward_weight(s.acts[i], scratch_);
-    if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
+    if (on_unit_done) on_unit_done(c_.first_layer + i);
   }
   if (c_.first()) {
     const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
-    const DV<float**> dx = whole_rows(s.dx);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   }
   exec.fence();

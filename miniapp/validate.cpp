@@ -92,18 +92,12 @@ void validate_layout(Config& cfg, int world) {
     require(tp > 1, "parallel.sequence_parallel=true needs parallel.tp > 1: it splits what tensor parallelism replicates");
     require(tokens % tp == 0, "parallel.sequence_parallel=true needs train.micro_batch*train.seq_len (" + s(tokens) +
                                   ") to be a multiple of parallel.tp=" + s(tp) + ": each TP rank holds an equal share");
+    require(cfg.str("parallel.schedule") != "zb-h1",
+            "parallel.sequence_parallel=true with parallel.schedule=zb-h1 is not supported: use parallel.schedule=1f1b");
   }
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");
-  if (cfg.str("train.precision") == "bf16") {  // these run the fp32 activations' code paths only, for now
-    const std::string fix = ": use train.precision=fp32, or leave the feature off";
-    require(cfg.str("parallel.schedule") != "zb-h1", "parallel.schedule=zb-h1 is not supported with train.precision=bf16" + fix);
-    require(cfg.str("train.recompute") == "none",
-            "train.recompute=" + cfg.str("train.recompute") + " is not supported with train.precision=bf16" + fix);
-    require(cfg.str("parallel.sequence_parallel") != "true",
-            "parallel.sequence_parallel=true is not supported with train.precision=bf16" + fix);
-  }
   require(pp * v <= cfg.i64("model.n_layers"),
           "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
               s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");

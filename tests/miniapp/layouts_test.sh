@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Layout invariance: the same deck gives the same losses on every (tp, pp, dp, zero, schedule)
 # layout of 4 ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4),
-# for both families; zb-h1 gives 1F1B's losses and gradient norms bitwise, holding no more
-# activations (fp32); gradient accumulation over 8 micro-batches matches one batch of 8; and one
-# layout run twice gives bitwise-identical losses. With PRECISION bf16 every run is train.precision=bf16, compared with
+# for both families; zb-h1 gives 1F1B's losses and gradient norms bitwise (in either precision),
+# holding no more activations; gradient accumulation over 8 micro-batches matches one batch of 8;
+# and one layout run twice gives bitwise-identical losses. With PRECISION bf16 every run is
+# train.precision=bf16, compared with
 # the one-rank bf16 run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within
-# 1e-2), determinism still bitwise (zb-h1 is fp32 only for now).
+# 1e-2), determinism and zb-h1 against 1F1B still bitwise.
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS" [PRECISION]
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4; precision=${5:-fp32}
@@ -56,8 +57,8 @@ for family in gpt llama; do
   run "$family-1" 1 "${fam[@]}" || continue
   layouts=("tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3"
            "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1"
-           "pp=2 tp=2 schedule=interleaved virtual_stages=2")
-  [ "$precision" = fp32 ] && layouts+=("pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1")
+           "pp=2 tp=2 schedule=interleaved virtual_stages=2"
+           "pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1")
   for layout in "${layouts[@]}"; do
     args=()
     for kv in $layout; do args+=("parallel.$kv"); done
@@ -66,11 +67,9 @@ for family in gpt llama; do
   done
   run "$family-accumulate" 1 "${fam[@]}" train.micro_batch=1 && compare "$family-1" "$family-accumulate" $t1 $t10
   run "$family-one-batch" 1 "${fam[@]}" train.micro_batch=8 && compare "$family-1" "$family-one-batch" $t1 $t10
-  if [ "$precision" = fp32 ]; then
-    # ZB-H1 runs 1F1B's arithmetic in another order: the same losses and gradient norms, bitwise.
-    same "$family-pp=4" "$family-pp=4-schedule=zb-h1"
-    same "$family-pp=2-tp=2" "$family-pp=2-tp=2-schedule=zb-h1"
-  fi
+  # ZB-H1 runs 1F1B's arithmetic in another order: the same losses and gradient norms, bitwise.
+  same "$family-pp=4" "$family-pp=4-schedule=zb-h1"
+  same "$family-pp=2-tp=2" "$family-pp=2-tp=2-schedule=zb-h1"
   # Determinism: the same layout twice, bitwise.
   run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 && compare "$family-tp=2-dp=2" "$family-again" 0 0
 done

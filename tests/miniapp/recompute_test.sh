@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Activation recomputation (train.recompute): the same gradients bit for bit (one-rank exports of
-# iteration 1 byte-identical to train.recompute=none, both families, both attention kernels); the
-# same losses on 4-rank layouts with it on (tp, pp, zb-h1) as on one rank without; and the
-# activation memory measured from the allocated buffers of a reduced GPT-3 Small (12 layers, 12
+# iteration 1 byte-identical to train.recompute=none, both families, both attention kernels, in
+# fp32 and in bf16 mixed precision); the same losses on 4-rank layouts with it on (tp, pp, zb-h1)
+# as on one rank without; and the activation memory measured from the allocated buffers of a reduced GPT-3 Small (12 layers, 12
 # heads, d_model 768/4, 256 tokens): full <= 0.35 of none, selective below none, and the
 # recomputed work reported as hardware FLOPs beside the model FLOPs.
 #   recompute_test.sh KFORMER SOURCE_DIR [MPIEXEC "MPIEXEC_FLAGS"]
@@ -13,20 +13,23 @@ deck=$src/input/tiny.yaml
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-for family in gpt llama; do
-  for attention in naive fused; do
-    fam=(model.family="$family" kernels.attention="$attention")
-    [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
-    for mode in none selective full; do
-      "$kformer" "$deck" train.steps=1 "${fam[@]}" train.recompute=$mode output.export="$tmp/$family-$attention-$mode.st" \
-        >"$tmp/export.log" 2>&1 || { fail "$family $attention $mode did not run"; tail -3 "$tmp/export.log"; }
-    done
-    for mode in selective full; do
-      if cmp -s "$tmp/$family-$attention-none.st" "$tmp/$family-$attention-$mode.st"; then
-        echo "ok   $family $attention recompute=$mode: parameters, gradients and batch of iteration 1 bitwise equal to none"
-      else
-        fail "$family $attention recompute=$mode: the export differs from recompute=none"
-      fi
+for precision in fp32 bf16; do
+  for family in gpt llama; do
+    for attention in naive fused; do
+      fam=(model.family="$family" kernels.attention="$attention" train.precision=$precision)
+      [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
+      run=$precision-$family-$attention
+      for mode in none selective full; do
+        "$kformer" "$deck" train.steps=1 "${fam[@]}" train.recompute=$mode output.export="$tmp/$run-$mode.st" \
+          >"$tmp/export.log" 2>&1 || { fail "$run $mode did not run"; tail -3 "$tmp/export.log"; }
+      done
+      for mode in selective full; do
+        if cmp -s "$tmp/$run-none.st" "$tmp/$run-$mode.st"; then
+          echo "ok   $precision $family $attention recompute=$mode: parameters, gradients and batch of iteration 1 bitwise equal to none"
+        else
+          fail "$precision $family $attention recompute=$mode: the export differs from recompute=none"
+        fi
+      done
     done
   done
 done

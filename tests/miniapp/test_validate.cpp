@@ -83,11 +83,6 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       {{"parallel.stage_layers=1,3,1", "parallel.pp=3", "train.global_batch=6"}, 3, "sum to model.n_layers=4"},
       {{"train.seq_len=64"}, 1, "train.seq_len=64 exceeds model.max_seq_len=32"},
       {{"straggler.rank=4"}, 4, "straggler.rank=4"},
-      {{"train.precision=bf16", "parallel.pp=2", "parallel.schedule=zb-h1"}, 2,
-       "parallel.schedule=zb-h1 is not supported with train.precision=bf16"},
-      {{"train.precision=bf16", "train.recompute=full"}, 1, "train.recompute=full is not supported with train.precision=bf16"},
-      {{"train.precision=bf16", "parallel.tp=2", "parallel.sequence_parallel=true"}, 2,
-       "parallel.sequence_parallel=true is not supported with train.precision=bf16"},
   };
   for (const auto& k : cases) {
     Config c = tiny();

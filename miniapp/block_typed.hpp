@@ -1,0 +1,55 @@
+// Helpers the block's code paths share to run one body in fp32 and bf16 (T = float or bf16):
+// block.cpp's forward/backward, block_sp.cpp's sequence parallel ones, block_split.cpp's B and W,
+// recompute.cpp's selective recomputation. Shapes: N = B*T tokens, W a matrix's width.
+#pragma once
+
+#include <type_traits>
+
+#include "block.hpp"
+#include "convert.hpp"
+
+namespace kformer::block_typed {
+
+template <class T>
+using Unmanaged2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+template <class T>
+DV<T***> btw(const DV<T**>& x, const BlockDims& d) {  // (N,W) read as (B,T,W)
+  return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data(), d.B, d.T,
+                                                                                               x.extent(1));
+}
+
+// The first `rows` rows of x (a scratch larger than the rows a rank holds).
+template <class T>
+DV<T**> first_rows(const DV<T**>& x, int rows) {
+  return Unmanaged2<T>(x.data(), rows, x.extent(1));
+}
+
+// Where a GEMM whose output is stored as T writes: the stored view itself in fp32; in bf16 an
+// fp32 scratch of the same shape, rounded into the stored view afterwards (by kernels that read
+// it, or by stored_as()).
+template <class T>
+DV<float**> gemm_out(const DV<T**>& stored, const DV<float**>& scratch_f32) {
+  if constexpr (std::is_same<T, float>::value)
+    return stored;
+  else
+    return as_matrix(scratch_f32.data(), stored.extent(0), stored.extent(1));
+}
+template <class T>
+void stored_as(const Exec& exec, const DV<T**>& stored, const DV<float**>& f32) {
+  if constexpr (!std::is_same<T, float>::value) kernels::convert(exec, stored, f32);
+}
+
+// An fp32 gradient as a GEMM input of type T: itself in fp32, rounded into `buf` in bf16.
+template <class T>
+DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
+  if constexpr (std::is_same<T, float>::value) {
+    return g;
+  } else {
+    const DV<T**> b = Unmanaged2<T>(buf.data(), g.extent(0), g.extent(1));
+    kernels::convert(exec, b, g);
+    return b;
+  }
+}
+
+}  // namespace kformer::block_typed
