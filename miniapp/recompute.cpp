@@ -13,13 +13,6 @@
 namespace kformer {
 namespace kk = kernels;
 
-Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::none;
-  if (name == "selective") return Recompute::selective;
-  if (name == "full") return Recompute::full;
-  throw std::invalid_argument("train.recompute=" + name + " is not one of none, selective, full");
-}
-
 namespace {
 // Naive attention's probabilities, as the forward computed them, from the kept QKV; its output
 // goes to `out` (N, Hl*hd), a backward scratch the backward overwrites.

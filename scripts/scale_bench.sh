@@ -65,7 +65,7 @@ fi
 if want sp; then
 echo "## parallel.sequence_parallel on the same layers (fused attention), activations per rank against one rank"
 for family in gpt llama; do
-  fam=(model.family=$family)
+  fam=(model.family="$family")
   "$kformer" "$src/input/tiny.yaml" "${small[@]}" "${fam[@]}" kernels.attention=fused output.json="$tmp/s1.json" \
     >"$tmp/s.log" 2>&1 || { echo "one rank failed"; tail -3 "$tmp/s.log"; exit 1; }
   one=$(field "$tmp/s1.json" "s['memory']['activation_bytes_measured']")

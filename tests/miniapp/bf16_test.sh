@@ -69,7 +69,7 @@ compare straight-fp32 fp32-to-bf16 2e-3 1e-2 differ
 # the one-rank bf16 run.
 run wire-one 1 train.steps=3 model.family=llama model.n_heads=8 model.n_kv_heads=4 train.precision=bf16
 for zero in 0 3; do
-  w=(train.steps=3 model.family=llama model.n_heads=8 model.n_kv_heads=4 parallel.pp=2 parallel.dp=2 parallel.zero=$zero)
+  w=(train.steps=3 model.family=llama model.n_heads=8 model.n_kv_heads=4 parallel.pp=2 parallel.dp=2 parallel.zero="$zero")
   run wire-fp32-z$zero 4 "${w[@]}" output.trace="$tmp/tr32-$zero" &&
     run wire-bf16-z$zero 4 "${w[@]}" train.precision=bf16 parallel.grad_reduce_dtype=bf16 output.trace="$tmp/tr16-$zero" &&
     /usr/bin/python3 - "$tmp/tr32-$zero/rank0.json" "$tmp/tr16-$zero/rank0.json" "$tmp/wire-one.json" \

@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 for precision in fp32 bf16; do
   for family in gpt llama; do
     for attention in naive fused; do
-      fam=(model.family="$family" kernels.attention="$attention" train.precision=$precision)
+      fam=(model.family="$family" kernels.attention="$attention" train.precision="$precision")
       [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
       run=$precision-$family-$attention
       for mode in none selective full; do

@@ -52,7 +52,7 @@ for family in gpt llama; do
     tp=0
     case $layout in "tp=2 dp=2" | "tp=4") tp=${layout:3:1} ;; esac
     run "$name-sp" 4 "${fam[@]}" "${args[@]}" parallel.sequence_parallel=true &&
-      compare "$name" "$name-sp" && { [ $tp -eq 0 ] || compare "$family-1" "$name-sp" "$tp"; }
+      compare "$name" "$name-sp" && { [ "$tp" -eq 0 ] || compare "$family-1" "$name-sp" "$tp"; }
   done
   run "$family-sp-recompute" 4 "${fam[@]}" parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=true \
     train.recompute=full && compare "$family-tp=2-pp=2" "$family-sp-recompute"
