@@ -6,7 +6,7 @@
 // the output gradient of a row-parallel projection is all-gathered, the input gradient of a
 // column-parallel one reduce-scattered, and the gathered norm outputs the weight gradients need
 // are gathered again rather than kept. The norms' weight gradients sum over this rank's rows
-// only: the stage all-reduces them over TP once per iteration (Stage::reduce_sequence_parallel).
+// only: the stage all-reduces them over TP once per iteration (Stage::unit_done, on the last micro-batch).
 // One body for both precisions (T = float or bf16, as Block::forward_t/backward_t): in bf16 the
 // norms' outputs are gathered in bf16, the gradients gathered in fp32 and rounded once after.
 #include "activations.hpp"
