@@ -103,6 +103,7 @@ void Block::tp_allreduce(const DV<float**>& x) const {
 
 using block_typed::as_input;
 using block_typed::btw;
+using block_typed::with_backward_scratch;
 using block_typed::gemm_out;
 using block_typed::stored_as;
 
@@ -196,9 +197,7 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
   kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(name("attn.wo.weight")),
                       d_.gpt ? p_.dv(name("attn.wo.bias")) : none, as_input(exec, s.d_mid, ts.dy), t.att_out,
                       W<T>("attn.wo.weight"));
-  kk::AttentionState<Exec, T> att = t.att;
-  att.datt = s.att.datt;
-  att.delta = s.att.delta;
+  kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
   kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (d_.gpt) {

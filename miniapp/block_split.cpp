@@ -22,6 +22,7 @@ namespace kformer {
 namespace kk = kernels;
 using block_typed::as_input;
 using block_typed::btw;
+using block_typed::with_backward_scratch;
 
 namespace {
 // dx(N, in) = dy(N, out) W(out, in): matmul_backward's input half, the same GEMM call.
@@ -68,9 +69,7 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
   kk::residual_forward(exec, s.d_mid, dx, s.d_tmp);
 
   matmul_backward_input(k_.gemm, s.d_att_out, as_input(exec, s.d_mid, ts.dy), W<T>("attn.wo.weight"));
-  kk::AttentionState<Exec, T> att = t.att;
-  att.datt = s.att.datt;
-  att.delta = s.att.delta;
+  kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
   kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (!d_.gpt) kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);

@@ -52,4 +52,15 @@ DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
   }
 }
 
+// The attention state a block's forward kept, with the backward's scratch (the naive kernel's
+// datt, the fused one's delta) shared by every block of the rank: what attention_backward takes.
+template <class T>
+kernels::AttentionState<Exec, T> with_backward_scratch(const kernels::AttentionState<Exec, T>& kept,
+                                              const kernels::AttentionState<Exec>& scratch) {
+  kernels::AttentionState<Exec, T> att = kept;
+  att.datt = scratch.datt;
+  att.delta = scratch.delta;
+  return att;
+}
+
 }  // namespace kformer::block_typed
