@@ -28,11 +28,13 @@ template <class ExecSpace, class P = float>
 struct AttentionState {
   AttentionKind kind = AttentionKind::fused;
   DView<P****, ExecSpace> att;       // naive: probabilities (B,H,T,T)
-  DView<float****, ExecSpace> datt;  // naive backward scratch (B,H,T,T); the forward's scores when P is bf16
+  DView<float****, ExecSpace> datt;  // naive backward scratch (Bc,H,T,T), Bc <= B: the sequences are taken Bc
+                                     // at a time; also the forward's scores when P is bf16
   DView<float***, ExecSpace> lse;    // fused: row logsumexp (B,H,T)
   DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T)
 };
 
+// The naive kernel's scratch holds one sequence (Bc = 1): B times less than the probabilities.
 template <class ExecSpace>
 AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T, int H) {
   AttentionState<ExecSpace> s;
@@ -40,7 +42,7 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   const auto noinit = [](const char* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
   if (kind == AttentionKind::naive) {
     s.att = DView<float****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
-    s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), B, H, T, T);
+    s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), 1, H, T, T);
   } else {
     s.lse = DView<float***, ExecSpace>(noinit("kformer::attention_lse"), B, H, T);
     s.delta = DView<float***, ExecSpace>(noinit("kformer::attention_delta"), B, H, T);
@@ -48,12 +50,37 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   return s;
 }
 
+namespace detail {
+// Sequences [b0, b0 + nb) of a LayoutRight view whose first extent is the batch: an unmanaged view
+// of the same type and rank over them.
+template <class V>
+auto sequences(const V& v, int b0, int nb) {
+  using U = Kokkos::View<typename V::data_type, Kokkos::LayoutRight, typename V::memory_space,
+                         Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  if constexpr (V::rank == 3)
+    return U(v.data() + std::size_t(b0) * v.stride(0), nb, v.extent(1), v.extent(2));
+  else
+    return U(v.data() + std::size_t(b0) * v.stride(0), nb, v.extent(1), v.extent(2), v.extent(3));
+}
+// Runs body(b0, nb) over the B sequences in chunks of as many as the naive scratch holds (each
+// element is computed as in one call over all B: the chunks only bound the scratch).
+template <class State, class Body>
+void by_sequences(const State& state, int B, const Body& body) {
+  const int chunk = state.datt.extent(0) > 0 ? static_cast<int>(state.datt.extent(0)) : B;
+  for (int b0 = 0; b0 < B; b0 += chunk) body(b0, B - b0 < chunk ? B - b0 : chunk);
+}
+}  // namespace detail
+
 // out (B,T,H*hd) from qkv (each float or bf16); fills the state's saved buffer.
 template <class ExecSpace, class P, class OutView, class QkvView>
 void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState<ExecSpace, P>& state,
                        const QkvView& qkv, int n_heads, int n_kv_heads) {
   if (state.kind == AttentionKind::naive)
-    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads, state.datt);
+    detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
+      attention_naive_forward(exec, detail::sequences(out, b0, nb), detail::sequences(state.att, b0, nb),
+                              detail::sequences(qkv, b0, nb), n_heads, n_kv_heads,
+                              detail::sequences(state.datt, 0, nb));
+    });
   else
     attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
 }
@@ -63,7 +90,11 @@ template <class ExecSpace, class P, class DqkvView, class DoutView, class QkvVie
 void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionState<ExecSpace, P>& state,
                         const DoutView& dout, const QkvView& qkv, const OutView& out, int n_heads, int n_kv_heads) {
   if (state.kind == AttentionKind::naive)
-    attention_naive_backward(exec, dqkv, state.datt, dout, qkv, state.att, n_heads, n_kv_heads);
+    detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
+      attention_naive_backward(exec, detail::sequences(dqkv, b0, nb), detail::sequences(state.datt, 0, nb),
+                               detail::sequences(dout, b0, nb), detail::sequences(qkv, b0, nb),
+                               detail::sequences(state.att, b0, nb), n_heads, n_kv_heads);
+    });
   else
     attention_fused_backward(exec, dqkv, state.delta, dout, qkv, out, state.lse, n_heads, n_kv_heads);
 }

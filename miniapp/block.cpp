@@ -3,6 +3,8 @@
 
 #include "block_typed.hpp"
 
+#include <algorithm>
+
 #include "activations.hpp"
 #include "comm/views.hpp"
 #include "convert.hpp"
@@ -77,13 +79,23 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   d_tmp = scratch_view("d_tmp", N, d.C);
   d_ln = scratch_view("d_ln", N, d.C);
   d_att_out = scratch_view("d_att_out", N, d.q_width());
-  d_qkv = scratch_view("d_qkv", N, d.qkv_width());
-  d_mlp_in = scratch_view("d_mlp_in", N, d.mlp_in_width());
-  d_act = scratch_view("d_act", N, d.Fl);
+  if (bf16) {
+    // In bf16 these three are fp32 staging that is never live twice at once: the QKV and MLP-in
+    // GEMMs' outputs in the forward (rounded into the activations at once) and the MLP activation's
+    // gradient in the backward (rounded by the activation's backward). One buffer holds them in turn.
+    staging = scratch_view("fp32_staging", N, std::max({d.qkv_width(), d.mlp_in_width(), d.Fl}));
+    d_qkv = as_matrix(staging.data(), N, d.qkv_width());
+    d_mlp_in = as_matrix(staging.data(), N, d.mlp_in_width());
+    d_act = as_matrix(staging.data(), N, d.Fl);
+  } else {
+    d_qkv = scratch_view("d_qkv", N, d.qkv_width());
+    d_mlp_in = scratch_view("d_mlp_in", N, d.mlp_in_width());
+    d_act = scratch_view("d_act", N, d.Fl);
+  }
   if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
   if (kind == kk::AttentionKind::naive)
-    att.datt = scratch<float****>("datt", d.B, d.Hl, d.T, d.T);
+    att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);  // one sequence at a time (kernels/attention.hpp)
   else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);
   f = {d_qkv, d_mlp_in, {}, {}, gathered};
