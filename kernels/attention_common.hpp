@@ -135,15 +135,3 @@ KOKKOS_INLINE_FUNCTION void team_weighted_rows(const Member& team, int hd, int n
 }
 
 }  // namespace kformer::kernels::detail
-
-namespace kformer::kernels::detail {
-
-// Tile edge (query rows and key rows) of the fused attention: one team per tile. On the host a
-// team is one thread and the tiles live in its caches; on a GPU they must fit shared memory.
-template <class ExecSpace>
-struct FusedTile {
-  static constexpr int q = runs_on_host<ExecSpace> ? 64 : 16;
-  static constexpr int k = runs_on_host<ExecSpace> ? 64 : 16;
-};
-
-}  // namespace kformer::kernels::detail

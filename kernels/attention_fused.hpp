@@ -1,23 +1,27 @@
 // Causal grouped-query attention in the FlashAttention style: one team per (batch, query head,
-// tile of query rows) walks the key tiles up to the diagonal with an online softmax, holding
-// Q, K^T, V, the score tile and the output accumulator in team scratch; no T x T buffer exists.
-// The forward saves only the row logsumexp (B,H,T); the backward (attention_fused_backward.hpp)
-// recomputes the probabilities tile by tile. Layout of qkv and out: see attention_common.hpp.
+// tile of query rows) walks the key tiles up to the diagonal with an online softmax; no T x T
+// buffer exists. The forward saves only the row logsumexp (B,H,T); the backward
+// (attention_fused_backward.hpp) recomputes the probabilities tile by tile. Two shapes, chosen
+// by the tile configuration (attention_tiles.hpp): the host kernel below, where a team is one
+// thread holding Q, K^T, V, the score tile and the output in its caches, and the GPU kernel
+// (attention_gpu_forward.hpp). Layout of qkv and out: see attention_common.hpp.
 #pragma once
 
 #include "attention_common.hpp"
+#include "attention_gpu_forward.hpp"
+#include "attention_tiles.hpp"
 #include "team_reduce.hpp"
 
 namespace kformer::kernels {
 
-// out (B,T,H*hd) and lse (B,H,T) (logsumexp of the scaled scores of each row) from qkv.
-template <class ExecSpace, class OutView, class QkvView>
-void attention_fused_forward(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
-                             const QkvView& qkv, int n_heads, int n_kv_heads) {
+namespace detail {
+// The host shape: every product a vectorised loop over one row of a tile (C: HostAttentionTile).
+template <class C, class ExecSpace, class OutView, class QkvView>
+void attention_host_forward(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
+                            const QkvView& qkv, const QkvLayout& L) {
   using TO = elem_t<OutView>;
-  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd;
-  constexpr int BQ = detail::FusedTile<ExecSpace>::q, BK = detail::FusedTile<ExecSpace>::k;
+  constexpr int BQ = C::BQ, BK = C::BK;
   const int nqt = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   // Q (BQ,hd) | K^T (hd,BK) | V (BK,hd) | S (BQ,BK) | O (BQ,hd) | m (BQ) | l (BQ)
@@ -72,6 +76,20 @@ void attention_fused_forward(const ExecSpace& exec, const OutView& out, const DV
           lse(b, h, q0 + i) = m[i] + kmath::log(l[i]);
         });
       });
+}
+}  // namespace detail
+
+// out (B,T,H*hd) and lse (B,H,T) (logsumexp of the scaled scores of each row) from qkv. Cfg: a
+// tile configuration (attention_tiles.hpp), by default the execution space's.
+template <class Cfg = detail::AutoTile, class ExecSpace, class OutView, class QkvView>
+void attention_fused_forward(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
+                             const QkvView& qkv, int n_heads, int n_kv_heads) {
+  using C = detail::resolve_tile_t<Cfg, ExecSpace>;
+  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
+  if constexpr (C::gpu_shaped)
+    detail::attention_gpu_forward<C>(exec, out, lse, qkv, L);
+  else
+    detail::attention_host_forward<C>(exec, out, lse, qkv, L);
 }
 
 }  // namespace kformer::kernels

@@ -4,35 +4,46 @@
 //   pass 1, one team per (batch, kv head, key tile): dK and dV, looping over the G query heads of
 //           the group and the query tiles at or below the diagonal, in a fixed order;
 //   pass 2, one team per (batch, query head, query tile): dQ, looping over the key tiles.
-// delta (B,H,T) = rowsum(dout * out) is computed first (scratch passed by the caller).
+// delta (B,H,T) = rowsum(dout * out) is computed first (scratch passed by the caller). Two
+// shapes, chosen by the tile configuration (attention_tiles.hpp): the host kernels below and the
+// GPU kernels (attention_gpu_dkv.hpp, attention_gpu_dq.hpp).
 #pragma once
 
 #include "attention_common.hpp"
+#include "attention_gpu_dkv.hpp"
+#include "attention_gpu_dq.hpp"
+#include "attention_tiles.hpp"
 
 namespace kformer::kernels {
 
-// dqkv (B,T,(H+2KV)*hd) written from dout (B,T,H*hd), the forward's qkv, out and lse (B,H,T);
-// delta (B,H,T) is scratch.
-template <class ExecSpace, class DqkvView, class DoutView, class QkvView, class OutView>
-void attention_fused_backward(const ExecSpace& exec, const DqkvView& dqkv, const DView<float***, ExecSpace>& delta,
-                              const DoutView& dout, const QkvView& qkv, const OutView& out,
-                              const DView<const float***, ExecSpace>& lse, int n_heads, int n_kv_heads) {
-  using TD = elem_t<DqkvView>;
-  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
-  const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
-  const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
-  constexpr int BQ = detail::FusedTile<ExecSpace>::q, BK = detail::FusedTile<ExecSpace>::k;
-  const int nqt = (T + BQ - 1) / BQ, nkt = (T + BK - 1) / BK;
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+namespace detail {
+// delta(b, h, t) = sum_d dout(b, t, h*hd + d) * out(b, t, h*hd + d).
+template <class ExecSpace, class DoutView, class OutView>
+void attention_delta(const ExecSpace& exec, const DView<float***, ExecSpace>& delta, const DoutView& dout,
+                     const OutView& out, const QkvLayout& L) {
+  const int T = static_cast<int>(dout.extent(1)), hd = L.hd;
   Kokkos::parallel_for(
       "kformer::attention_fused_delta",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(H)}),
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(dout.extent(0)) * T, int64_t(L.H)}),
       KOKKOS_LAMBDA(const int64_t bt, const int64_t h) {
         const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
         float s = 0.f;
         for (int d = 0; d < hd; ++d) s += float(dout(b, t, h * hd + d)) * float(out(b, t, h * hd + d));
         delta(b, h, t) = s;
       });
+}
+
+// The host shape (C: HostAttentionTile); delta is filled.
+template <class C, class ExecSpace, class DqkvView, class DoutView, class QkvView>
+void attention_host_backward(const ExecSpace& exec, const DqkvView& dqkv, const DView<float***, ExecSpace>& delta,
+                             const DoutView& dout, const QkvView& qkv, const DView<const float***, ExecSpace>& lse,
+                             const QkvLayout& L) {
+  using TD = elem_t<DqkvView>;
+  const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
+  const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
+  constexpr int BQ = C::BQ, BK = C::BK;
+  const int nqt = (T + BQ - 1) / BQ, nkt = (T + BK - 1) / BK;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
 
   // Pass 1. K, V, dK, dV (BK,hd) | Q*scale, dO (BQ,hd) | (Q*scale)^T, dO^T (hd,BQ) | P, dS (BK,BQ)
   const int nf1 = 4 * BK * hd + 4 * BQ * hd + 2 * BK * BQ;
@@ -133,6 +144,25 @@ void attention_fused_backward(const ExecSpace& exec, const DqkvView& dqkv, const
           for (int d = 0; d < hd; ++d) dqkv(b, q0 + i, L.q_col(h) + d) = TD(scale * dQ[i * hd + d]);
         });
       });
+}
+}  // namespace detail
+
+// dqkv (B,T,(H+2KV)*hd) written from dout (B,T,H*hd), the forward's qkv, out and lse (B,H,T);
+// delta (B,H,T) is scratch. Cfg: a tile configuration (attention_tiles.hpp), by default the
+// execution space's.
+template <class Cfg = detail::AutoTile, class ExecSpace, class DqkvView, class DoutView, class QkvView, class OutView>
+void attention_fused_backward(const ExecSpace& exec, const DqkvView& dqkv, const DView<float***, ExecSpace>& delta,
+                              const DoutView& dout, const QkvView& qkv, const OutView& out,
+                              const DView<const float***, ExecSpace>& lse, int n_heads, int n_kv_heads) {
+  using C = detail::resolve_tile_t<Cfg, ExecSpace>;
+  const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
+  detail::attention_delta(exec, delta, dout, out, L);
+  if constexpr (C::gpu_shaped) {
+    detail::attention_gpu_dkv<C>(exec, dqkv, dout, qkv, lse, delta, L);
+    detail::attention_gpu_dq<C>(exec, dqkv, dout, qkv, lse, delta, L);
+  } else {
+    detail::attention_host_backward<C>(exec, dqkv, delta, dout, qkv, lse, L);
+  }
 }
 
 }  // namespace kformer::kernels

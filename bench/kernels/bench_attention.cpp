@@ -1,6 +1,8 @@
 // Causal attention cases, naive vs fused, at GPT-3-small shapes: B*T = 2048 tokens, C = 768,
 // H = 12 heads of 64 (no GQA), for T = 128, 512, 1024, 2048 (B = 2048 / T). Names are
-// attention/<naive|fused>/T<T> (forward) and attention_bwd/<naive|fused>/T<T>. gflops counts
+// attention/<naive|fused>/T<T> (forward) and attention_bwd/<naive|fused>/T<T>. Beside them, at
+// T = 2048 with GQA (B = 1, H = 4, KV = 2: small enough for a CPU, the same cases on a GPU),
+// attention[_bwd]/<naive|fused>/T2048/hd<64|128>. gflops counts
 // the model FLOPs of the causal half (forward 4*B*H*hd*T(T+1)/2, backward twice that; the fused
 // backward's recomputation is not counted); vs_ceiling is against the vendor sgemm at the QKV
 // projection's shape (2048x768x2304), timed alternately with the case (see run_case).
@@ -30,11 +32,11 @@ struct QkvSgemm {
 };
 
 struct AttentionCase {
-  int B, T, H = 12, KV = 12, hd = 64;
+  int B, T, H, KV, hd;
   kernels::AttentionState<Exec> state;
   V<float***> qkv, out, dout, dqkv;
-  AttentionCase(kernels::AttentionKind kind, int b, int t)
-      : B(b), T(t), state(kernels::make_attention_state<Exec>(kind, b, t, 12)),
+  AttentionCase(kernels::AttentionKind kind, int b, int t, int h = 12, int kv = 12, int d = 64)
+      : B(b), T(t), H(h), KV(kv), hd(d), state(kernels::make_attention_state<Exec>(kind, b, t, h)),
         qkv("qkv", b, t, (H + 2 * KV) * hd), out("out", b, t, H * hd), dout("dout", b, t, H * hd),
         dqkv("dqkv", b, t, (H + 2 * KV) * hd) {
     Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
@@ -46,23 +48,27 @@ struct AttentionCase {
   double forward_flops() const { return 4.0 * B * H * hd * double(T) * (T + 1) / 2; }
 };
 
+// attention/<suffix> (forward) and attention_bwd/<suffix> on the shape B, T, H, KV, hd.
+void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int T, int H, int KV, int hd) {
+  add_case("attention/" + suffix, [=](benchmark::State& state) {
+    AttentionCase c(kind, B, T, H, KV, hd);
+    QkvSgemm ref;
+    run_case(state, [&] { c.forward(); }, c.forward_flops(), 0.0, ref.reference());
+  });
+  add_case("attention_bwd/" + suffix, [=](benchmark::State& state) {
+    AttentionCase c(kind, B, T, H, KV, hd);
+    QkvSgemm ref;
+    c.forward();
+    run_case(state, [&] { c.backward(); }, 2 * c.forward_flops(), 0.0, ref.reference());
+  });
+}
+
 void register_cases() {
-  for (kernels::AttentionKind kind : {kernels::AttentionKind::naive, kernels::AttentionKind::fused})
-    for (int T : {128, 512, 1024, 2048}) {
-      const std::string variant = kind == kernels::AttentionKind::naive ? "naive" : "fused";
-      const std::string suffix = variant + "/T" + std::to_string(T);
-      add_case("attention/" + suffix, [=](benchmark::State& state) {
-        AttentionCase c(kind, 2048 / T, T);
-        QkvSgemm ref;
-        run_case(state, [&] { c.forward(); }, c.forward_flops(), 0.0, ref.reference());
-      });
-      add_case("attention_bwd/" + suffix, [=](benchmark::State& state) {
-        AttentionCase c(kind, 2048 / T, T);
-        QkvSgemm ref;
-        c.forward();
-        run_case(state, [&] { c.backward(); }, 2 * c.forward_flops(), 0.0, ref.reference());
-      });
-    }
+  for (kernels::AttentionKind kind : {kernels::AttentionKind::naive, kernels::AttentionKind::fused}) {
+    const std::string variant = kind == kernels::AttentionKind::naive ? "naive" : "fused";
+    for (int T : {128, 512, 1024, 2048}) add_pair(kind, variant + "/T" + std::to_string(T), 2048 / T, T, 12, 12, 64);
+    for (int hd : {64, 128}) add_pair(kind, variant + "/T2048/hd" + std::to_string(hd), 1, 2048, 4, 2, hd);
+  }
 }
 
 const bool registered = (register_cases(), true);
