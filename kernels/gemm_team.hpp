@@ -62,38 +62,36 @@ struct TeamGemm {
     float na[SA], nb[SB];  // the next chunk's elements, between load and store
   };
 
-  // The s-th element of an R-row operand chunk that logical thread t stages: (r, k) of the chunk.
-  // Contiguous along k (sk == 1): TK k of one row side by side, then the next row; otherwise R
-  // rows side by side, then the next k.
+  // Logical thread t stages elements s = 0, 1, ... of an R-row operand chunk at (r + s dr, k + s dk):
+  // contiguous along k (sk == 1), TK k of one row side by side, then the next row; otherwise R rows
+  // side by side, then the next k. Consecutive threads: consecutive addresses.
   template <int R>
-  KOKKOS_INLINE_FUNCTION static void element(bool k_contiguous, int t, int s, int& r, int& k) {
-    const int e = t + s * Cfg::threads;
+  KOKKOS_INLINE_FUNCTION static void first_and_step(bool k_contiguous, int t, int& r, int& k, int& dr, int& dk) {
     if (k_contiguous)
-      r = e / TK, k = e % TK;
+      r = t / TK, k = t % TK, dr = Cfg::threads / TK, dk = 0;
     else
-      r = e % R, k = e / R;
+      r = t % R, k = t / R, dr = 0, dk = Cfg::threads / R;
   }
 
   // Loads logical thread t's elements of the R x TK chunk at (r0, k0) of L(r, k) = src[r * sr +
   // k * sk] into reg, widened to fp32, zeros outside the nrows x K matrix.
   template <int R, int S, class T>
-  KOKKOS_INLINE_FUNCTION void load(float (&reg)[S], const T* src, std::int64_t sr, std::int64_t sk, int r0, int nrows,
-                                   int k0, int t) const {
-    const bool kc = sk == 1;
-    for (int s = 0; s < S; ++s) {
-      int r, k;
-      element<R>(kc, t, s, r, k);
-      reg[s] = r0 + r < nrows && k0 + k < K ? float(src[(r0 + r) * sr + (k0 + k) * sk]) : 0.0f;
-    }
+  KOKKOS_INLINE_FUNCTION void load(float (&reg)[S], const T* src, std::int64_t sr, std::int64_t sk, int r0,
+                                   int nrows, int k0, int t) const {
+    int r, k, dr, dk;
+    first_and_step<R>(sk == 1, t, r, k, dr, dk);
+    r += r0, k += k0;
+    const T* p = src + r * sr + k * sk;
+    const std::int64_t dp = dr * sr + dk * sk;
+    for (int s = 0; s < S; ++s)
+      reg[s] = r + s * dr < nrows && k + s * dk < K ? float(p[s * dp]) : 0.0f;
   }
   // Stores them k-major into dst (row length ld).
   template <int R, int S>
   KOKKOS_INLINE_FUNCTION static void store(float* dst, int ld, const float (&reg)[S], bool k_contiguous, int t) {
-    for (int s = 0; s < S; ++s) {
-      int r, k;
-      element<R>(k_contiguous, t, s, r, k);
-      dst[k * ld + r] = reg[s];
-    }
+    int r, k, dr, dk;
+    first_and_step<R>(k_contiguous, t, r, k, dr, dk);
+    for (int s = 0; s < S; ++s) dst[(k + s * dk) * ld + r + s * dr] = reg[s];
   }
 
   // kc k of the outer products of logical thread t = (ty, tx) from the chunk in as / bs.
@@ -116,8 +114,8 @@ struct TeamGemm {
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const int m0 = (team.league_rank() / tiles_n) * TM, n0 = (team.league_rank() % tiles_n) * TN;
-    float* const scratch = static_cast<float*>(team.team_scratch(0).get_shmem(Cfg::scratch_bytes));
-    float* const buf[2] = {scratch, scratch + TK * (Cfg::lda + Cfg::ldb)};  // As then Bs
+    float* const scratch = static_cast<float*>(team.team_scratch(0).get_shmem(std::size_t(Cfg::scratch_bytes)));
+    constexpr int buf = TK * (Cfg::lda + Cfg::ldb);  // floats of one buffer: As then Bs
     const int members = team.team_size(), rank = team.team_rank();
     const int mine = (Cfg::threads - rank + members - 1) / members;  // logical threads rank + l * members
     const bool ak = a_sk == 1, bk = b_sk == 1;
@@ -134,16 +132,16 @@ struct TeamGemm {
       if (chunks > 0) {
         load<TM>(st[l].na, a, a_sm, a_sk, m0, out.M, 0, t);
         load<TN>(st[l].nb, b, b_sn, b_sk, n0, out.N, 0, t);
-        store<TM>(buf[0], Cfg::lda, st[l].na, ak, t);
-        store<TN>(buf[0] + TK * Cfg::lda, Cfg::ldb, st[l].nb, bk, t);
+        store<TM>(scratch, Cfg::lda, st[l].na, ak, t);
+        store<TN>(scratch + TK * Cfg::lda, Cfg::ldb, st[l].nb, bk, t);
       }
     }
     team.team_barrier();
     for (int ch = 0; ch < chunks; ++ch) {
       const bool more = ch + 1 < chunks;
       const int kc = K - ch * TK < TK ? K - ch * TK : TK;
-      const float* as = buf[ch % 2];
-      float* const next = buf[(ch + 1) % 2];
+      const float* as = scratch + (ch % 2) * buf;
+      float* const next = scratch + ((ch + 1) % 2) * buf;
       for (int l = 0; l < per_member && l < mine; ++l) {
         const int t = rank + l * members;
         if (more) {  // issued before the arithmetic, so that the loads are in flight during it

@@ -59,7 +59,9 @@ struct GemmTeamTiles {
   static constexpr int min_large_teams = 0;
 
   static_assert(RM % V == 0 && RN % V == 0 && TM % RM == 0 && TN % RN == 0, "micro-tiles must tile the team tile");
-  static_assert(TK * TM % threads == 0 && TK * TN % threads == 0, "every thread stages the same number of elements");
+  static_assert(threads % TK == 0 && threads % TM == 0 && threads % TN == 0 && TK * TM % threads == 0 &&
+                    TK * TN % threads == 0,
+                "every thread stages the same number of elements, in a fixed row or k");
   static_assert(pad % 4 == 0, "scratch rows must stay 16-byte aligned");
 };
 
