@@ -22,7 +22,8 @@ using namespace ktest::gemm_ref;
 struct Shape {
   int n, in, out;
 };
-// Tiles are 192 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s;
+// Tiles are 192 x 256 x 256 on the host, 128 x 128 x 8 or 64 x 64 x 8 on a GPU (test_gemm_team.cpp
+// runs those here too): cover edges, several K chunks, 1s;
 // the bias gradient sums 128-row chunks of 64 columns on the host: several chunks, part blocks.
 const Shape kShapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 300, 2}, {97, 33, 257}, {13, 270, 37}, {130, 65, 70}, {260, 9, 130}};
 
