@@ -25,6 +25,13 @@ KOKKOS_INLINE_FUNCTION float sigmoid(float a) { return 1.f / (1.f + fast_exp(-a)
 KOKKOS_INLINE_FUNCTION float tanh_via_exp(float u) { return 1.f - 2.f / (fast_exp(2.f * u) + 1.f); }
 
 KOKKOS_INLINE_FUNCTION float gelu_tanh_arg(float v) { return kGeluScale * (v + kGeluCubic * v * v * v); }
+
+// gelu(v) in fp32: what gelu_forward and the GEMM's GELU epilogue (gemm.hpp) store, before
+// rounding to the output's type. One function, so that the two give the same bits.
+KOKKOS_INLINE_FUNCTION float gelu_value(float v) {
+  const float t = tanh_via_exp(gelu_tanh_arg(v));
+  return 0.5f * v * (1.f + t);
+}
 }  // namespace detail
 
 // out (N,C) = gelu(inp (N,C)).
@@ -35,11 +42,7 @@ void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) 
   const auto* x = inp.data();
   Kokkos::parallel_for(
       "kformer::gelu_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, inp.span()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const float v = x[i];
-        const float t = detail::tanh_via_exp(detail::gelu_tanh_arg(v));
-        o[i] = TO(0.5f * v * (1.f + t));
-      });
+      KOKKOS_LAMBDA(const std::size_t i) { o[i] = TO(detail::gelu_value(float(x[i]))); });
 }
 
 // dinp (N,C) = dout * gelu'(inp).

@@ -26,6 +26,7 @@
 #include <string>
 #include <type_traits>
 
+#include "activations.hpp"
 #include "bf16.hpp"
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
@@ -55,67 +56,105 @@ constexpr bool gemm_vendor_available() {
 
 enum class Op { N, T };  // op(A) = A or A^T
 
-namespace detail {
-// C(i, j) = bias(j) (overwrite) or C(i, j) += bias(j), for C (M,N) with leading dimension ldc.
-template <class ExecSpace>
-void gemm_bias_rows(const ExecSpace& exec, int M, int N, float* c, std::int64_t ldc, const float* bias,
-                    bool overwrite) {
-  Kokkos::parallel_for(
-      "kformer::gemm_vendor_bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, M), KOKKOS_LAMBDA(const int i) {
-        float* ci = c + i * ldc;
-        if (overwrite)
-          for (int j = 0; j < N; ++j) ci[j] = bias[j];
-        else
-          for (int j = 0; j < N; ++j) ci[j] += bias[j];
-      });
-}
-}  // namespace detail
+// What gemm() does to C besides alpha op(A) op(B) + beta C: add bias(N) to every row (when bias
+// has extent N), then, when gelu has extent (M, N), write GELU of each result into it (float or
+// bf16, computed from the result rounded to gelu's type), C keeping the pre-activation for the
+// backward. The native GEMM does both in its epilogue (gemm_epilogue.hpp), the vendor one in
+// passes over C around the BLAS call.
+template <class ExecSpace, class TAct = float>
+struct GemmEpilogue {
+  DView<const float*, ExecSpace> bias;
+  DView<TAct**, ExecSpace> gelu;
+};
 
 namespace detail {
-// gemm() for A of TA and B of TB (float or bf16; the vendor path takes both the same).
-template <class ExecSpace, class TA, class TB>
+// The vendor path's passes over out's C (M, N): C(i, j) = bias(j) (set) or += bias(j) (add),
+// C = beta C (scale; 0 for beta == 0, never reading C), or the activation of C(i, j) into out's
+// activation output (act). Work items are a row's
+// chunk of columns (detail::for_rows_columns): one column per thread on a GPU, so a warp reads
+// and writes 32 adjacent floats, and 64 contiguous ones per item on the host.
+enum class RowsPass { set_bias, add_bias, scale, act };
+template <class ExecSpace>
+void gemm_rows_pass(const ExecSpace& exec, const GemmOut& out, RowsPass what) {
+  float* const c = out.c;
+  const float* const bias = out.bias;
+  const std::int64_t ldc = out.ldc, lda = out.ldact;
+  const float beta = out.beta;
+  const char* label = "kformer::gemm_vendor_epilogue";
+  if (what == RowsPass::set_bias)
+    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] = bias[j]; });
+  else if (what == RowsPass::add_bias)
+    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] += bias[j]; });
+  else if (what == RowsPass::scale)
+    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
+      c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    });
+  else if (float* const act = out.act32)
+    for_rows_columns(exec, label, out.M, out.N,
+                     KOKKOS_LAMBDA(const int i, const int j) { act[i * lda + j] = gelu_value(c[i * ldc + j]); });
+  else if (bf16* const act16 = out.act16)
+    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
+      act16[i * lda + j] = bf16(gelu_value(round_to_bf16(c[i * ldc + j])));
+    });
+}
+
+// gemm() for A of TA and B of TB (float or bf16; the vendor path takes both the same), with the
+// epilogue ep; Tiles: the native GEMM's tile configuration (tests run the GPU's on the host).
+template <class ExecSpace, class TA, class TB, class Tiles = GemmTiles<ExecSpace>, class TAct = float>
 void gemm_any(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const TA**, ExecSpace> a,
               DView<const TB**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
-              DView<const float*, ExecSpace> bias) {
+              const GemmEpilogue<ExecSpace, TAct>& ep) {
   static_assert(std::is_same<TA, TB>::value, "gemm: give A and B the same element type");
+  static_assert(std::is_same<TAct, float>::value || std::is_same<TAct, bf16>::value,
+                "gemm: the GELU output is float or bf16");
   constexpr bool is_bf16 = std::is_same<TA, bf16>::value;
   const bool ta = op_a == Op::T, tb = op_b == Op::T;
   const int M = static_cast<int>(c.extent(0)), N = static_cast<int>(c.extent(1));
   const int K = static_cast<int>(ta ? a.extent(0) : a.extent(1));
+  const auto& bias = ep.bias;
+  const bool has_act = ep.gelu.extent(0) != 0 || ep.gelu.extent(1) != 0;
   if (int(ta ? a.extent(1) : a.extent(0)) != M || int(tb ? b.extent(1) : b.extent(0)) != K ||
-      int(tb ? b.extent(0) : b.extent(1)) != N || (bias.extent(0) != 0 && int(bias.extent(0)) != N))
+      int(tb ? b.extent(0) : b.extent(1)) != N || (bias.extent(0) != 0 && int(bias.extent(0)) != N) ||
+      (has_act && (int(ep.gelu.extent(0)) != M || int(ep.gelu.extent(1)) != N)))
     throw std::invalid_argument("gemm: shapes do not agree: C(" + std::to_string(M) + "," + std::to_string(N) +
                                 ") = op(A)(" + std::to_string(a.extent(0)) + "," + std::to_string(a.extent(1)) +
                                 ") op(B)(" + std::to_string(b.extent(0)) + "," + std::to_string(b.extent(1)) +
-                                ") + bias(" + std::to_string(bias.extent(0)) + ")");
+                                ") + bias(" + std::to_string(bias.extent(0)) + "), GELU output (" +
+                                std::to_string(ep.gelu.extent(0)) + "," + std::to_string(ep.gelu.extent(1)) + ")");
   const std::int64_t lda = a.stride_0(), ldb = b.stride_0(), ldc = c.stride_0();
-  const float* bias_ptr = bias.extent(0) ? bias.data() : nullptr;
+  GemmOut out{c.data(), ldc, bias.extent(0) ? bias.data() : nullptr, M, N, alpha, beta};
+  if (has_act) {
+    if constexpr (std::is_same<TAct, bf16>::value)
+      out.act16 = ep.gelu.data();
+    else
+      out.act32 = ep.gelu.data();
+    out.ldact = ep.gelu.stride_0();
+  }
   if (impl == GemmImpl::native) {
-    gemm_native_raw(exec, M, N, K, alpha, a.data(), ta ? 1 : lda, ta ? lda : 1, b.data(), tb ? 1 : ldb,
-                    tb ? ldb : 1, beta, c.data(), ldc, bias_ptr);
+    gemm_native_raw<ExecSpace, TA, TB, Tiles>(exec, K, a.data(), ta ? 1 : lda, ta ? lda : 1, b.data(), tb ? 1 : ldb,
+                                              tb ? ldb : 1, out);
     return;
   }
   if (M == 0 || N == 0) return;
   // The bias: with beta == 0, written into C first and the sgemm run with beta = 1, so that it
   // costs one write pass (the sgemm reads C where it writes it anyway) instead of a read-modify-
-  // write pass over C after the sgemm; with beta != 0 (or K == 0), added after. Rows in parallel,
-  // columns contiguous.
-  const bool bias_first = bias_ptr && beta == 0.0f && K > 0;
+  // write pass over C after the sgemm; with beta != 0 (or K == 0), added after. The GELU last.
+  const bool bias_first = out.bias && beta == 0.0f && K > 0;
   if (bias_first) {
-    detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, true);
+    gemm_rows_pass(exec, out, RowsPass::set_bias);
     beta = 1.0f;
   }
-  if (K == 0) {  // BLAS leaves C alone when K == 0 and beta == 0 (C may hold NaN): write 0 first
-    if (beta == 0.0f) Kokkos::deep_copy(exec, c, 0.0f);
+  if (K == 0) {  // BLAS may return early when K == 0: C = beta C here (0 for beta == 0, C may hold NaN)
+    if (beta != 1.0f) gemm_rows_pass(exec, out, RowsPass::scale);
   } else {
 #if defined(KOKKOS_ENABLE_CUDA)
     if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
       if constexpr (is_bf16)
-        detail::cublas_gemm_bf16_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb),
-                                          beta, c.data(), int(ldc));
+        cublas_gemm_bf16_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
+                                  c.data(), int(ldc));
       else
-        detail::cublas_sgemm_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
-                                      c.data(), int(ldc));
+        cublas_sgemm_rowmajor(exec, ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta, c.data(),
+                              int(ldc));
     } else
 #endif
     {
@@ -125,15 +164,16 @@ void gemm_any(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alph
       } else {
         exec.fence();  // BLAS runs on the calling thread: earlier kernels on exec must be done
         if constexpr (is_bf16)
-          detail::host_gemm_bf16_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
-                                          c.data(), int(ldc));
+          host_gemm_bf16_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta, c.data(),
+                                  int(ldc));
         else
-          detail::cblas_sgemm_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta,
-                                       c.data(), int(ldc));
+          cblas_sgemm_rowmajor(ta, tb, M, N, K, alpha, a.data(), int(lda), b.data(), int(ldb), beta, c.data(),
+                               int(ldc));
       }
     }
   }
-  if (bias_ptr && !bias_first) detail::gemm_bias_rows(exec, M, N, c.data(), ldc, bias_ptr, false);
+  if (out.bias && !bias_first) gemm_rows_pass(exec, out, RowsPass::add_bias);
+  if (has_act) gemm_rows_pass(exec, out, RowsPass::act);
 }
 }  // namespace detail
 
@@ -144,7 +184,8 @@ template <class ExecSpace>
 void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const float**, ExecSpace> a,
           DView<const float**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
           DView<const float*, ExecSpace> bias = {}) {
-  detail::gemm_any<ExecSpace, float, float>(exec, impl, op_a, op_b, alpha, a, b, beta, c, bias);
+  detail::gemm_any<ExecSpace, float, float>(exec, impl, op_a, op_b, alpha, a, b, beta, c,
+                                            GemmEpilogue<ExecSpace>{bias, {}});
 }
 
 // The same with A and B in bf16: products exact in fp32, accumulated in fp32, C in fp32.
@@ -152,7 +193,22 @@ template <class ExecSpace>
 void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const bf16**, ExecSpace> a,
           DView<const bf16**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
           DView<const float*, ExecSpace> bias = {}) {
-  detail::gemm_any<ExecSpace, bf16, bf16>(exec, impl, op_a, op_b, alpha, a, b, beta, c, bias);
+  detail::gemm_any<ExecSpace, bf16, bf16>(exec, impl, op_a, op_b, alpha, a, b, beta, c,
+                                          GemmEpilogue<ExecSpace>{bias, {}});
+}
+
+// The same with an epilogue (bias, and GELU into a second output), A and B float or bf16.
+template <class ExecSpace, class TAct>
+void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const float**, ExecSpace> a,
+          DView<const float**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+          const GemmEpilogue<ExecSpace, TAct>& ep) {
+  detail::gemm_any<ExecSpace, float, float>(exec, impl, op_a, op_b, alpha, a, b, beta, c, ep);
+}
+template <class ExecSpace, class TAct>
+void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, DView<const bf16**, ExecSpace> a,
+          DView<const bf16**, ExecSpace> b, float beta, DView<float**, ExecSpace> c,
+          const GemmEpilogue<ExecSpace, TAct>& ep) {
+  detail::gemm_any<ExecSpace, bf16, bf16>(exec, impl, op_a, op_b, alpha, a, b, beta, c, ep);
 }
 
 // db(out) += column sums of dy(N, out). Deterministic on every backend: the rows are cut into
@@ -223,6 +279,25 @@ void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpa
                     DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
+}
+
+// The first layer of a GPT MLP with its activation: y(N, out) = x W^T + b, the pre-activation
+// the backward reads, and act(N, out) = gelu(y) (fused into the native GEMM's epilogue). Bitwise
+// what matmul_forward then gelu_forward(act, y) give.
+template <class ExecSpace>
+void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
+                         DView<float**, ExecSpace> act, DView<const float**, ExecSpace> x,
+                         DView<const float**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
+  gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace>{b, act});
+}
+
+// The same in bf16: act = gelu(bf16(y)) rounded to bf16, bitwise what a layer that keeps y in
+// bf16 gets from gelu_forward on it.
+template <class ExecSpace>
+void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
+                         DView<bf16**, ExecSpace> act, DView<const bf16**, ExecSpace> x,
+                         DView<const bf16**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
+  gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace, bf16>{b, act});
 }
 
 // dx(N, in) = dy W (overwritten; skipped when dx is empty), dW(out, in) += dy^T x,

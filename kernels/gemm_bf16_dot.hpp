@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "bf16.hpp"
+#include "gemm_epilogue.hpp"
 #include "gemm_micro_kernel.hpp"
 #include "gemm_workspace.hpp"
 
@@ -154,7 +155,7 @@ void gemm_native_bf16_dot(const ExecSpace& exec, std::int64_t budget_floats, int
               float acc[MR][NR];
               gemm_bf16_dot_micro_kernel(kps, apk + (std::int64_t(ir) * kp + ks) * MR * 2,
                                          bpk + (std::int64_t(jr) * kp + ks) * NR * 2, acc);
-              out.store(ir * MR, jr * NR, acc, k0 + ks == 0);
+              out.store(ir * MR, jr * NR, acc, k0 + ks == 0, k0 + kc >= K && ks + TK / 2 >= kp);
             }
             ks += TK / 2;
           } while (ks < kp);

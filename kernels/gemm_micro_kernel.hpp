@@ -1,6 +1,6 @@
-// The pieces both native GEMM drivers (gemm_native.hpp) are built from: the tile sizes per
-// execution space, the MR x NR register micro-kernel, the packing of one operand panel, and the
-// write-back of a micro-tile into C (alpha, beta, bias, edges).
+// The pieces the host's native GEMM drivers (gemm_native.hpp) are built from: the MR x NR
+// register micro-kernel and the packing of one operand panel (tile sizes in gemm_tiles.hpp, the
+// write-back into C in gemm_epilogue.hpp).
 //
 // Packed layouts (what the micro-kernel reads): an A panel holds MR rows of op(A) k-major,
 // ap[k * MR + i] = op(A)(m0 + i, k0 + k); a B panel NR columns of op(B), bp[k * NR + j] =
@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "gemm_tiles.hpp"
+
 #if defined(__CUDACC__) || defined(__clang__)
 #define KFORMER_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)
@@ -23,34 +25,6 @@
 #endif
 
 namespace kformer::kernels {
-
-// Tile sizes per execution space.
-// Host: MR x NR accumulators fill the vector registers (6 x 2 zmm with AVX-512, 6 x 2 ymm with
-// AVX2); a TM x TK block of packed A stays in L2 and one TK x NR panel of B in L1. Both operands
-// are packed once per call into a workspace shared by all threads (`shared_pack`), so TM and TN
-// only set the size of a work item.
-// GPU: 64 x 64 tile per team, 4 x 4 per thread, each team packing its own operands into 16 KiB
-// of shared memory (level-0 scratch).
-template <class ExecSpace>
-struct GemmTiles {
-  static constexpr int MR = 8;
-#if defined(__AVX512F__)
-  static constexpr int NR = 32;
-#else
-  static constexpr int NR = 16;
-#endif
-  static constexpr int TM = 24 * MR, TN = 8 * NR, TK = 256;
-  static constexpr bool shared_pack = true;
-  static constexpr int scratch_level = 1;
-};
-#if defined(KOKKOS_ENABLE_CUDA)
-template <>
-struct GemmTiles<Kokkos::Cuda> {
-  static constexpr int MR = 4, NR = 4, TM = 64, TN = 64, TK = 32;
-  static constexpr bool shared_pack = false;
-  static constexpr int scratch_level = 0;
-};
-#endif
 
 namespace detail {
 
@@ -131,52 +105,6 @@ KOKKOS_INLINE_FUNCTION void gemm_pack_panel(float* KOKKOS_RESTRICT dst, const T*
     }
   }
 }
-
-// Where a micro-tile's result goes: C(m, n) = c[m * ldc + n], M x N, with alpha, beta, bias.
-struct GemmOut {
-  float* c;
-  std::int64_t ldc;
-  const float* bias;  // nullptr or N entries, added to every row
-  int M, N;
-  float alpha, beta;
-
-  // C tile at (m, n) gets alpha acc: on the first K chunk as C = alpha acc [+ beta C] [+ bias], on
-  // later ones C += alpha acc. Every index into acc is a compile-time constant after unrolling,
-  // which is what lets the compiler keep acc in registers: edge tiles go through a copy.
-  template <int MR, int NR>
-  KOKKOS_INLINE_FUNCTION void store(int m, int n, const float (&acc)[MR][NR], bool first) const {
-    if (M - m >= MR && N - n >= NR) {
-      KFORMER_UNROLL
-      for (int i = 0; i < MR; ++i) store_row<NR>(c + (m + i) * ldc + n, n, acc[i], first);
-      return;
-    }
-    float tmp[MR][NR];
-    KFORMER_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      KFORMER_UNROLL
-      for (int j = 0; j < NR; ++j) tmp[i][j] = acc[i][j];
-    }
-    const int mr = M - m < MR ? M - m : MR, nr = N - n < NR ? N - n : NR;
-    for (int i = 0; i < mr; ++i) store_row(c + (m + i) * ldc + n, n, tmp[i], first, nr);
-  }
-  // One row of w (= W when W > 0) results. The loops are left to the vectoriser (an unroll
-  // pragma here made GCC emit W scalar stores), with the branches outside them.
-  template <int W = 0>
-  KOKKOS_INLINE_FUNCTION void store_row(float* KOKKOS_RESTRICT ci, int n, const float* KOKKOS_RESTRICT acc,
-                                        bool first, int w = W) const {
-    const int nw = W ? W : w;
-    if (!first) {
-      for (int j = 0; j < nw; ++j) ci[j] += alpha * acc[j];
-    } else if (beta == 0.0f && !bias) {  // beta == 0 never reads C (it may hold NaN)
-      for (int j = 0; j < nw; ++j) ci[j] = alpha * acc[j];
-    } else if (beta == 0.0f) {
-      const float* KOKKOS_RESTRICT bn = bias + n;
-      for (int j = 0; j < nw; ++j) ci[j] = alpha * acc[j] + bn[j];
-    } else {
-      for (int j = 0; j < nw; ++j) ci[j] = alpha * acc[j] + beta * ci[j] + (bias ? bias[n + j] : 0.0f);
-    }
-  }
-};
 
 }  // namespace detail
 }  // namespace kformer::kernels

@@ -1,18 +1,18 @@
 // The portable GEMM behind `kernels.gemm=native`: C(M,N) = alpha op(A) op(B) [+ beta C] [+ bias]
-// in plain Kokkos, from the micro-kernel and packing of gemm_micro_kernel.hpp. Two drivers,
-// picked by GemmTiles<ExecSpace>::shared_pack:
+// [and GELU of it into a second output] in plain Kokkos. Two drivers, picked by the tile
+// configuration (gemm_tiles.hpp; GemmTiles<ExecSpace> by default, any other for tests):
 //
-// - Shared packing (host). Per chunk of K, one parallel_for packs all of op(A) into MR-row
-//   panels and all of op(B) into NR-column panels in a workspace; then one team per TM x TN
-//   tile of C runs the micro-kernels over those panels. Each operand element is packed once per
-//   call; packing per team instead re-packed A N/TN times and B M/TM times and took half the
-//   time. Tiles are taken dynamically (teams of a loaded core simply take fewer tiles).
-// - Team packing (GPU). One team per TM x TN tile walks K in chunks of TK, packing its A and B
-//   chunks into scratch (shared memory) and running its threads' micro-tiles from there.
+// - Shared packing (host, GemmHostTiles). Per chunk of K, one parallel_for packs all of op(A)
+//   into MR-row panels and all of op(B) into NR-column panels in a workspace; then one team per
+//   TM x TN tile of C runs the micro-kernels of gemm_micro_kernel.hpp over those panels. Each
+//   operand element is packed once per call; packing per team instead re-packed A N/TN times and
+//   B M/TM times and took half the time. Tiles are taken dynamically (teams of a loaded core
+//   simply take fewer tiles).
+// - Team staging (GPU, GemmGpuTiles): gemm_team.hpp.
 //
 // Each element of C is owned by one thread of one team and summed in a fixed order (K chunk by
 // K chunk, k in order within one), so the result is bitwise reproducible run to run, whatever
-// team takes which tile.
+// team takes which tile. The epilogue (alpha, beta, bias, GELU) is gemm_epilogue.hpp's.
 //
 // A and B may be float or bf16 (kernels/bf16.hpp), each on its own: bf16 operands are widened to
 // fp32 while packing, so the micro-kernel, the accumulation and C stay fp32. On a host CPU with
@@ -26,96 +26,21 @@
 #include <type_traits>
 
 #include "gemm_bf16_dot.hpp"
+#include "gemm_epilogue.hpp"
 #include "gemm_micro_kernel.hpp"
+#include "gemm_team.hpp"
 #include "gemm_workspace.hpp"
 
 namespace kformer::kernels {
 
 namespace detail {
 
-// Team-packing driver: one team per TM x TN tile of C, operands packed into team scratch.
-template <class ExecSpace, class TA = float, class TB = float>
-struct TeamPackedGemm {
-  using Tiles = GemmTiles<ExecSpace>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  static constexpr int MR = Tiles::MR, NR = Tiles::NR, TM = Tiles::TM, TN = Tiles::TN, TK = Tiles::TK;
-
-  const TA* a;  // op(A)(m, k) = a[m * a_sm + k * a_sk]
-  std::int64_t a_sm, a_sk;
-  const TB* b;  // op(B)(k, n) = b[n * b_sn + k * b_sk]
-  std::int64_t b_sn, b_sk;
-  GemmOut out;
-  int K, tiles_n;
-
-  static std::size_t scratch_bytes() { return sizeof(float) * (std::size_t(TM) * TK + std::size_t(TK) * TN); }
-
-  // Packs rows [r0, r0 + rows) x k [k0, k0 + kc) into panels of R rows, one panel row-block per
-  // thread (see gemm_pack_panel for the layout).
-  template <int R, class T>
-  KOKKOS_INLINE_FUNCTION static void pack(const Member& team, float* dst, const T* src, std::int64_t sr,
-                                          std::int64_t sk, int r0, int rows, int nrows, int k0, int kc) {
-    const int npanels = (rows + R - 1) / R;
-    if (sk == 1) {  // contiguous along k: blocks of 16 k, one row per thread within a block
-      constexpr int KB = 16;
-      for (int kb = 0; kb < kc; kb += KB) {
-        const int w = kc - kb < KB ? kc - kb : KB;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npanels * R), [&](const int r) {
-          float* d = dst + ((r / R) * kc + kb) * R + r % R;
-          const int row = r0 + r;
-          if (row < nrows) {
-            const T* s = src + row * sr + k0 + kb;
-            for (int k = 0; k < w; ++k) d[k * R] = float(s[k]);
-          } else {
-            for (int k = 0; k < w; ++k) d[k * R] = 0.0f;
-          }
-        });
-      }
-    } else {  // contiguous along r: one k per thread, rows innermost
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int k) {
-        const T* s = src + (k0 + k) * sk;
-        for (int p = 0; p < npanels; ++p) {
-          float* d = dst + (p * kc + k) * R;
-          for (int i = 0; i < R; ++i) {
-            const int row = r0 + p * R + i;
-            d[i] = row < nrows ? float(s[row * sr]) : 0.0f;
-          }
-        }
-      });
-    }
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const int m0 = (team.league_rank() / tiles_n) * TM, n0 = (team.league_rank() % tiles_n) * TN;
-    const int rows = out.M - m0 < TM ? out.M - m0 : TM, cols = out.N - n0 < TN ? out.N - n0 : TN;
-    const int pm = (rows + MR - 1) / MR, pn = (cols + NR - 1) / NR;
-    const int level = Tiles::scratch_level;  // a copy: device code cannot take the member's address
-    float* ap = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * TM * TK));
-    float* bp = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * TK * TN));
-    int k0 = 0;
-    do {  // at least once, so that K == 0 still writes beta C + bias
-      const int kc = K - k0 < TK ? K - k0 : TK;
-      pack<MR>(team, ap, a, a_sm, a_sk, m0, rows, out.M, k0, kc);
-      pack<NR>(team, bp, b, b_sn, b_sk, n0, cols, out.N, k0, kc);
-      team.team_barrier();
-      // jr outer: consecutive micro-tiles of one thread share the B panel.
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pm * pn), [&](const int t) {
-        const int jr = t / pm, ir = t % pm;
-        float acc[MR][NR];
-        gemm_micro_kernel<MR, NR>(kc, ap + ir * kc * MR, bp + jr * kc * NR, acc);
-        out.store(m0 + ir * MR, n0 + jr * NR, acc, k0 == 0);
-      });
-      team.team_barrier();
-      k0 += TK;
-    } while (k0 < K);
-  }
-};
-
 // Shared-packing driver, compute step: one team per tile of tm_panels x tn_panels micro-tiles,
 // over one K chunk [k0, k0 + kc) already packed: A panel p at ap + p * kc * MR, B panel q at
 // bp + q * kc * NR. The chunk is walked in steps of TK so that a B panel step stays in L1.
 template <class ExecSpace>
 struct SharedPackedGemm {
-  using Tiles = GemmTiles<ExecSpace>;
+  using Tiles = GemmHostTiles;
   using Member = typename Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>::member_type;
   static constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
 
@@ -123,6 +48,7 @@ struct SharedPackedGemm {
   const float* bp;
   GemmOut out;
   int k0, kc, panels_m, panels_n, tm_panels, tn_panels, tiles_m;
+  bool last_chunk;  // k0 + kc == K
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     // m fastest: teams that run at the same time read the same B panels.
@@ -139,7 +65,7 @@ struct SharedPackedGemm {
         float acc[MR][NR];
         gemm_micro_kernel<MR, NR>(kcs, ap + (std::int64_t(ir) * kc + ks) * MR,
                                   bp + (std::int64_t(jr) * kc + ks) * NR, acc);
-        out.store(ir * MR, jr * NR, acc, k0 + ks == 0);
+        out.store(ir * MR, jr * NR, acc, k0 + ks == 0, last_chunk && ks + TK >= kc);
       });
       ks += TK;
     } while (ks < kc);
@@ -159,7 +85,7 @@ template <class ExecSpace, class TA, class TB>
 void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a, std::int64_t a_sm,
                         std::int64_t a_sk, const TB* b, std::int64_t b_sk, std::int64_t b_sn,
                         const GemmOut& out) {
-  using Tiles = GemmTiles<ExecSpace>;
+  using Tiles = GemmHostTiles;
   constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
   const int panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
   const std::int64_t per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;  // floats per k
@@ -184,7 +110,8 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a,
               gemm_pack_panel<NR>(bpk + std::int64_t(p - panels_m) * kc * NR, b, b_sn, b_sk, (p - panels_m) * NR,
                                   N, k0, kc);
           });
-    const SharedPackedGemm<ExecSpace> f{apk, bpk, out, k0, kc, panels_m, panels_n, tm_panels, tn_panels, tiles_m};
+    const SharedPackedGemm<ExecSpace> f{apk,      bpk,       out,       k0,      kc,          panels_m,
+                                        panels_n, tm_panels, tn_panels, tiles_m, k0 + kc >= K};
     Kokkos::parallel_for("kformer::gemm_native",
                          Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
                              exec, tiles_m * tiles_n, Kokkos::AUTO),
@@ -196,32 +123,25 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a,
 
 }  // namespace detail
 
-// C(M,N) = alpha op(A) op(B) + beta C (+ bias(N) on every row when bias is not null); raw
-// row-major operands given as strides so that any transposition is one call. A and B: float or
-// bf16; C, alpha, beta and the bias: fp32.
-template <class ExecSpace, class TA, class TB>
-void gemm_native_raw(const ExecSpace& exec, int M, int N, int K, float alpha, const TA* a, std::int64_t a_sm,
-                     std::int64_t a_sk, const TB* b, std::int64_t b_sk, std::int64_t b_sn, float beta, float* c,
-                     std::int64_t ldc, const float* bias) {
-  using Tiles = GemmTiles<ExecSpace>;
-  if (M == 0 || N == 0) return;
-  const detail::GemmOut out{c, ldc, bias, M, N, alpha, beta};
+// C = alpha op(A) op(B) + beta C with out's epilogue (M, N, alpha, beta, bias and activation in
+// out); raw row-major operands given as strides so that any transposition is one call:
+// op(A)(m, k) = a[m * a_sm + k * a_sk], op(B)(k, n) = b[k * b_sk + n * b_sn]. A and B: float or
+// bf16. Tiles: the tile configuration (gemm_tiles.hpp); tests give the GPU's on the host.
+template <class ExecSpace, class TA, class TB, class Tiles = GemmTiles<ExecSpace>>
+void gemm_native_raw(const ExecSpace& exec, int K, const TA* a, std::int64_t a_sm, std::int64_t a_sk, const TB* b,
+                     std::int64_t b_sk, std::int64_t b_sn, const detail::GemmOut& out) {
+  if (out.M == 0 || out.N == 0) return;
   if constexpr (Tiles::shared_pack) {
     if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value && std::is_same<TB, bf16>::value) {
       if (detail::gemm_bf16_dot_enabled()) {
-        detail::gemm_native_bf16_dot(exec, detail::gemm_pack_budget_floats(), M, N, K, a, a_sm, a_sk, b, b_sk, b_sn,
-                                     out);
+        detail::gemm_native_bf16_dot(exec, detail::gemm_pack_budget_floats(), out.M, out.N, K, a, a_sm, a_sk, b, b_sk,
+                                     b_sn, out);
         return;
       }
     }
-    detail::gemm_native_shared(exec, M, N, K, a, a_sm, a_sk, b, b_sk, b_sn, out);
+    detail::gemm_native_shared(exec, out.M, out.N, K, a, a_sm, a_sk, b, b_sk, b_sn, out);
   } else {
-    using F = detail::TeamPackedGemm<ExecSpace, TA, TB>;
-    const int tiles_m = (M + F::TM - 1) / F::TM, tiles_n = (N + F::TN - 1) / F::TN;
-    const F f{a, a_sm, a_sk, b, b_sn, b_sk, out, K, tiles_n};
-    Kokkos::TeamPolicy<ExecSpace> policy(exec, tiles_m * tiles_n, Kokkos::AUTO);
-    policy.set_scratch_size(Tiles::scratch_level, Kokkos::PerTeam(static_cast<int>(F::scratch_bytes())));
-    Kokkos::parallel_for("kformer::gemm_native", policy, f);
+    detail::gemm_native_team<Tiles>(exec, K, a, a_sm, a_sk, b, b_sk, b_sn, out);
   }
 }
 

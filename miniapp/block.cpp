@@ -162,9 +162,9 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
   const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
     kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(name("ln2.weight")), p_.v(name("ln2.bias")));
-    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>("mlp.fc.weight"), p_.v(name("mlp.fc.bias")));
+    // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
+    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, t.ln2, W<T>("mlp.fc.weight"), p_.v(name("mlp.fc.bias")));
     stored_as(exec, t.mlp_in, mlp32);
-    kk::gelu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.proj.weight"),
                        tp_root_ ? p_.v(name("mlp.proj.bias")) : none);
   } else {

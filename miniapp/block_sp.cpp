@@ -58,9 +58,10 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
   comm::allgather(*tp_, t.ln2, ts.gathered);
   const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
-    kk::matmul_forward(exec, k_.gemm, mlp32, ts.gathered, W<T>("mlp.fc.weight"), p_.v(name("mlp.fc.bias")));
+    // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
+    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, ts.gathered, W<T>("mlp.fc.weight"),
+                            p_.v(name("mlp.fc.bias")));
     stored_as(exec, t.mlp_in, mlp32);
-    kk::gelu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.proj.weight"),
                        tp_root_ ? p_.v(name("mlp.proj.bias")) : none);
   } else {

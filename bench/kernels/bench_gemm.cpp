@@ -10,11 +10,17 @@
 // in fp32); its vs_ceiling is against the fp32 forward of the same impl at the same shape, timed
 // alternately in the same loop: the bf16/fp32 speed ratio (issue 16 asks native >= 0.9 where the
 // CPU has no AVX512-BF16; on a shared machine read it as a ratio, not as a verdict).
+// gemm_bf16_vs_vendor/<tokens>x<in>x<out> is native's bf16 forward against the vendor's (oneDNN
+// or widened OpenBLAS on the host, cublasGemmEx under CUDA): with gemm/native/ (against the bare
+// vendor sgemm), the native/vendor ratio in both precisions from one run, --benchmark_filter='^gemm'.
+// gemm_gelu/<impl>/<tokens>x<in>x<out> (GPT FC1 shape) is matmul_forward_gelu, the GELU fused into
+// the GEMM's epilogue, against matmul_forward then gelu_forward: the gain of the fusion.
 #include <Kokkos_Random.hpp>
 
 #include <set>
 #include <utility>
 
+#include "activations.hpp"
 #include "ceilings.hpp"
 #include "gemm.hpp"
 
@@ -37,6 +43,15 @@ struct Linear {
     Kokkos::fill_random(b, pool, -0.05f, 0.05f);
   }
   void forward(GemmImpl impl) { kernels::matmul_forward(Exec(), impl, y, x, w, b); }
+  // The GPT MLP's first layer: the pre-activation in y, GELU of it in act (fused or not).
+  void forward_gelu(GemmImpl impl, const V<float**>& act, bool fused) {
+    if (fused) {
+      kernels::matmul_forward_gelu(Exec(), impl, y, act, x, w, b);
+    } else {
+      kernels::matmul_forward(Exec(), impl, y, x, w, b);
+      kernels::gelu_forward(Exec(), act, y);
+    }
+  }
   void backward(GemmImpl impl) { kernels::matmul_backward(Exec(), impl, dx, dw, db, y, x, w); }
   // The ceilings: the vendor sgemm calls alone, without the bias pass or the bias gradient.
   void sgemm_only() {
@@ -70,6 +85,7 @@ struct LinearBf16 {
 // Llama MLP shapes (over 10 GFLOP a call, ~0.2 s on the 2-core host), so that every case gets
 // about 15 pairs or more for its median and quartiles.
 double gemm_min_time(double flops) { return flops > 1e10 ? 3.0 : 1.0; }
+double flops_of(int n, int in, int out) { return 2.0 * n * in * out; }
 
 std::string shape_name(int n, int in, int out) {
   return std::to_string(n) + "x" + std::to_string(in) + "x" + std::to_string(out);
@@ -88,7 +104,7 @@ void register_cases() {
         const double flops = 2.0 * n * in * out;
         run_case(state, [&] { l.forward(impl); }, flops, 4.0 * (double(n) * in + double(in) * out + double(n) * out),
                  Reference{[&] { l.sgemm_only(); }, flops});
-      }, gemm_min_time(2.0 * n * in * out));
+      }, gemm_min_time(flops_of(n, in, out)));
       if (bias_shapes.insert({n, out}).second)  // the bias gradient, one code for both impls
         add_case("bias_bwd/" + std::to_string(n) + "x" + std::to_string(out), [=](benchmark::State& state) {
           V<float**> dy("dy", n, out);
@@ -102,7 +118,24 @@ void register_cases() {
         const double flops = 2.0 * n * in * out;
         run_case(state, [&] { l.forward(impl); }, flops, 2.0 * (double(n) * in + double(in) * out) + 4.0 * n * out,
                  Reference{[&] { l.f32.forward(impl); }, flops});
-      }, gemm_min_time(2.0 * n * in * out));
+      }, gemm_min_time(flops_of(n, in, out)));
+      if (impl == GemmImpl::native)
+        add_case("gemm_bf16_vs_vendor/" + shape, [=](benchmark::State& state) {
+          LinearBf16 l(n, in, out);
+          const double flops = 2.0 * n * in * out;
+          run_case(state, [&] { l.forward(GemmImpl::native); },
+                   flops, 2.0 * (double(n) * in + double(in) * out) + 4.0 * n * out,
+                   Reference{[&] { l.forward(GemmImpl::vendor); }, flops});
+        }, gemm_min_time(flops_of(n, in, out)));
+      if (in == 768 && out == 3072)  // GPT FC1, the layer with the GELU
+        add_case(std::string("gemm_gelu/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
+          Linear l(n, in, out);
+          V<float**> act("act", n, out);
+          const double flops = 2.0 * n * in * out;
+          run_case(state, [&] { l.forward_gelu(impl, act, true); }, flops,
+                   4.0 * (double(n) * in + double(in) * out + 2.0 * n * out),
+                   Reference{[&] { l.forward_gelu(impl, act, false); }, flops});
+        }, gemm_min_time(flops_of(n, in, out)));
       add_case(std::string("matmul_bwd/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
         Linear l(n, in, out);
         Kokkos::deep_copy(l.y, 0.01f);
@@ -110,7 +143,7 @@ void register_cases() {
         run_case(state, [&] { l.backward(impl); }, flops,
                  4.0 * (2.0 * n * in + 2.0 * in * out + double(n) * out),
                  Reference{[&] { l.sgemm_only_backward(); }, flops});
-      }, gemm_min_time(2.0 * n * in * out));
+      }, gemm_min_time(flops_of(n, in, out)));
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include "gemm.hpp"
 #include "kernel_test_util.hpp"
+#include "reference_gemm.hpp"
 
 namespace {
 
@@ -16,11 +17,13 @@ using namespace kformer::kernels;
 using kformer::kernels::bf16;
 using ktest::Exec;
 using Vec = std::vector<double>;
+using namespace ktest::gemm_ref;
 
 struct Shape {
   int n, in, out;
 };
-// Tiles are 192 x 256 x 256 on the host, 64 x 64 x 32 on a GPU: cover edges, several K chunks, 1s;
+// Tiles are 192 x 256 x 256 on the host, 128 x 128 x 8 or 64 x 64 x 8 on a GPU (test_gemm_team.cpp
+// runs those here too): cover edges, several K chunks, 1s;
 // the bias gradient sums 128-row chunks of 64 columns on the host: several chunks, part blocks.
 const Shape kShapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 300, 2}, {97, 33, 257}, {13, 270, 37}, {130, 65, 70}, {260, 9, 130}};
 
@@ -28,18 +31,6 @@ std::vector<GemmImpl> impls() {
   std::vector<GemmImpl> v{GemmImpl::native};
   if (gemm_vendor_available<Exec>()) v.push_back(GemmImpl::vendor);
   return v;
-}
-
-// C(M,N) = alpha op(A) op(B) + beta C + bias, float64, row-major.
-Vec ref_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a, const Vec& b, double beta, Vec c,
-             const Vec& bias = {}) {
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += (ta ? a[k * M + i] : a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
-      c[i * N + j] = alpha * s + (beta == 0 ? 0.0 : beta * c[i * N + j]) + (bias.empty() ? 0.0 : bias[j]);
-    }
-  return c;
 }
 
 Vec ref_forward(const Shape& s, const Vec& x, const Vec& w, const Vec& b) {
@@ -91,26 +82,6 @@ TEST(Gemm, ReferenceBackwardMatchesFiniteDifferences) {
   check(x, an.dx);
   check(w, an.dw);
   check(b, an.db);
-}
-
-Vec abs_of(Vec v) {
-  for (auto& e : v) e = std::fabs(e);
-  return v;
-}
-// ||got - ref|| / ||the same sum over absolute values||: with beta C and a bias added, a small
-// matrix's entries can cancel far below their terms (1x1x1 failed a plain relative error now and
-// then), which is the conditioning of the sum, not an error of the GEMM.
-double scaled_err(const Vec& got, bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a, const Vec& b,
-                  double beta, const Vec& c, const Vec& bias) {
-  const Vec ref = ref_gemm(ta, tb, M, N, K, alpha, a, b, beta, c, bias);
-  const Vec scale = ref_gemm(ta, tb, M, N, K, std::fabs(alpha), abs_of(a), abs_of(b), std::fabs(beta), abs_of(c),
-                             abs_of(bias));
-  double e = 0, s = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    e += (got[i] - ref[i]) * (got[i] - ref[i]);
-    s += scale[i] * scale[i];
-  }
-  return s > 0 ? std::sqrt(e / s) : std::sqrt(e);
 }
 
 TEST(Gemm, AllTranspositionsMatchReference) {
@@ -229,25 +200,6 @@ TEST(Matmul, NativeAndVendorAgree) {
 
 // --- bf16 inputs -------------------------------------------------------------------------------
 
-// Elements of got outside the error bound of fp32 accumulation: products of bf16 values are
-// exact in fp32, so only the K - 1 additions, alpha, beta C and the bias round, each by at most
-// 2^-24 of the running sum of absolute values: |got - ref| <= (K + 4) 2^-24 scale, where scale
-// is the same expression over absolute values. A bf16 accumulator (2^-8) fails it by far.
-std::size_t beyond_fp32_bound(const Vec& got, bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a,
-                              const Vec& b, double beta, const Vec& c, const Vec& bias, std::string& first) {
-  const Vec ref = ref_gemm(ta, tb, M, N, K, alpha, a, b, beta, c, bias);
-  const Vec scale = ref_gemm(ta, tb, M, N, K, std::fabs(alpha), abs_of(a), abs_of(b), std::fabs(beta), abs_of(c),
-                             abs_of(bias));
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double bound = (K + 4) * std::ldexp(scale[i], -24);
-    if (!(std::fabs(got[i] - ref[i]) <= bound) && n++ == 0)
-      first = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", reference " +
-              std::to_string(ref[i]) + ", bound " + std::to_string(bound);
-  }
-  return n;
-}
-
 void bf16_transpositions(GemmImpl impl) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (int ta = 0; ta < 2; ++ta)
@@ -316,15 +268,6 @@ TEST(GemmBf16, HostVendorFallbackToWidenedSgemm) {
   bf16_transpositions(GemmImpl::vendor);
   detail::host_gemm_bf16_try_dnnl() = true;
   EXPECT_STREQ(detail::host_gemm_bf16_library(), "OpenBLAS sgemm on fp32 copies");
-}
-
-// x converted to fp32 on the device. Outside any test body: CUDA's device lambdas may not live in
-// a private member function, and GoogleTest's TestBody is one.
-ktest::View<float**> widened(const ktest::View<bf16**>& x) {
-  ktest::View<float**> out("widened", x.extent(0), x.extent(1));
-  Kokkos::parallel_for(
-      "widen", Kokkos::RangePolicy<Exec>(0, x.span()), KOKKOS_LAMBDA(const int i) { out.data()[i] = x.data()[i]; });
-  return out;
 }
 
 // Widening while packing changes nothing else: the bf16 native GEMM (its widening path; the
