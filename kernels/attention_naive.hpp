@@ -81,7 +81,7 @@ void attention_naive_backward(const ExecSpace& exec, const DqkvView& dqkv, const
   using TD = elem_t<DqkvView>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
-  const int H = L.H, KV = L.KV, G = L.H / L.KV, hd = L.hd;
+  const int KV = L.KV, G = L.H / L.KV, hd = L.hd;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   detail::causal_head_dots(exec, "kformer::attention_naive_datt", datt, dout, qkv, L.v_col(0), L, 1.f);
   causal_softmax_backward(exec, datt, DView<const float****, ExecSpace>(datt), att);  // datt now holds d(scores)

@@ -58,13 +58,16 @@ struct CopyProbe {
   static constexpr std::int64_t n = std::int64_t(1) << 26;  // 256 MiB of floats per buffer
   Kokkos::View<float*, Exec::memory_space> a, b;
   static CopyProbe& get() {
-    static CopyProbe* probe = [] {
-      auto* p = new CopyProbe{Kokkos::View<float*, Exec::memory_space>("copy_a", n),
-                              Kokkos::View<float*, Exec::memory_space>("copy_b", n)};
-      Kokkos::deep_copy(p->a, 1.0f);
-      Kokkos::push_finalize_hook([] { probe->a = {}, probe->b = {}; });
-      return p;
-    }();
+    static CopyProbe* probe = nullptr;
+    if (!probe) {
+      probe = new CopyProbe{Kokkos::View<float*, Exec::memory_space>("copy_a", n),
+                            Kokkos::View<float*, Exec::memory_space>("copy_b", n)};
+      Kokkos::deep_copy(probe->a, 1.0f);
+      Kokkos::push_finalize_hook([] {
+        probe->a = {};
+        probe->b = {};
+      });
+    }
     return *probe;
   }
   double seconds() const {
