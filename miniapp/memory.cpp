@@ -100,7 +100,8 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // bf16, between chunks, their bf16 copies as they travel).
   const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * R * C : 0;
   e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
-  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism); on
+  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism, which
+  // zb-h1's W gathers its operands into again, so W holds nothing more); on
   // the last chunk the final norm, the logits and the loss's buffers.
   const double Vl = double(s.vocab_padded) / s.tp;
   const double scratch = 4 * N * C + tp_region + att_saved + (d.sp > 1 ? N * C : 0);

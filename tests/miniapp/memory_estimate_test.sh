@@ -2,10 +2,11 @@
 # The memory estimate (miniapp/memory.cpp) against what the run allocates: for every layout of
 # layouts_test.sh (one rank, and 4 ranks over tp, pp, dp, zero and the schedules), each with
 # recomputation, sequence parallelism (where tp > 1) and zb-h1 (where a 1F1B pipeline runs) off
-# and on, the estimate per rank is within 10% of the high-water mark of kformer's allocations
-# (memory.allocated_peak_bytes, the largest rank's), and its activations part within 1% of the
-# activation buffers the stages allocated. Families alternate over the layouts. A few bf16 runs
-# with recomputation, sequence parallelism and zb-h1 are held to the same bounds.
+# and on (zb-h1 also with sequence parallelism where tp=2), the estimate per rank is within 10% of
+# the high-water mark of kformer's allocations (memory.allocated_peak_bytes, the largest rank's),
+# and its activations part within 1% of the activation buffers the stages allocated. Families
+# alternate over the layouts. A few bf16 runs with recomputation, sequence parallelism and zb-h1
+# (with and without each other) are held to the same bounds.
 #   memory_estimate_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
@@ -49,17 +50,22 @@ for layout in "" "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp
     check $np "$name sequence_parallel" "${fam[@]}" "${args[@]}" parallel.sequence_parallel=true ;;
   esac
   case " $layout " in *" pp="*) case "$layout" in *schedule=*) ;; *)
-    check $np "$name zb-h1" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1 ;;
+    check $np "$name zb-h1" "${fam[@]}" "${args[@]}" parallel.schedule=zb-h1
+    [[ " $layout " == *" tp=2 "* ]] && check $np "$name zb-h1 sequence_parallel recompute=selective" "${fam[@]}" \
+      "${args[@]}" parallel.schedule=zb-h1 parallel.sequence_parallel=true train.recompute=selective ;;
   esac ;; esac
 done
 # bf16 mixed precision with each feature: recomputation (naive attention, whose probabilities
-# selective drops), sequence parallelism (with and without pipeline stages) and zb-h1.
+# selective drops), sequence parallelism (with and without pipeline stages, and under zb-h1) and
+# zb-h1.
 bf=(train.precision=bf16)
 check 1 "gpt bf16 one rank recompute=selective" "${bf[@]}" model.family=gpt kernels.attention=naive train.recompute=selective
 check 1 "llama bf16 one rank recompute=full" "${bf[@]}" model.family=llama model.n_heads=8 model.n_kv_heads=4 train.recompute=full
 check 4 "gpt bf16 tp=4 sequence_parallel" "${bf[@]}" model.family=gpt parallel.tp=4 parallel.sequence_parallel=true
 check 4 "llama bf16 pp=2 tp=2 sequence_parallel" "${bf[@]}" model.family=llama model.n_heads=8 model.n_kv_heads=4 \
   parallel.pp=2 parallel.tp=2 parallel.sequence_parallel=true
+check 4 "llama bf16 pp=2 tp=2 sequence_parallel zb-h1" "${bf[@]}" model.family=llama model.n_heads=8 model.n_kv_heads=4 \
+  parallel.pp=2 parallel.tp=2 parallel.sequence_parallel=true parallel.schedule=zb-h1
 check 4 "gpt bf16 pp=4 zb-h1 recompute=selective" "${bf[@]}" model.family=gpt parallel.pp=4 parallel.schedule=zb-h1 \
   train.recompute=selective
 [ $fails -eq 0 ] && echo "memory_estimate: $checked runs, every estimate within 10% of the allocated peak"
