@@ -107,18 +107,19 @@ class Block {
   void backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts,
                         const DV<float**>& dx) const;
   template <class T>
-  void backward_weight_t(const BlockActs& a, const TypedActs<T>& t, TypedScratch<T>& ts) const;
+  void backward_weight_t(const BlockActs& a, const TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
   template <class T>
   DV<T**> W(const char* leaf, int count = 1) const {  // a GEMM's weight in its precision
     return p_.wt<T>(name(leaf), count);
   }
   // Sequence parallelism (block_sp.cpp): x_in, dx and the norms' rows split over the TP ranks;
   // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
+  // input_only (zb-h1's B): the projections' input halves only, for backward_input.
   template <class T>
   void forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
   template <class T>
   void backward_sp(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
-                   TypedScratch<T>& ts, const DV<float**>& dx) const;
+                   TypedScratch<T>& ts, const DV<float**>& dx, bool input_only = false) const;
   void tp_allreduce(const DV<float**>& x) const;
   std::string name(const char* leaf) const { return prefix_ + leaf; }
 

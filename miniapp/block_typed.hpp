@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "block.hpp"
+#include "comm/views.hpp"
 #include "convert.hpp"
 
 namespace kformer::block_typed {
@@ -50,6 +51,23 @@ DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
     kernels::convert(exec, b, g);
     return b;
   }
+}
+
+// dx(N, in) = dy(N, out) w(out, in): kernels::matmul_backward's input half, the same GEMM call
+// (zb-h1's B; W adds the weight half later).
+template <class T>
+void matmul_backward_input(kernels::GemmImpl impl, const DV<float**>& dx, const DV<T**>& dy, const DV<T**>& w) {
+  kernels::gemm(Exec(), impl, kernels::Op::N, kernels::Op::N, 1.0f, DV<const T**>(dy), DV<const T**>(w), 0.0f, dx);
+}
+
+// A matrix whose rows sequence parallelism splits over the TP ranks (sp > 1), whole: this rank's
+// rows all-gathered into `whole` (N rows); without sequence parallelism, `rows` itself.
+template <class T>
+DV<T**> whole_of(comm::Communicator* tp, int sp, const DV<T**>& rows, const DV<T**>& whole,
+                 comm::CallSite at = comm::CallSite::here()) {
+  if (sp == 1) return rows;
+  comm::allgather(*tp, rows, whole, at);
+  return whole;
 }
 
 // The attention state a block's forward kept, with the backward's scratch (the naive kernel's

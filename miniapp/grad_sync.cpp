@@ -8,7 +8,7 @@
 namespace kformer {
 
 GradSync::GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce)
-    : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1) {
+    : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1 && !params.grads_sharded()) {
   if (bf16_) grads16_ = DV<kernels::bf16*>("kformer::grads_bf16", p_.size());
 }
 
@@ -17,7 +17,7 @@ std::pair<std::int64_t, std::int64_t> range(std::int64_t offset, std::int64_t n)
 }  // namespace
 
 void GradSync::unit_done(int layer) {
-  if (!dp_ || dp_->size() == 1) return;
+  if (!dp_ || dp_->size() == 1 || p_.grads_sharded()) return;  // sharded: reduce-scattered as each backward ended
   for (std::size_t k = 0; k < p_.units().size(); ++k) {
     const ParamUnit& u = p_.units()[k];
     if (u.layer != layer) continue;
@@ -51,6 +51,7 @@ void GradSync::finish() {
   Kokkos::Timer t;
   comm::wait_all(pending_);
   pending_.clear();
+  p_.finish_grads();
   exposed_ms_ = t.seconds() * 1e3;
   Exec exec;
   for (const std::size_t k : started_) {  // the reduced bf16 gradient (or this rank's shard of it) back in fp32

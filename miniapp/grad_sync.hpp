@@ -5,7 +5,9 @@
 // (each rank keeps the reduced gradient of its own shard, which is all its optimizer reads).
 // With parallel.grad_reduce_dtype=bf16 a unit's fp32 gradient is rounded into a bf16 copy that
 // travels (half the bytes; MPI sums in fp32 per message, NCCL in bf16), and finish() widens the
-// reduced copy back into the fp32 gradient the optimizer reads.
+// reduced copy back into the fp32 gradient the optimizer reads. When ZeRO-3 shards the gradients
+// (ParamStore::grads_sharded) the store reduce-scatters each unit as each micro-batch's backward
+// ends, and finish() waits for the last of those.
 #pragma once
 
 #include <vector>

@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "block.hpp"
 #include "model_spec.hpp"
+#include "param_store.hpp"
 #include "recompute.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
@@ -59,7 +60,16 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
   const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
   e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
-  e.grads = kFloat * P;
+  // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
+  // whole-unit buffers (ParamStore's kGradBuffers). A bf16 gradient reduction adds bf16 copies of
+  // what travels: all of it, or the whole-unit buffers.
+  const bool bf16_reduce = cfg.str("parallel.grad_reduce_dtype") == "bf16" && dp > 1;
+  if (shards_gradients(zero, dp, cfg.str("parallel.schedule"))) {
+    const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
+    e.grads = kFloat * (P / shards + buffers) + (bf16_reduce ? kHalf * buffers : 0);
+  } else {
+    e.grads = kFloat * P + (bf16_reduce ? kHalf * P : 0);
+  }
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
   const bool naive = cfg.str("kernels.attention") == "naive";
@@ -100,7 +110,8 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // bf16, between chunks, their bf16 copies as they travel).
   const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * R * C : 0;
   e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
-  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism); on
+  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism, which
+  // zb-h1's W gathers its operands into again, so W holds nothing more); on
   // the last chunk the final norm, the logits and the loss's buffers.
   const double Vl = double(s.vocab_padded) / s.tp;
   // The attention backward's scratch: the fused kernel's delta (B,H,T); the naive one's d(scores)

@@ -44,7 +44,7 @@ double Optimizer::grad_sq_local() const {
   double sq = 0;
   for (const auto& g : segments_) {
     if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
-    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.grads().data() + g.grad_offset, g.length)));
+    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length)));
   }
   return sq;
 }
@@ -58,7 +58,7 @@ void Optimizer::step(int iteration, double clip_scale) {
   for (const auto& g : segments_) {
     h.weight_decay = g.decay ? static_cast<float>(s_.weight_decay) : 0.f;
     kernels::adamw_update(exec, as_vector(p_.shard_values(g.unit) + g.shard_offset, g.length),
-                          as_vector(p_.grads().data() + g.grad_offset, g.length),
+                          as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length),
                           as_vector(m_.data() + g.state_offset, g.length),
                           as_vector(v_.data() + g.state_offset, g.length), h);
   }

@@ -42,8 +42,8 @@ class Optimizer {
 
   struct Segment {  // a run of elements of one tensor that this rank updates
     std::size_t unit, slot;
-    std::int64_t shard_offset;  // into the unit's shard of values
-    std::int64_t grad_offset;   // into the flat gradients
+    std::int64_t shard_offset;  // into the unit's shard of values (and of gradients)
+    std::int64_t grad_offset;   // its place in the flat (unsharded) layout
     std::int64_t state_offset, length;
     bool decay, replicated, mirror;
   };

@@ -15,12 +15,14 @@ constexpr std::size_t kPoolSize = 3;
 }  // namespace
 
 ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero,
-                       bool bf16)
+                       bool bf16, bool shard_grads, bool bf16_grad_reduce)
     : dp_(dp), bf16_(bf16) {
   if (zero >= 1 && dp && dp->size() > 1) {
     shards_ = dp->size();
     shard_rank_ = dp->rank();
     sharded_ = zero >= 3;
+    grads_sharded_ = sharded_ && shard_grads;
+    bf16_grad_reduce_ = bf16_grad_reduce;
   }
   auto close_unit = [&] {
     ParamUnit& u = units_.back();
@@ -42,7 +44,7 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
   }
   if (!units_.empty()) close_unit();
   values_ = DV<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
-  grads_ = DV<float*>("kformer::grads", size_);
+  grads_ = DV<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
   if (bf16_) values16_ = DV<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
   if (sharded_) {
     std::int64_t largest = 0;
@@ -51,6 +53,13 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     for (auto& g : pool_) {
       g.buf = DV<float*>("kformer::gathered_params", largest);
       if (bf16_) g.buf16 = DV<kernels::bf16*>("kformer::gathered_params_bf16", largest);
+    }
+    if (grads_sharded_) {
+      grad_pool_.resize(std::min(kGradBuffers, units_.size()));
+      for (auto& g : grad_pool_) {
+        g.buf = DV<float*>("kformer::unit_grads", largest);
+        if (bf16_grad_reduce_) g.buf16 = DV<kernels::bf16*>("kformer::unit_grads_bf16", largest);
+      }
     }
   }
 }
@@ -156,15 +165,13 @@ DV<float**> ParamStore::w(const std::string& first, int count) const {
   return as_matrix(value_ptr(first), block(first, count).second, slot(first).cols);
 }
 DV<float**> ParamStore::dw(const std::string& first, int count) const {
-  const auto b = block(first, count);
-  return as_matrix(grads_.data() + b.first, b.second, slot(first).cols);
+  return as_matrix(grad_ptr(first), block(first, count).second, slot(first).cols);
 }
 DV<float*> ParamStore::v(const std::string& first, int count) const {
   return as_vector(value_ptr(first), block(first, count).second * slot(first).cols);
 }
 DV<float*> ParamStore::dv(const std::string& first, int count) const {
-  const auto b = block(first, count);
-  return as_vector(grads_.data() + b.first, b.second * slot(first).cols);
+  return as_vector(grad_ptr(first), block(first, count).second * slot(first).cols);
 }
 
 void ParamStore::initialize(std::uint64_t seed) {
@@ -204,8 +211,10 @@ void ParamStore::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
 std::int64_t ParamStore::resident_bytes() const {
   std::int64_t n = values_.span() + grads_.span();
   for (const auto& g : pool_) n += g.buf.span();
+  for (const auto& g : grad_pool_) n += g.buf.span();
   std::int64_t halves = values16_.span();
   for (const auto& g : pool_) halves += g.buf16.span();
+  for (const auto& g : grad_pool_) halves += g.buf16.span();
   return n * std::int64_t(sizeof(float)) + halves * std::int64_t(sizeof(kernels::bf16));
 }
 

@@ -127,7 +127,11 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     // activation) never outlive this call; they are backward work, and counted as such.
     head_backward_start_us = comm::TraceLog::now_us();
     Kokkos::Timer back;
+    p_.open_grads(s_.n_layers);
+    if (s_.gpt) p_.open_grads(-1);  // the tied table; on a one-stage model it stays open until its backward
     head_backward(s, grad_scale);
+    grads_complete(s_.n_layers);
+    if (s_.gpt && !c_.first()) grads_complete(-1);
     exec.fence();
     backward_ms += back.seconds() * 1e3;
   }
@@ -200,15 +204,19 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
+    p_.open_grads(c_.first_layer + i);
     blocks_[i].backward(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
+    grads_complete(c_.first_layer + i);
     if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
   }
   if (c_.first()) {
     p_.require(-1);
+    if (!(s_.gpt && c_.last())) p_.open_grads(-1);  // else open since the head's backward
     const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
     const DV<float**> dx = whole_rows(s.dx);
     kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
     if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
+    grads_complete(-1);
     if (on_unit_done) on_unit_done(-1);
   } else if (k_.bf16) {
     kk::convert(exec, s.grad16, s.dx);  // sent in bf16

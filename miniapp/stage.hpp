@@ -95,8 +95,14 @@ class Stage {
   }
   DV<float**> whole_rows(const DV<float**>& rows);     // (N,C): rows all-gathered, or rows themselves
   // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
-  // parallelism (each rank added its rows' part); it runs once per iteration, on the last micro-batch.
+  // parallelism (each rank added its rows' part; when ZeRO-3 shards the gradients, grads_complete
+  // did so each micro-batch); it runs once per iteration, on the last micro-batch.
   void unit_done(int layer, const std::function<void(int)>& on_unit_done);
+  // When ZeRO-3 shards the gradients: a unit's gradients of one micro-batch are complete (its
+  // backward opened them with ParamStore::open_grads); the norms' TP sum is taken here instead,
+  // then the store reduce-scatters them (close_grads). Nothing otherwise.
+  void grads_complete(int layer) const;
+  void sum_norms_over_tp(int layer) const;  // sequence parallelism: the unit's norm gradients
 
   ModelShape s_;
   BlockDims d_;

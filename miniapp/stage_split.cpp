@@ -1,6 +1,8 @@
 // A chunk's backward split into B and W for zb-h1 (see stage.hpp). The head's weight gradient
 // stays in the last chunk's forward call (deferring it would keep the (N, V/tp) logits alive);
-// the embedding's, a scatter of the input gradient into the table, is W.
+// the embedding's, a scatter of the input gradient into the table, is W. Under sequence
+// parallelism W sums the norms' weight gradients over TP as the fused backward does (unit_done,
+// on the last micro-batch) and gathers the embedding's input gradient whole.
 #include <Kokkos_Timer.hpp>
 
 #include "convert.hpp"
@@ -29,17 +31,18 @@ void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_d
   Exec exec;
   Slot& s = slot(micro);
   if (c_.last() && on_unit_done) {
-    on_unit_done(s_.n_layers);
+    unit_done(s_.n_layers, on_unit_done);
     if (!c_.first() && s_.gpt) on_unit_done(-1);
   }
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     blocks_[i].backward_weight(s.acts[i], scratch_);
-    if (on_unit_done) on_unit_done(c_.first_layer + i);
+    if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
   }
   if (c_.first()) {
     const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), s.dx, index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), s.dx, d_.T);
+    const DV<float**> dx = whole_rows(s.dx);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   }
   exec.fence();

@@ -22,8 +22,11 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
   const int pp = mesh.shape.pp, v = cfg.i32("parallel.virtual_stages");
   const auto chunks = chunk_layers(cfg);
   const bool bf16 = cfg.str("train.precision") == "bf16";
+  const bool bf16_reduce = cfg.str("parallel.grad_reduce_dtype") == "bf16";
   params_ = std::make_unique<ParamStore>(rank_params(shape_, chunks, pp, mesh.pp_rank), shape_.tp, mesh.tp_rank,
-                                         mesh.dp.get(), zero_, bf16);
+                                         mesh.dp.get(), zero_, bf16,
+                                         shards_gradients(zero_, mesh.shape.dp, cfg.str("parallel.schedule")),
+                                         bf16_reduce);
   params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
   KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
                  kernels::attention_kind_from_string(cfg.str("kernels.attention")), bf16};
@@ -49,7 +52,7 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
                        cfg.i32("train.steps"), zero_};
   optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
                                            tied && mesh.pp_rank != 0 ? -1 : Optimizer::kNoMirror);
-  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_, cfg.str("parallel.grad_reduce_dtype") == "bf16");
+  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_, bf16_reduce);
   data_ = make_data_source(cfg.str("data.source"), shape_.vocab, static_cast<std::uint64_t>(cfg.i64("train.seed")));
 }
 
@@ -108,13 +111,12 @@ void Trainer::run() {
 
 void Trainer::sync_tied_embedding() {
   if (!embedding_group_) return;
-  const ParamUnit* unit = nullptr;
-  for (const auto& u : params_->units())
-    if (u.layer == -1) unit = &u;
+  std::size_t unit = 0;
+  while (params_->units()[unit].layer != -1) ++unit;
   // Under ZeRO-2/3 each rank holds the reduced gradient of its own shard only; both stages shard
   // the unit alike, so the shards line up.
-  const std::int64_t n = zero_ >= 2 ? unit->size / params_->shards() : unit->size;
-  float* g = params_->grads().data() + unit->offset + (zero_ >= 2 ? params_->shard_rank() * n : 0);
+  const std::int64_t size = params_->units()[unit].size, n = zero_ >= 2 ? size / params_->shards() : size;
+  float* g = zero_ >= 2 ? params_->shard_grads(unit) : params_->grads().data() + params_->units()[unit].offset;
   embedding_group_->allreduce(g, g, n, comm::DType::f32, comm::ReduceOp::sum);
 }
 

@@ -92,8 +92,6 @@ void validate_layout(Config& cfg, int world) {
     require(tp > 1, "parallel.sequence_parallel=true needs parallel.tp > 1: it splits what tensor parallelism replicates");
     require(tokens % tp == 0, "parallel.sequence_parallel=true needs train.micro_batch*train.seq_len (" + s(tokens) +
                                   ") to be a multiple of parallel.tp=" + s(tp) + ": each TP rank holds an equal share");
-    require(cfg.str("parallel.schedule") != "zb-h1",
-            "parallel.sequence_parallel=true with parallel.schedule=zb-h1 is not supported: use parallel.schedule=1f1b");
   }
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "

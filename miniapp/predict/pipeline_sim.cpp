@@ -124,7 +124,8 @@ class Sim {
           break;
         case ItemKind::require: require(r, i.layer, timer); break;
         case ItemKind::unit_done:
-          if (last_micro && s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer)});
+          if ((last_micro || s_.fsdp_grads) && s_.dp_buckets)
+            out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer)});
           break;
       }
     }

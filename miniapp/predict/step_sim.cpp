@@ -7,6 +7,7 @@
 
 #include "kernel_costs.hpp"
 #include "model_spec.hpp"
+#include "param_store.hpp"
 #include "schedule.hpp"
 
 namespace kformer::predict {
@@ -53,6 +54,7 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   ps.message_bytes = 4.0 * d.N() * d.C;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
+  ps.fsdp_grads = shards_gradients(l.zero, l.dp, cfg.str("parallel.schedule"));
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
 

@@ -2,11 +2,11 @@
 # Layout invariance: the same deck gives the same losses on every (tp, pp, dp, zero, schedule)
 # layout of 4 ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4),
 # for both families; zb-h1 gives 1F1B's losses and gradient norms bitwise (in either precision),
-# holding no more activations; gradient accumulation over 8 micro-batches matches one batch of 8;
-# and one layout run twice gives bitwise-identical losses. With PRECISION bf16 every run is
-# train.precision=bf16, compared with
-# the one-rank bf16 run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within
-# 1e-2), determinism and zb-h1 against 1F1B still bitwise.
+# holding no more activations, also under sequence parallelism (pp=2 tp=2); gradient accumulation
+# over 8 micro-batches matches one batch of 8; and one layout run twice gives bitwise-identical
+# losses. With PRECISION bf16 every run is train.precision=bf16, compared with the one-rank bf16
+# run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within 1e-2), determinism and
+# zb-h1 against 1F1B still bitwise.
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS" [PRECISION]
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4; precision=${5:-fp32}
@@ -33,7 +33,7 @@ b = [r["loss"] for r in json.load(open(sys.argv[2]))["iterations"]]
 t1, t10, name = float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 r1, r10 = abs(a[0] - b[0]) / abs(a[0]), abs(a[9] - b[9]) / abs(a[9])
 ok = r1 <= t1 and r10 <= t10
-print(f"{'ok  ' if ok else 'FAIL'} {name:28s} loss1 {b[0]:.9f} (rel {r1:.1e})  loss10 {b[9]:.9f} (rel {r10:.1e})")
+print(f"{'ok  ' if ok else 'FAIL'} {name:54s} loss1 {b[0]:.9f} (rel {r1:.1e})  loss10 {b[9]:.9f} (rel {r10:.1e})")
 sys.exit(0 if ok else 1)
 PY
 }
@@ -45,7 +45,7 @@ ja, jb = (json.load(open(p)) for p in sys.argv[1:3])
 a, b = ([(r["loss"], r["grad_norm"]) for r in j["iterations"]] for j in (ja, jb))
 ma, mb = (j["summary"]["memory"]["activation_bytes_measured"] for j in (ja, jb))
 ok = a == b and len(a) == 10 and mb <= ma
-print(f"{'ok  ' if ok else 'FAIL'} {sys.argv[3]:28s} losses and gradient norms bitwise equal to {sys.argv[1].split('/')[-1]}, "
+print(f"{'ok  ' if ok else 'FAIL'} {sys.argv[3]:54s} losses and gradient norms bitwise equal to {sys.argv[1].split('/')[-1]}, "
       f"activations {mb} <= {ma} bytes")
 sys.exit(0 if ok else 1)
 PY
@@ -58,7 +58,8 @@ for family in gpt llama; do
   layouts=("tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp=2 zero=3"
            "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1"
            "pp=2 tp=2 schedule=interleaved virtual_stages=2"
-           "pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1")
+           "pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1"
+           "pp=2 tp=2 sequence_parallel=true" "pp=2 tp=2 sequence_parallel=true schedule=zb-h1")
   for layout in "${layouts[@]}"; do
     args=()
     for kv in $layout; do args+=("parallel.$kv"); done
@@ -70,6 +71,7 @@ for family in gpt llama; do
   # ZB-H1 runs 1F1B's arithmetic in another order: the same losses and gradient norms, bitwise.
   same "$family-pp=4" "$family-pp=4-schedule=zb-h1"
   same "$family-pp=2-tp=2" "$family-pp=2-tp=2-schedule=zb-h1"
+  same "$family-pp=2-tp=2-sequence_parallel=true" "$family-pp=2-tp=2-sequence_parallel=true-schedule=zb-h1"
   # Determinism: the same layout twice, bitwise.
   run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 && compare "$family-tp=2-dp=2" "$family-again" 0 0
 done

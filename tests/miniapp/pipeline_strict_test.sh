@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Every pipeline schedule (gpipe, 1f1b, zb-h1 and interleaved on 2 and 4 stages) under NCCL's rules with messages above NCCL's buffering: comm.strict=true
-# (rendezvous sends, one stream per process) and activations of 260x64x64 floats (4.06 MiB) per
-# micro-batch. Each layout must finish (an exchange that deadlocked under NCCL would deadlock here
-# and the watchdog would end it) and give the one-rank losses: iteration 1 within 1e-6 relative,
+# Every pipeline schedule (gpipe, 1f1b, zb-h1 and interleaved on 2 and 4 stages; zb-h1 also
+# with sequence parallelism over tp=2) under NCCL's rules with messages above NCCL's buffering:
+# comm.strict=true (rendezvous sends, one stream per process) and activations of 260x64x64 floats
+# (4.06 MiB; under sequence parallelism each TP rank sends its half, 2.03 MiB) per micro-batch.
+# Each layout must finish (an exchange that deadlocked under NCCL would deadlock here and the
+# watchdog would end it) and give the one-rank losses: iteration 1 within 1e-6 relative,
 # iteration 2 within 1e-5.
 #   pipeline_strict_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
 set -u
@@ -36,11 +38,12 @@ PY
 run one 1 || exit 1
 grep -Eq "comm.strict += true" "$tmp/one.log" || { echo "FAIL: the deck does not say comm.strict = true"; exit 1; }
 for layout in "pp=2 schedule=gpipe" "pp=2 schedule=1f1b" "pp=2 schedule=interleaved virtual_stages=2" \
-              "pp=4 schedule=gpipe" "pp=4 schedule=1f1b" "pp=2 dp=2 schedule=1f1b" "pp=4 schedule=zb-h1"; do
+              "pp=4 schedule=gpipe" "pp=4 schedule=1f1b" "pp=2 dp=2 schedule=1f1b" "pp=4 schedule=zb-h1" \
+              "pp=2 tp=2 sequence_parallel=true schedule=zb-h1"; do
   args=() np=1
   for kv in $layout; do
     args+=("parallel.$kv")
-    case $kv in pp=* | dp=*) np=$((np * ${kv#*=})) ;; esac
+    case $kv in pp=* | dp=* | tp=*) np=$((np * ${kv#*=})) ;; esac
   done
   name=${layout// /-}
   run "$name" "$np" "${args[@]}" && compare one "$name"
