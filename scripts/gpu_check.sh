@@ -24,20 +24,9 @@ set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "${1:-}" in -h|--help) sed -n '2,22p' "$0"; exit 0 ;; -*) echo "gpu_check: unknown option '$1' (see --help)" >&2; exit 2 ;; esac
-bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
-outdir=$(realpath -m "${1:-${OUT:-$top/build/gpu-check}}")
-budget=${KFORMER_CHECK_BUDGET_S:-540}
-mkdir -p "$outdir" || { echo "gpu_check: cannot create $outdir" >&2; exit 2; }
-logf=$outdir/gpu_check.log
-: >"$logf"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-steps=$work/steps.tsv
-: >"$steps"
-
-tool=gpu_check
 # shellcheck source=scripts/gpu_env.sh
 source "$top/scripts/gpu_env.sh"
+gpu_script_init gpu_check "${1:-${OUT:-$top/build/gpu-check}}" "${KFORMER_CHECK_BUDGET_S:-540}"
 summary() {  # $1 = verdict line when nothing could start
   if ! KFORMER_CHECK_ERROR=${1:-} python3 - "$steps" "$work" "$outdir" "$bundle" >"$outdir/gpu_check.json" <<'PY'
 import json, math, os, sys

@@ -3,10 +3,28 @@
 # running the bundle (scripts/gpu_bundle.sh): find the GPU, check the bundle against the machine
 # (glibc, CUDA's libraries), set up Open MPI as a singleton; and run budgeted, logged steps.
 #
-# The caller sets: tool (the prefix of its lines), logf (its log), steps (a TSV file, one line a
-# step: name, kind, rc, seconds, note) and, before calling step, deadline (in $SECONDS).
+# The caller sets top (its checkout), calls gpu_script_init (tool: the prefix of its lines; logf:
+# its log; steps: a TSV file, one line a step: name, kind, rc, seconds, note) and, before calling
+# step, sets deadline (in $SECONDS).
 
 say() { echo "$tool: $*"; echo "$tool: $*" >>"$logf"; }
+
+# gpu_script_init TOOL OUTDIR BUDGET_S: sets the caller's tool, bundle (KFORMER_BUNDLE_DIR, else
+# build/gpu-bundle), outdir (created), budget, logf (OUTDIR/TOOL.log, emptied), work (a temporary
+# folder, removed at exit) and steps (work/steps.tsv, empty). $top: the checkout.
+gpu_script_init() {
+  tool=$1
+  bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
+  outdir=$(realpath -m "$2")
+  budget=$3
+  mkdir -p "$outdir" || { echo "$tool: cannot create $outdir" >&2; exit 2; }
+  logf=$outdir/$tool.log
+  : >"$logf"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  steps=$work/steps.tsv
+  : >"$steps"
+}
 
 # kformer_gpu_env BUNDLE OUTDIR: 0 when the bundle can run here (LD_LIBRARY_PATH and Open MPI's
 # variables exported, nvidia-smi's output in OUTDIR/nvidia-smi.txt), else 1 with the reason in

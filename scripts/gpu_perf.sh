@@ -32,19 +32,9 @@ if [ "${1:-}" = "--host" ]; then
   host_bin=$(realpath -m "$2"); shift 2
 fi
 case "${1:-}" in -h|--help) sed -n '2,25p' "$0"; exit 0 ;; -*) echo "gpu_perf: unknown option '$1' (see --help)" >&2; exit 2 ;; esac
-bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
-outdir=$(realpath -m "${1:-${OUT:-$top/build/gpu-perf}}")
-budget=${KFORMER_PERF_BUDGET_S:-540}
-mkdir -p "$outdir" || { echo "gpu_perf: cannot create $outdir" >&2; exit 2; }
-logf=$outdir/gpu_perf.log
-: >"$logf"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-steps=$work/steps.tsv
-: >"$steps"
-tool=gpu_perf
 # shellcheck source=scripts/gpu_env.sh
 source "$top/scripts/gpu_env.sh"
+gpu_script_init gpu_perf "${1:-${OUT:-$top/build/gpu-perf}}" "${KFORMER_PERF_BUDGET_S:-540}"
 
 summarize() {
   "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --steps "$steps" --md "$outdir/summary.md" \
