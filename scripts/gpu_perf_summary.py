@@ -174,7 +174,7 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
         r, k = min(speedups)
         s.target("attention-naive", text, f"{r:.2f}x (worst of {len(speedups)}: {k})", verdict(r >= ATTN_NAIVE_MIN), value=r)
     else:
-        s.target("attention-naive", text, why or f"no naive and fused attention cases at T{T}", "n/a")
+        s.target("attention-naive", text, why or f"no naive and fused attention cases at T{T or 2048}", "n/a")
     s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", "naive/fused"],
             [[k, f"{v['naive']:.3f}" if "naive" in v else "-", f"{v['fused']:.3f}" if "fused" in v else "-",
               f"{v['naive'] / v['fused']:.2f}" if len(v) == 2 else "-"] for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
