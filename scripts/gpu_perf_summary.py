@@ -242,7 +242,7 @@ def step_rows(s, steps):
             g = k["gemm_ceiling"]
             extra = ""
             if p == "bf16" and k.get("mfu_vs_torch_bf16_matmul") is not None:
-                extra = f"; {k['mfu_vs_torch_bf16_matmul']:.3f} of torch's bf16 matmul ({st['torch_matmul_tflops']['bf16']:.1f} TFLOP/s)"
+                extra = f"; {k['mfu_vs_torch_bf16_matmul']:.3f} of torch's bf16 matmul ({st['torch_matmul_tflops']['bf16']:.3g} TFLOP/s)"
             s.target(f"mfu-{p}", text, f"{k['mfu']:.3f} ({k['tflops']:.3g} of {k['gemm_ceiling_tflops']:.3g} TFLOP/s, "
                      f"{g['impl']} fp32 GEMM {g['shape']}){extra}", "info", value=k["mfu"])
         else:

@@ -6,13 +6,13 @@ summary has every issue-19 target, each with a verdict, and a figure wherever th
 give one (GEMM, attention fused against naive, memory-bound, the step against PyTorch eager, MFU);
 the PyTorch model trains kformer's model (bench/step_vs_torch_gpu.py's first-loss check, fp32 and
 bf16); attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters;
-a kernel-bench report cut short is merged with its finished cases; and without a GPU the GPU mode
-stops with exit 2 and a summary whose every row says n/a.
+a kernel-bench report cut short is merged with its finished cases; and the GPU mode, without a GPU
+or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
+n/a, with the reason.
 Usage: gpu_perf_test.py BINDIR SOURCE_DIR
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,23 +90,29 @@ def host_run(bindir, src, out, failures):
           f"sdpa.json shapes {shapes}: expected B*H = 192, T 128, hd 64", failures)
 
 
-def gpu_mode_without_gpu(src, out, failures):
-    if shutil.which("nvidia-smi") or os.path.isdir("/proc/driver/nvidia/gpus"):
-        print("a GPU driver is here: the no-GPU path is not checked")
-        return
-    env = dict(os.environ, PYTHON="/usr/bin/python3", KFORMER_BUNDLE_DIR=os.path.join(out, "no-bundle"))
-    p = run([os.path.join(src, "scripts", "gpu_perf.sh"), out], env=env)
-    check(p.returncode == 2, f"gpu_perf.sh without a GPU exited {p.returncode}, expected 2", failures)
-    check("no GPU" in p.stdout, f"gpu_perf.sh without a GPU said: {p.stdout[-500:]}", failures)
-    try:
-        summary = json.load(open(os.path.join(out, "summary.json")))
-    except OSError as e:
-        failures.append(f"no summary without a GPU: {e}")
-        return
-    check([t["id"] for t in summary["targets"]] == TARGETS, "no-GPU summary: not every target", failures)
-    check(all(t["verdict"] in ("n/a", "info") for t in summary["targets"]), "no-GPU summary: a verdict without figures",
-          failures)
-    check("Nothing ran: no GPU" in open(os.path.join(out, "summary.md")).read(), "no-GPU summary: no reason", failures)
+def gpu_mode_cannot_start(src, tmp, failures):
+    """GPU mode with a stand-in nvidia-smi that lists no GPU, then one GPU but no bundle: exit 2,
+    and a summary with every row n/a and the reason."""
+    for name, listing, reason in (("nogpu", "", "no GPU"), ("nobundle", "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)", "no bundle")):
+        fake, out = os.path.join(tmp, name + "-bin"), os.path.join(tmp, name)
+        os.makedirs(fake)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write(f"#!/bin/sh\necho '{listing}'\n" if listing else "#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"], PYTHON="/usr/bin/python3",
+                   KFORMER_BUNDLE_DIR=os.path.join(tmp, "no-bundle"))
+        p = run([os.path.join(src, "scripts", "gpu_perf.sh"), out], env=env)
+        check(p.returncode == 2, f"gpu_perf.sh ({name}) exited {p.returncode}, expected 2", failures)
+        check(reason in p.stdout, f"gpu_perf.sh ({name}) said: {p.stdout[-500:]}", failures)
+        try:
+            summary = json.load(open(os.path.join(out, "summary.json")))
+        except OSError as e:
+            failures.append(f"no summary ({name}): {e}")
+            continue
+        check([t["id"] for t in summary["targets"]] == TARGETS, f"{name} summary: not every target", failures)
+        check(all(t["verdict"] in ("n/a", "info") for t in summary["targets"]), f"{name} summary: a verdict without figures",
+              failures)
+        check(f"Nothing ran: {reason}" in open(os.path.join(out, "summary.md")).read(), f"{name} summary: no reason", failures)
 
 
 def main(bindir, src):
@@ -115,9 +121,8 @@ def main(bindir, src):
         return 1
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
-        host, nogpu = os.path.join(tmp, "host"), os.path.join(tmp, "nogpu")
-        host_run(os.path.abspath(bindir), src, host, failures)
-        gpu_mode_without_gpu(src, nogpu, failures)
+        host_run(os.path.abspath(bindir), src, os.path.join(tmp, "host"), failures)
+        gpu_mode_cannot_start(src, tmp, failures)
     for f in failures:
         print("FAIL", f)
     print("gpu_perf: " + ("all checks passed" if not failures else f"{len(failures)} check(s) failed"))
