@@ -6,8 +6,11 @@
 #   scripts/gpu_bundle.sh [ARCH]     ARCH: Kokkos' name, HOPPER90 (H100/H200, default) or AMPERE80 (A100)
 #
 # Produces build/gpu-bundle/ (KFORMER_BUNDLE_DIR to change; the build itself is build/gpu-<arch>/):
-#   bin/      kformer, test_*_cuda (the kernel tests on the GPU), test_comm_nccl; their RPATH
-#             is $ORIGIN/../lib, so no LD_LIBRARY_PATH is needed for what lib/ holds
+#   bin/      kformer, kformer-kernel-bench, test_*_cuda (the kernel tests on the GPU),
+#             test_comm_nccl; their RPATH is $ORIGIN/../lib, so no LD_LIBRARY_PATH is needed for
+#             what lib/ holds
+#   py/       the Python scripts scripts/gpu_perf.sh runs and the decks they read, in the
+#             checkout's layout (bench/, scripts/, input/), of the binaries' commit
 #   lib/      what `ldd` names (MPI, yaml-cpp, libstdc++, ...), except glibc, the driver (libcuda) and CUDA's own libraries
 #             (cudart, cuBLAS, NCCL: hundreds of MB, and the GPU machine has them; gpu_check.sh
 #             finds them in its CUDA install or Python wheels)
@@ -15,7 +18,8 @@
 #             with them under OMPI_MCA_ess_singleton_isolated=1 (gpu_check.sh sets it)
 #   MANIFEST  arch, git hash, the glibc it needs, the CUDA libraries it expects there, and the
 #             CPU's iteration-1 loss of input/tiny.yaml (the host build), which gpu_check.sh compares
-# Then, on the GPU machine: scripts/gpu_check.sh (the device tool: carry ["build/gpu-bundle"]).
+# Then, on the GPU machine: scripts/gpu_check.sh (correctness) or scripts/gpu_perf.sh (issue 19's
+# measurements), with the device tool: carry ["build/gpu-bundle"].
 #
 # Kokkos for ARCH: Kokkos_ROOT when set, else ${KFORMER_DEPS:-.deps}/kokkos-*-cuda-<arch>, which
 # scripts/setup.sh --cuda (KFORMER_CUDA_ARCH=ARCH) builds when it is missing or stale.
@@ -27,7 +31,7 @@ die() { echo "gpu_bundle: $*" >&2; exit 1; }
 
 arch=${1:-HOPPER90}
 case "$arch" in
-  -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   *[!A-Z0-9]*|"") die "'$arch' is not a Kokkos GPU arch name (e.g. HOPPER90, AMPERE80)" ;;
 esac
 lower=$(echo "$arch" | tr '[:upper:]' '[:lower:]')
@@ -68,14 +72,14 @@ PATH=$cuda/bin:$PATH cmake -S "$top" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
   -DKokkos_ROOT="$kokkos" -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" \
   -DCUDAToolkit_ROOT="$cuda" -DNCCL_ROOT="$cuda" \
   -DKFORMER_ENABLE_MPI=ON -DKFORMER_ENABLE_BLAS=ON -DKFORMER_ENABLE_NCCL=ON \
-  -DKFORMER_ENABLE_TESTS=ON -DKFORMER_ENABLE_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON \
+  -DKFORMER_ENABLE_TESTS=ON -DKFORMER_ENABLE_BENCHMARKS=ON -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON \
   -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib" \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags >"$bdir.configure.log" 2>&1 ||
   { tail -20 "$bdir.configure.log" >&2; die "configure failed (log: $bdir.configure.log)"; }
-targets=(kformer)
+targets=(kformer kformer-kernel-bench)
 while read -r t; do targets+=("$t"); done < <(cmake --build "$bdir" --target help |
   sed -n 's/^\.\.\. \(test_[a-z_]*_cuda\|test_comm_nccl\)$/\1/p' | sort)
-[ ${#targets[@]} -gt 1 ] || die "the build in $bdir has no CUDA test targets: is $kokkos a CUDA Kokkos?"
+[ ${#targets[@]} -gt 2 ] || die "the build in $bdir has no CUDA test targets: is $kokkos a CUDA Kokkos?"
 log "building ${targets[*]} in $bdir (nvcc: long on few cores)"
 build_args=()
 for t in "${targets[@]}"; do build_args+=(--target "$t"); done
@@ -114,6 +118,12 @@ bundle_deps() {  # $1 = an ELF file: copy what it needs into lib/
 for t in "${targets[@]}"; do
   cp "$bdir/bin/$t" "$out.tmp/bin/"
   bundle_deps "$out.tmp/bin/$t"
+done
+# gpu_perf.sh's scripts and decks (they import each other by these relative paths).
+for f in bench/step_vs_torch_gpu.py bench/torch_gpt.py bench/attention_vs_sdpa.py scripts/reference/kformer_ref.py \
+         scripts/gpu_perf_summary.py input/gpt3-small.yaml input/tiny.yaml; do
+  mkdir -p "$out.tmp/py/$(dirname "$f")"
+  cp "$top/$f" "$out.tmp/py/$f"
 done
 if [ -e "$out.tmp/lib/libmpi.so.40" ] && command -v ompi_info >/dev/null; then
   ompi_lib=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')

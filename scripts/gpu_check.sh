@@ -23,18 +23,10 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
-outdir=$(realpath -m "${1:-${OUT:-$top/build/gpu-check}}")
-budget=${KFORMER_CHECK_BUDGET_S:-540}
-mkdir -p "$outdir" || { echo "gpu_check: cannot create $outdir" >&2; exit 2; }
-logf=$outdir/gpu_check.log
-: >"$logf"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-steps=$work/steps.tsv
-: >"$steps"
-
-say() { echo "gpu_check: $*"; echo "gpu_check: $*" >>"$logf"; }
+case "${1:-}" in -h|--help) sed -n '2,22p' "$0"; exit 0 ;; -*) echo "gpu_check: unknown option '$1' (see --help)" >&2; exit 2 ;; esac
+# shellcheck source=scripts/gpu_env.sh
+source "$top/scripts/gpu_env.sh"
+gpu_script_init gpu_check "${1:-${OUT:-$top/build/gpu-check}}" "${KFORMER_CHECK_BUDGET_S:-540}"
 summary() {  # $1 = verdict line when nothing could start
   if ! KFORMER_CHECK_ERROR=${1:-} python3 - "$steps" "$work" "$outdir" "$bundle" >"$outdir/gpu_check.json" <<'PY'
 import json, math, os, sys
@@ -78,76 +70,11 @@ PY
 }
 cannot_start() { say "$1"; summary "$1"; exit 2; }
 
-# --- a GPU, the bundle, glibc, CUDA's libraries ------------------------------------------------
-if command -v nvidia-smi >/dev/null 2>&1; then
-  listed=$(nvidia-smi -L 2>&1)
-  { echo "$listed"; nvidia-smi 2>&1; } >"$outdir/nvidia-smi.txt"
-  gpus=$(echo "$listed" | grep -c '^GPU ')
-  why="nvidia-smi -L lists none"
-else
-  gpus=$(find /proc/driver/nvidia/gpus -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-  why="no nvidia-smi, and /proc/driver/nvidia/gpus lists none"
-fi
-[ "$gpus" -gt 0 ] || cannot_start "no GPU on $(hostname) ($why): run this on the GPU machine, e.g. with the device tool: command 'scripts/gpu_check.sh', carry [\"build/gpu-bundle\"]"
-say "$gpus GPU(s): $(grep -m1 '^GPU ' "$outdir/nvidia-smi.txt" 2>/dev/null)"
-
-[ -f "$bundle/MANIFEST" ] || cannot_start "no bundle at $bundle: build it on the build machine with scripts/gpu_bundle.sh, then carry build/gpu-bundle"
-manifest() { sed -n "s/^$1 //p" "$bundle/MANIFEST"; }
-say "bundle: $(manifest arch), git $(manifest git)"
-glibc_have=$(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9][0-9.]*$')
-glibc_need=$(manifest glibc)
-if [ -n "$glibc_need" ] && [ "$(printf '%s\n%s\n' "$glibc_need" "${glibc_have:-0}" | sort -V | head -n 1)" != "$glibc_need" ]; then
-  cannot_start "this machine's glibc is ${glibc_have:-unknown}, the bundle needs $glibc_need: build the bundle on a system with glibc <= ${glibc_have:-unknown}"
-fi
-
-# CUDA's own libraries are not in the bundle: the CUDA toolkit's, else those of PyTorch's wheels.
-py_site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-cuda_dirs=("${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
-[ -n "$py_site" ] && for d in "$py_site"/nvidia/*/lib "$py_site"/nvidia/cu*/lib; do [ -d "$d" ] && cuda_dirs+=("$d"); done
-extra=""
-known=$(ldconfig -p 2>/dev/null | awk 'NR > 1 {print $1}')
-for lib in $(manifest cuda_libs); do
-  grep -qxF "$lib" <<<"$known" && continue
-  found=""
-  for d in "${cuda_dirs[@]}"; do
-    [ -e "$d/$lib" ] && { found=$d; break; }
-  done
-  [ -n "$found" ] || cannot_start "CUDA library $lib is neither known to ldconfig nor in ${cuda_dirs[*]}: install the CUDA toolkit or set CUDA_HOME"
-  case ":$extra:" in *":$found:"*) ;; *) extra=${extra:+$extra:}$found ;; esac
-done
-export LD_LIBRARY_PATH=${extra}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-missing=$(ldd "$bundle/bin/kformer" | grep "not found")
-[ -z "$missing" ] || cannot_start "kformer lacks libraries here: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
-say "CUDA libraries from: ${extra:-the ldconfig cache}"
-
-# Open MPI from the bundle, as a singleton (see the header).
-export OMPI_MCA_ess_singleton_isolated=1
-export OMPI_MCA_mca_base_component_path=$bundle/lib/openmpi/components
-export OPAL_PKGDATADIR=$bundle/lib/openmpi/help
-export HWLOC_PLUGINS_PATH=$bundle/lib/openmpi/hwloc-plugins   # none: the machine's may not fit
-export OMPI_MCA_btl=self                                      # one process: no shared memory set-up
-export OMP_PROC_BIND=false
+# --- a GPU, the bundle, glibc, CUDA's libraries, Open MPI (scripts/gpu_env.sh) ------------------
+kformer_gpu_env "$bundle" "$outdir" || cannot_start "$gpu_env_error"
 
 # --- the steps ---------------------------------------------------------------------------------
 deadline=$((SECONDS + budget))
-step() {  # step NAME KIND CAP_S NOTE -- command...
-  local name=$1 kind=$2 cap=$3 note=$4; shift 5
-  local left=$((deadline - SECONDS))
-  [ "$left" -lt "$cap" ] && cap=$left
-  if [ "$cap" -lt 10 ]; then
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" 124 0 "skipped: KFORMER_CHECK_BUDGET_S=$budget spent" >>"$steps"
-    say "$name skipped (time budget spent)"; return
-  fi
-  { echo; echo "=== $name: $*"; } >>"$logf"
-  local t0=$SECONDS
-  (timeout "$cap" "$@") >>"$logf" 2>&1  # a subshell: bash's own "Aborted" line goes to the log too
-  local rc=$?
-  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$rc" "$((SECONDS - t0))" "$note" >>"$steps"
-  if [ $rc -eq 0 ]; then say "$name passed ($((SECONDS - t0)) s)"
-  elif [ $rc -eq 124 ]; then say "$name timed out after $cap s (log: gpu_check.log)"
-  else say "$name FAILED, exit $rc (log: gpu_check.log)"; fi
-}
-
 for t in "$bundle"/bin/test_*; do
   name=$(basename "$t")
   step "$name" gtest 120 "" -- "$t" --gtest_output="json:$work/$name.json"

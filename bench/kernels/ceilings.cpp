@@ -9,11 +9,24 @@
 namespace kformer::bench {
 namespace {
 
-double fenced_seconds(const std::function<void()>& f) {
+// Seconds of `calls` calls of f and one fence after them.
+double fenced_seconds(const std::function<void()>& f, int calls = 1) {
   Kokkos::Timer timer;
-  f();
+  for (int i = 0; i < calls; ++i) f();
   Exec().fence();
   return timer.seconds();
+}
+
+// Calls per timing: as many as make one fenced batch last kMinBatchSeconds, so that a launch and
+// a fence (several microseconds each on a GPU, longer than a small kernel) weigh little in what
+// is timed, as in a training step, where kernels follow each other unfenced. 1 for calls that
+// long or longer (the host's cases, mostly), at most kMaxBatch.
+constexpr double kMinBatchSeconds = 5e-4;
+constexpr int kMaxBatch = 4096;
+int batch_size(const std::function<void()>& f) {
+  int calls = 1;
+  while (calls < kMaxBatch && fenced_seconds(f, calls) < kMinBatchSeconds) calls *= 2;
+  return calls;
 }
 
 // The q-quantile (0 <= q <= 1) of v by linear interpolation; NaN for an empty v.
@@ -57,6 +70,7 @@ void set_rate_counters(benchmark::State& state, double total_seconds, double flo
 struct CopyProbe {
   static constexpr std::int64_t n = std::int64_t(1) << 26;  // 256 MiB of floats per buffer
   Kokkos::View<float*, Exec::memory_space> a, b;
+  int calls = 1;  // copies per timing (batch_size)
   static CopyProbe& get() {
     static CopyProbe* probe = nullptr;
     if (!probe) {
@@ -67,16 +81,18 @@ struct CopyProbe {
         probe->a = {};
         probe->b = {};
       });
+      probe->calls = batch_size(probe->copy());
     }
     return *probe;
   }
-  double seconds() const {
+  std::function<void()> copy() const {
     auto src = a, dst = b;
-    return fenced_seconds([&] {
+    return [=] {
       Kokkos::parallel_for(
           "kformer::bench::copy", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = src(i); });
-    });
+    };
   }
+  double seconds() const { return fenced_seconds(copy(), calls) / calls; }  // of one copy
   static double bytes() { return 2.0 * n * sizeof(float); }
 };
 
@@ -92,6 +108,7 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
   if (!warm_up(state, f)) return;
   const CopyProbe& copy = CopyProbe::get();
   const double copy_s = copy.seconds();  // warm-up, and the length of a block
+  const int batch = batch_size(f);
   double total = 0, block = 0;
   std::int64_t calls = 0;
   std::vector<double> ratio, copy_gbps;
@@ -101,10 +118,10 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
     ratio.push_back((bytes * double(calls) / block) / (CopyProbe::bytes() / c));
     block = 0, calls = 0;
   };
-  for (auto _ : state) {
-    const double s = fenced_seconds(f);
+  while (state.KeepRunningBatch(batch)) {  // one iteration a call, `batch` calls a timing
+    const double s = fenced_seconds(f, batch);
     state.SetIterationTime(s);
-    total += s, block += s, ++calls;
+    total += s, block += s, calls += batch;
     if (block >= copy_s) close_block();
   }
   if (calls > 0) close_block();
@@ -117,20 +134,21 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
               const Reference& ref) {
   const bool have_ref = warm_up(ref.run).empty();  // false without a vendor library
   if (!warm_up(state, f)) return;
+  const int batch = batch_size(f), ref_batch = have_ref ? batch_size(ref.run) : 0;
   double total = 0;
   std::vector<double> ratio, ref_gflops;
   bool ref_first = true;
-  for (auto _ : state) {
-    double t_ref = 0;
-    if (have_ref && ref_first) t_ref = fenced_seconds(ref.run);
-    const double s = fenced_seconds(f);
-    if (have_ref && !ref_first) t_ref = fenced_seconds(ref.run);
+  while (state.KeepRunningBatch(batch)) {  // one iteration a call, `batch` calls a timing
+    double t_ref = 0;  // of one call
+    if (have_ref && ref_first) t_ref = fenced_seconds(ref.run, ref_batch) / ref_batch;
+    const double s = fenced_seconds(f, batch);
+    if (have_ref && !ref_first) t_ref = fenced_seconds(ref.run, ref_batch) / ref_batch;
     ref_first = !ref_first;
     state.SetIterationTime(s);
     total += s;
     if (have_ref) {
       ref_gflops.push_back(ref.flops / t_ref * 1e-9);
-      ratio.push_back((flops / s) / (ref.flops / t_ref));
+      ratio.push_back((flops * batch / s) / (ref.flops / t_ref));
     }
   }
   set_rate_counters(state, total, flops, bytes);

@@ -1,0 +1,362 @@
+#!/usr/bin/python3
+"""kformer's training step against PyTorch eager and torch.compile on one device (issue 19).
+
+    bench/step_vs_torch_gpu.py --kformer BIN [--device cuda|cpu] [--precision fp32|bf16]
+        [--shape gpt2|tiny] [--steps 10] [--warmup 3] [--rounds 2] [--compile inductor|eager|off]
+        [--budget-s S] [--json OUT]
+
+Shapes: gpt2 is GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304, T 1024, micro-batch 8);
+tiny is input/tiny.yaml at one micro-batch of 8 (the CPU test). kformer runs one rank
+(comm.backend=self) with kernels.gemm=vendor (cuBLAS on the GPU) and fused attention; PyTorch
+trains bench/torch_gpt.py's model of the same deck (taken from kformer's report) with the same
+AdamW, clipping and schedule, in eager mode and through torch.compile, bf16 being autocast over
+fp32 masters as kformer's bf16 is. Each round runs kformer, then eager, then compiled, each for
+--steps steps; a variant's figure is the median over rounds of its median step after --warmup.
+Also measured: torch.matmul's rate at the shape of kformer's GEMM ceiling, in both precisions.
+
+Prints both step times, torch/kformer (above 1: kformer is faster) and kformer's MFU: its model
+FLOP/s over summary.gemm_ceiling_tflops, the best fp32 GEMM kformer measures at start-up
+(miniapp/ceiling.cpp). In bf16 that ceiling is still fp32, so the bf16 MFU is also given against
+torch's bf16 matmul rate. At small shapes (tiny) torch starts from kformer's exact initial weights
+and each step of its first run must match kformer's: the loss and the gradient norm within 1e-6
+relative in fp32 (2e-4 and 5e-3 in bf16; exit 1 otherwise): the check that both sides train the
+same model with the same optimizer.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
+sys.path.insert(0, HERE)
+import torch  # noqa: E402
+
+import kformer_ref  # noqa: E402
+import torch_gpt  # noqa: E402
+
+SHAPES = {
+    "gpt2": ["input/gpt3-small.yaml", "model.vocab_size=50304", "model.max_seq_len=1024", "train.seq_len=1024",
+             "train.global_batch=8", "train.micro_batch=8"],
+    "tiny": ["input/tiny.yaml", "train.micro_batch=8"],
+}
+# (loss, gradient norm) relative tolerances of a run from kformer's weights and batches. fp32
+# differs by summation order only (seen: 7e-8 and 1e-7 over 3 tiny steps, where an erf GELU, Adam's
+# default betas or decay on the biases moved them by 5e-7..5e-6 and 5e-6..2e-4); bf16 also by
+# where autocast and kformer round (seen: 1e-5 and 3e-4).
+TOL = {"fp32": (1e-6, 1e-6), "bf16": (2e-4, 5e-3)}
+
+
+class Budget:
+    """The seconds left of --budget-s (None: no limit)."""
+
+    def __init__(self, seconds):
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def left(self):
+        return float("inf") if self.end is None else self.end - time.monotonic()
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_kformer(a, deck_args, tmp, rnd):
+    report = os.path.join(tmp, f"kformer{rnd}.json")
+    env = dict(os.environ, OMP_PROC_BIND="false")
+    if a.device == "cpu":
+        env["OMP_NUM_THREADS"] = str(a.threads)
+    cmd = [a.kformer, *deck_args, f"train.steps={a.steps}", f"train.precision={a.precision}", "kernels.gemm=vendor",
+           "kernels.attention=fused", "comm.backend=self", f"output.json={report}", "output.log_every=1000"]
+    p = subprocess.run(cmd, env=env, cwd=a.root, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"step_vs_torch_gpu: kformer failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    with open(report) as f:
+        return json.load(f)
+
+
+def kformer_figures(rep, warmup):
+    its = rep["iterations"]
+    s = rep["summary"]
+    return {"step_ms": statistics.median(i["elapsed_ms"] for i in its[warmup:]), "loss1": its[0]["loss"],
+            "history": [(i["loss"], i["grad_norm"]) for i in its],
+            "gemm_ceiling_tflops": s["gemm_ceiling_tflops"], "gemm_ceiling": s["gemm_ceiling"], "mfu_report": s["mfu"],
+            "precision": s.get("precision")}
+
+
+class TorchVariant:
+    """One PyTorch trainer (eager or compiled) of the deck's model, kept across rounds."""
+
+    def __init__(self, name, cfg, params, a, tokens, compile_backend=None):
+        self.name, self.cfg, self.a, self.tokens = name, cfg, a, tokens
+        self.model = torch_gpt.TorchGPT(kformer_ref.Shape(cfg), params).to(a.device)
+        self.opt, self.optimizer = torch_gpt.adamw(self.model, cfg)
+        self.forward = self.model
+        self.compile_s = None
+        if compile_backend:
+            self.forward = torch.compile(self.model, backend=compile_backend)
+        self.it = 0
+        self.loss1 = None
+        self.history = []  # (loss, gradient norm) of the first run's steps, for check_training
+
+    def step(self):
+        t = self.cfg["train"]
+        tok = self.tokens[self.it % len(self.tokens)].to(self.a.device, non_blocking=True)
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=self.a.device, dtype=torch.bfloat16, enabled=self.a.precision == "bf16"):
+            loss = self.forward(tok)
+        loss.backward()
+        norm = None
+        if t["grad_clip"] > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t["grad_clip"])
+        for g in self.opt.param_groups:
+            g["lr"] = kformer_ref.lr_at(self.it + 1, self.cfg)
+        self.opt.step()
+        self.it += 1
+        return loss.item(), norm  # kformer reads its loss every step too
+
+    def timed_round(self, steps, warmup):
+        times = []
+        for i in range(steps):
+            sync(self.a.device)
+            start = time.perf_counter()
+            loss, norm = self.step()
+            sync(self.a.device)
+            times.append((time.perf_counter() - start) * 1e3)
+            if len(self.history) < steps:
+                self.history.append((loss, None if norm is None else norm.item()))
+            if self.loss1 is None:
+                self.loss1 = loss
+                if self.forward is not self.model:
+                    self.compile_s = times[-1] / 1e3  # the first compiled step holds the compilation
+        return statistics.median(times[warmup:])
+
+
+def with_timeout(seconds, f):
+    """f(), or TimeoutError after `seconds` (SIGALRM: the main thread, POSIX only)."""
+    if seconds == float("inf"):
+        return f()
+
+    def expire(*_):
+        raise TimeoutError(f"still running after {seconds:.0f} s (--budget-s)")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(max(1, int(seconds)))
+    try:
+        return f()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def matmul_tflops(device, shape, dtype):
+    """torch.matmul's rate at kformer's ceiling shape "MxKxN": median of 10 after 3 warm-ups."""
+    M, K, N = (int(x) for x in shape.split("x"))
+    a = torch.randn(M, K, device=device, dtype=dtype)
+    b = torch.randn(K, N, device=device, dtype=dtype)
+    times = []
+    for i in range(13):
+        sync(device)
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+    return 2.0 * M * K * N / statistics.median(times) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kformer", required=True, help="the kformer binary (the bundle's on the GPU)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2")
+    ap.add_argument("--steps", type=int, default=10, help="steps per run of each variant")
+    ap.add_argument("--warmup", type=int, default=3, help="steps left out of each run's median")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--compile", default="inductor", help="torch.compile backend, or off")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads of both (--device cpu)")
+    ap.add_argument("--budget-s", type=float, help="no new round past this many seconds; compilation is cut there")
+    ap.add_argument("--root", default=os.path.join(HERE, ".."), help="where the decks (input/) are")
+    ap.add_argument("--json", help="write the figures here (rewritten after every round)")
+    a = ap.parse_args()
+    a.kformer = os.path.abspath(a.kformer)
+    if a.steps <= a.warmup:
+        ap.error(f"--steps {a.steps} leaves no timed step after --warmup {a.warmup}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("step_vs_torch_gpu: --device cuda but torch sees no GPU: run it on the GPU machine, or --device cpu")
+    budget = Budget(a.budget_s)
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as kformer's cublasSgemm
+    torch.backends.cudnn.allow_tf32 = False
+
+    out = {"device": a.device, "gpu": torch.cuda.get_device_name() if a.device == "cuda" else None,
+           "torch": torch.__version__, "precision": a.precision, "shape": a.shape, "steps": a.steps,
+           "warmup": a.warmup, "rounds_asked": a.rounds, "rounds": 0, "attention": torch_gpt.attention_impl()[1],
+           "kformer": {"step_ms_rounds": []}, "eager": {"step_ms_rounds": []}, "compile": {"step_ms_rounds": []}}
+
+    def save():
+        if a.json:
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(out, f, indent=2)
+            os.replace(a.json + ".tmp", a.json)
+
+    variants, last_round_s, kformer_history = {}, 0.0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(a.rounds):
+            if budget.left() < 1.2 * last_round_s:
+                out["stopped"] = f"round {rnd + 1} not started: {budget.left():.0f} s of --budget-s left, the last took {last_round_s:.0f} s"
+                break
+            round_start = time.monotonic()
+            if a.device == "cuda":
+                torch.cuda.empty_cache()  # kformer's process gets the memory torch holds idle
+            rep = run_kformer(a, SHAPES[a.shape], tmp, rnd)
+            k = kformer_figures(rep, a.warmup)
+            out["kformer"]["step_ms_rounds"].append(k["step_ms"])
+            if rnd == 0:
+                out["kformer"].update({x: k[x] for x in ("loss1", "gemm_ceiling_tflops", "gemm_ceiling", "mfu_report")})
+                kformer_history = k["history"]
+                out["flops_per_step"] = rep["summary"]["flops"]["counted_per_iteration_rank"]
+                out["config"] = {"model": rep["config"]["model"], "train": rep["config"]["train"]}
+                variants = build_variants(a, rep["config"], out)
+            for name, v in variants.items():
+                if v is None:
+                    continue
+                if name == "compile" and v.loss1 is None:  # its first round compiles: bounded by the budget
+                    try:
+                        ms = with_timeout(budget.left(), lambda: v.timed_round(a.steps, a.warmup))
+                    except Exception as e:  # noqa: BLE001 - any failure of torch.compile is a result
+                        out["compile"].update(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+                        variants["compile"] = None
+                        continue
+                    out["compile"].update(ok=True, compile_s=v.compile_s)
+                else:
+                    ms = v.timed_round(a.steps, a.warmup)
+                out[name]["step_ms_rounds"].append(ms)
+                out[name]["loss1"] = v.loss1
+                if rnd == 0:
+                    out[name]["history"] = v.history
+            out["rounds"] = rnd + 1
+            last_round_s = time.monotonic() - round_start
+            finish(out)
+            save()
+    if a.device == "cuda" or a.shape == "tiny":
+        shape = out["kformer"]["gemm_ceiling"]["shape"]
+        out["torch_matmul_tflops"] = {p: matmul_tflops(a.device, shape, d)
+                                      for p, d in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+    out["kformer"]["history"] = kformer_history
+    finish(out)
+    bad = check_training(out)
+    save()
+    print_table(out)
+    return bad
+
+
+def build_variants(a, cfg, out):
+    """The eager and compiled trainers, from kformer's initial weights at small shapes."""
+    s, t = kformer_ref.Shape(cfg), cfg["train"]
+    if t["micro_batch"] != t["global_batch"]:
+        sys.exit("step_vs_torch_gpu: the PyTorch side runs the global batch at once: give train.micro_batch = train.global_batch")
+    n_params = sum(r * c for _, r, c, *_ in kformer_ref.param_specs(s))
+    exact = n_params <= 5_000_000  # kformer's counter-based initialisation runs in numpy: small models only
+    params = torch_gpt.kformer_params(s, t["seed"]) if exact else torch_gpt.random_params(s, t["seed"], a.device)
+    out["init"] = "kformer's initial weights" if exact else "torch generator, kformer's standard deviations"
+    tokens = [kformer_ref.random_tokens(s.V, t["seed"], i * t["global_batch"], t["global_batch"], t["seq_len"])
+              for i in range(a.steps)]  # kformer's batches, made before any timing
+    variants = {"eager": TorchVariant("eager", cfg, params, a, tokens)}
+    out["optimizer"] = variants["eager"].optimizer
+    variants["compile"] = None
+    if a.compile == "off":
+        out["compile"].update(ok=False, error="--compile off")
+    elif not hasattr(torch, "compile"):
+        out["compile"].update(ok=False, error=f"torch {torch.__version__} has no torch.compile")
+    else:
+        try:
+            variants["compile"] = TorchVariant("compile", cfg, params, a, tokens, compile_backend=a.compile)
+            out["compile"]["backend"] = a.compile
+        except Exception as e:  # noqa: BLE001
+            out["compile"].update(ok=False, error=f"{type(e).__name__}: {e}")
+    return variants
+
+
+def finish(out):
+    """Medians over rounds, the ratios and MFU, from what has run so far."""
+    k = out["kformer"]
+    for name in ("kformer", "eager", "compile"):
+        r = out[name]["step_ms_rounds"]
+        out[name]["step_ms"] = statistics.median(r) if r else None
+        if r and out.get("flops_per_step"):
+            out[name]["tflops"] = out["flops_per_step"] / (out[name]["step_ms"] / 1e3) / 1e12
+    for name in ("eager", "compile"):
+        t = out[name]["step_ms"]
+        out[name]["torch_over_kformer"] = t / k["step_ms"] if t and k["step_ms"] else None
+    e, c = out["eager"].get("loss1"), out["compile"].get("loss1")
+    if e and c:  # the same weights and batch: the compiled model must compute eager's loss
+        out["compile"]["loss1_rel_to_eager"] = abs(c - e) / abs(e)
+    if k.get("tflops"):
+        k["mfu"] = k["tflops"] / k["gemm_ceiling_tflops"] if k["gemm_ceiling_tflops"] else None
+        bf16 = out.get("torch_matmul_tflops", {}).get("bf16")
+        k["mfu_vs_torch_bf16_matmul"] = k["tflops"] / bf16 if bf16 and out["precision"] == "bf16" else None
+
+
+def fmt(x, spec):
+    """x formatted, or a dash as wide as the spec's width."""
+    width = spec.split(".")[0]
+    return format("-", ">" + width) if x is None else format(x, spec)
+
+
+def print_table(out):
+    k = out["kformer"]
+    print(f"step_vs_torch_gpu: {out['device']} {out['gpu'] or ''} torch {out['torch']}, {out['shape']}, {out['precision']}, "
+          f"{out['rounds']} round(s) of {out['steps']} steps (median after {out['warmup']}); attention: {out['attention']}; "
+          f"init: {out.get('init')}; AdamW {out.get('optimizer')}")
+    print(f"{'variant':10s} {'step ms':>9s} {'torch/kformer':>14s} {'TFLOP/s':>9s} {'loss 1':>10s}")
+    for name in ("kformer", "eager", "compile"):
+        v = out[name]
+        print(f"{name:10s} {fmt(v['step_ms'], '9.2f')} {fmt(v.get('torch_over_kformer'), '14.3f')} "
+              f"{fmt(v.get('tflops'), '9.3f')} {fmt(v.get('loss1'), '10.5f')}")
+    if out["compile"].get("ok") is False:
+        print(f"compile: not timed: {out['compile']['error']}")
+    elif out["compile"].get("compile_s") is not None:
+        print(f"compile: first step (compilation included) {out['compile']['compile_s']:.1f} s")
+    tm = out.get("torch_matmul_tflops", {})
+    print(f"kformer MFU {fmt(k.get('mfu'), '.3f')} against its gemm_ceiling_tflops {fmt(k.get('gemm_ceiling_tflops'), '.3f')} "
+          f"({k['gemm_ceiling']['impl']} sgemm {k['gemm_ceiling']['shape']}); torch.matmul there: fp32 "
+          f"{fmt(tm.get('fp32'), '.3f')}, bf16 {fmt(tm.get('bf16'), '.3f')} TFLOP/s"
+          + (f"; bf16 MFU against torch's bf16 matmul {fmt(k.get('mfu_vs_torch_bf16_matmul'), '.3f')}"
+             if out["precision"] == "bf16" else ""))
+    c = out.get("loss_check")
+    if c:
+        print(f"training check over {c['steps']} steps from kformer's weights: loss relative {c['loss_rel']:.1e} "
+              f"(limit {c['loss_tol']:g}), gradient norm {c['norm_rel']:.1e} (limit {c['norm_tol']:g})"
+              + ("" if c["ok"] else ": MISMATCH, PyTorch does not train kformer's model"))
+
+
+def check_training(out):
+    """From kformer's initial weights, PyTorch's first run must follow kformer's: every step's loss
+    and gradient norm (before clipping) within TOL, relative."""
+    if out.get("init") != "kformer's initial weights":
+        return 0
+    loss_tol, norm_tol = TOL[out["precision"]]
+    worst_loss = worst_norm = 0.0
+    pairs = list(zip(out["kformer"]["history"], out["eager"].get("history", [])))
+    for (kl, kn), (tl, tn) in pairs:
+        worst_loss = max(worst_loss, abs(kl - tl) / abs(kl))
+        if tn is not None:
+            worst_norm = max(worst_norm, abs(kn - tn) / abs(kn))
+    ok = bool(pairs) and worst_loss <= loss_tol and worst_norm <= norm_tol
+    out["loss_check"] = {"steps": len(pairs), "loss_rel": worst_loss, "norm_rel": worst_norm, "loss_tol": loss_tol,
+                         "norm_tol": norm_tol,
+                         "kformer": out["kformer"]["loss1"], "torch": out["eager"].get("loss1"), "ok": ok}
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+#!/usr/bin/python3
+"""Issue 19's targets from the JSONs scripts/gpu_perf.sh writes: one markdown table with every
+target, its measured ratio and a verdict, then the per-case figures behind each row.
+
+    scripts/gpu_perf_summary.py DIR [--steps steps.tsv] [--error WHY] [--md summary.md] [--json summary.json]
+    scripts/gpu_perf_summary.py DIR --merge-bench PART...   (gpu_perf.sh's kernel-bench runs -> DIR/kernel_bench.json)
+
+Prints the targets table; --md gets it with the per-case figures behind it.
+
+DIR holds (any may be missing: its rows then say n/a and why):
+  kernel_bench.json   kformer-kernel-bench --benchmark_out: GEMM, attention, memory-bound cases
+  sdpa.json           bench/attention_vs_sdpa.py --json
+  step_fp32.json, step_bf16.json   bench/step_vs_torch_gpu.py --json
+--steps: gpu_perf.sh's steps (name, kind, rc, seconds, note a line): failures and time-outs.
+--error: why nothing could run (gpu_perf.sh could not start), noted above the table.
+Targets: native GEMM >= 0.5 of the vendor's (cuBLAS on the GPU) at every layer shape; fused
+attention >= 3x naive (fwd+bwd) and within 2x of SDPA's time, at the longest T present (2048 on
+the GPU); every memory-bound kernel >= 0.6 of the copy bandwidth measured in the same loop;
+kformer's step no slower than PyTorch eager; MFU (no threshold stated: reported).
+Verdicts: PASS, FAIL, n/a (no figure: the reason is in the measured column), info.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+GEMM_MIN, ATTN_NAIVE_MIN, ATTN_SDPA_MAX, MEM_MIN, STEP_MIN = 0.5, 3.0, 2.0, 0.6, 1.0
+ATTN = re.compile(r"^attention(_bwd)?/(naive|fused)/(.+)$")
+GEMM = re.compile(r"^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/(\d+x\d+x\d+)$")
+
+
+def load(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return json.load(f), None
+    except FileNotFoundError:
+        return None, f"no {name}"
+    except (OSError, ValueError) as e:
+        return None, f"{name} unreadable: {e}"
+
+
+def read_bench_part(path):
+    """A kformer-kernel-bench JSON report, also one cut short (a time-out): its context and every
+    benchmark written in full; (None, reason) when nothing can be read."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        return None, str(e)
+    try:
+        return json.loads(text), None
+    except ValueError:
+        pass
+    dec, out = json.JSONDecoder(), {"benchmarks": []}
+    m = re.search(r'"context"\s*:\s*', text)
+    if m:
+        try:
+            out["context"] = dec.raw_decode(text, m.end())[0]
+        except ValueError:
+            pass
+    m = re.search(r'"benchmarks"\s*:\s*\[\s*', text)
+    pos = m.end() if m else len(text)
+    while pos < len(text):
+        try:
+            b, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            break
+        out["benchmarks"].append(b)
+        pos = re.compile(r"\s*,?\s*").match(text, pos).end()
+    return out, f"{path} was cut short: {len(out['benchmarks'])} case(s) kept"
+
+
+def merge_bench(parts, dest):
+    """The parts' benchmarks in one report (the first context) at dest."""
+    merged = {"context": {}, "benchmarks": []}
+    for p in parts:
+        r, why = read_bench_part(p)
+        if why:
+            print(f"gpu_perf_summary: {why}")
+        if r:
+            merged["context"] = merged["context"] or r.get("context", {})
+            merged["benchmarks"] += r.get("benchmarks", [])
+    with open(dest, "w") as f:
+        json.dump(merged, f, indent=1)
+    print(f"gpu_perf_summary: {len(merged['benchmarks'])} case(s) from {len(parts)} report(s) in {dest}")
+
+
+def ms(b):
+    return b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ms")]
+
+
+def bench_cases(kb):
+    """{name without the /min_time... suffix: benchmark}, the failed ones left out."""
+    out = {}
+    for b in (kb or {}).get("benchmarks", []):
+        if not b.get("error_occurred") and b.get("run_type", "iteration") == "iteration":
+            out[b["name"].split("/min_time")[0]] = b
+    return out
+
+
+class Summary:
+    def __init__(self):
+        self.targets, self.details = [], []
+
+    def target(self, tid, text, measured, verdict, **extra):
+        self.targets.append({"id": tid, "target": text, "measured": measured, "verdict": verdict, **extra})
+
+    def table(self, title, header, rows):
+        self.details.append((title, header, rows))
+
+
+def verdict(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def gemm_rows(s, cases, why):
+    """Native against vendor per layer shape: fp32 forward (the paired sgemm: vs_ceiling), bf16
+    forward (the two bf16 cases' times), fp32 backward (dx, dW: vs_ceiling against the sgemm pair)."""
+    by = {}
+    for name, b in cases.items():
+        m = GEMM.match(name)
+        if m:
+            by.setdefault((m.group(1), m.group(3)), {})[m.group(2)] = b
+    rows, worst = [], {}
+    for (kind, shape), v in sorted(by.items()):
+        nat, ven = v.get("native"), v.get("vendor")
+        if nat is None:
+            continue
+        if kind == "gemm_bf16":  # its vs_ceiling is bf16 over fp32 of the same impl: compare the times
+            ratio = ms(ven) / ms(nat) if ven else None
+        else:
+            ratio = nat.get("vs_ceiling")
+        # The vendor's rate: its own case, else (fp32) the sgemm paired with the native case.
+        vendor_rate = ven.get("gflops") if ven else nat.get("ceiling_gflops") if kind != "gemm_bf16" else None
+        rows.append([kind, shape, f"{nat.get('gflops', 0):.1f}", "-" if vendor_rate is None else f"{vendor_rate:.1f}",
+                     "-" if ratio is None else f"{ratio:.3f}"])
+        if ratio is not None and (kind not in worst or ratio < worst[kind][0]):
+            worst[kind] = (ratio, shape)
+    labels = {"gemm": "fp32 forward", "gemm_bf16": "bf16 forward", "matmul_bwd": "fp32 backward (dx, dW)"}
+    for kind, label in labels.items():
+        text = f"native GEMM >= {GEMM_MIN} of the vendor's (cuBLAS), {label}, every layer shape"
+        if kind in worst:
+            r, shape = worst[kind]
+            n = sum(1 for row in rows if row[0] == kind)
+            s.target(f"gemm-{kind}", text, f"{r:.3f} (worst of {n}: {shape})", verdict(r >= GEMM_MIN), value=r)
+        else:
+            s.target(f"gemm-{kind}", text, why or f"no {kind}/native and /vendor cases", "n/a")
+    s.table("GEMM: native against vendor (GFLOP/s; ratio = native speed over vendor's)",
+            ["cases", "shape (tokens x in x out)", "native", "vendor", "native/vendor"], rows)
+
+
+def attention_keys(cases):
+    """{key: {"naive"|"fused": fwd+bwd ms}} of the attention cases with both directions."""
+    parts = {}
+    for name, b in cases.items():
+        m = ATTN.match(name)
+        if m:
+            parts.setdefault(m.group(3), {}).setdefault(m.group(2), {})["bwd" if m.group(1) else "fwd"] = ms(b)
+    return {k: {impl: d["fwd"] + d["bwd"] for impl, d in v.items() if len(d) == 2} for k, v in parts.items()}
+
+
+def seq_len(key):
+    m = re.search(r"T(\d+)", key)
+    return int(m.group(1)) if m else 0
+
+
+def attention_rows(s, cases, why, sdpa, sdpa_why):
+    keys = attention_keys(cases)
+    T = max((seq_len(k) for k in keys), default=0)
+    at_T = {k: v for k, v in keys.items() if seq_len(k) == T}
+    text = f"fused attention >= {ATTN_NAIVE_MIN:g}x naive, fwd+bwd, T={T or 2048}"
+    speedups = [(v["naive"] / v["fused"], k) for k, v in at_T.items() if "naive" in v and "fused" in v]
+    if speedups:
+        r, k = min(speedups)
+        s.target("attention-naive", text, f"{r:.2f}x (worst of {len(speedups)}: {k})", verdict(r >= ATTN_NAIVE_MIN), value=r)
+    else:
+        s.target("attention-naive", text, why or f"no naive and fused attention cases at T{T or 2048}", "n/a")
+    s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", "naive/fused"],
+            [[k, f"{v['naive']:.3f}" if "naive" in v else "-", f"{v['fused']:.3f}" if "fused" in v else "-",
+              f"{v['naive'] / v['fused']:.2f}" if len(v) == 2 else "-"] for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
+
+    rows = (sdpa or {}).get("rows", [])
+    fp32 = [r for r in rows if r["dtype"] == "fp32" and r.get("fused_over_sdpa")]
+    T_sdpa = (sdpa or {}).get("T", T or 2048)
+    text = f"fused attention within {ATTN_SDPA_MAX:g}x of PyTorch SDPA's time, fp32 fwd+bwd, T={T_sdpa}"
+    if fp32:
+        r, k = max((x["fused_over_sdpa"], x["case"]) for x in fp32)
+        impl = sdpa.get("attention", "")
+        if impl == "sdpa":
+            s.target("attention-sdpa", text, f"{r:.2f}x SDPA's time (worst of {len(fp32)}: {k})", verdict(r <= ATTN_SDPA_MAX), value=r)
+        else:
+            s.target("attention-sdpa", text, f"{r:.2f}x, but against {impl}", "n/a", value=r)
+    else:
+        s.target("attention-sdpa", text, sdpa_why or "no fp32 row in sdpa.json", "n/a")
+    s.table("Attention against PyTorch (ms)", ["case", "B,H,KV,T,hd", "dtype", "sdpa fwd", "sdpa fwd+bwd",
+                                               "kformer fused fwd+bwd", "fused/sdpa"],
+            [[r["case"], ",".join(str(r["shape"][x]) for x in ("B", "H", "KV", "T", "hd")), r["dtype"],
+              f"{r['sdpa_fwd_ms']:.3f}", f"{r['sdpa_fwd_bwd_ms']:.3f}", f"{r['kformer_fused_fwd_bwd_ms']:.3f}",
+              f"{r['fused_over_sdpa']:.2f}" if r.get("fused_over_sdpa") else "-"] for r in rows])
+
+
+def memory_rows(s, cases, why):
+    """Every case judged against the copy (it carries copy_gbps)."""
+    mem = {n: b for n, b in cases.items() if "copy_gbps" in b and b.get("vs_ceiling") is not None}
+    rows = [[n, f"{b.get('gbps', 0):.1f}", f"{b['copy_gbps']:.1f}", f"{b['vs_ceiling']:.3f}"] for n, b in sorted(mem.items())]
+    for tid, label, pick in (("memory-fp32", "fp32", lambda n: "_bf16/" not in n), ("memory-bf16", "bf16", lambda n: "_bf16/" in n)):
+        sel = [(b["vs_ceiling"], n) for n, b in mem.items() if pick(n)]
+        text = f"memory-bound kernels ({label}) >= {MEM_MIN} of the copy bandwidth, every case"
+        if sel:
+            r, n = min(sel)
+            ok = sum(1 for v, _ in sel if v >= MEM_MIN)
+            s.target(tid, text, f"{r:.3f} worst ({n}); {ok} of {len(sel)} at or above", verdict(ok == len(sel)), value=r)
+        else:
+            s.target(tid, text, why or f"no {label} memory-bound cases", "n/a")
+    s.table("Memory-bound kernels (GB/s; ratio = vs_ceiling, the median over blocks of the case's rate over its copy's)",
+            ["case", "GB/s", "copy GB/s", "ratio"], rows)
+
+
+def step_rows(s, steps):
+    table = []
+    for p in ("fp32", "bf16"):
+        st, why = steps[p]
+        k = (st or {}).get("kformer", {})
+        text = f"kformer step no slower than PyTorch eager ({p})"
+        e = (st or {}).get("eager", {})
+        if e.get("torch_over_kformer"):
+            r = e["torch_over_kformer"]
+            s.target(f"step-eager-{p}", text, f"torch/kformer {r:.3f} ({e['step_ms']:.1f} / {k['step_ms']:.1f} ms)",
+                     verdict(r >= STEP_MIN), value=r)
+        else:
+            s.target(f"step-eager-{p}", text, why or "no eager figure", "n/a")
+        c = (st or {}).get("compile", {})
+        text = f"kformer step against torch.compile ({p})"
+        if c.get("torch_over_kformer"):
+            r = c["torch_over_kformer"]
+            s.target(f"step-compile-{p}", text, f"torch/kformer {r:.3f} ({c['step_ms']:.1f} / {k['step_ms']:.1f} ms)",
+                     "info", value=r)
+        else:
+            s.target(f"step-compile-{p}", text, why or f"not timed: {c.get('error', 'no figure')}", "info")
+        text = f"MFU ({p}): kformer's model FLOP/s over its start-up GEMM ceiling (summary.gemm_ceiling_tflops)"
+        if k.get("mfu") is not None:
+            g = k["gemm_ceiling"]
+            extra = ""
+            if p == "bf16" and k.get("mfu_vs_torch_bf16_matmul") is not None:
+                extra = f"; {k['mfu_vs_torch_bf16_matmul']:.3f} of torch's bf16 matmul ({st['torch_matmul_tflops']['bf16']:.3g} TFLOP/s)"
+            s.target(f"mfu-{p}", text, f"{k['mfu']:.3f} ({k['tflops']:.3g} of {k['gemm_ceiling_tflops']:.3g} TFLOP/s, "
+                     f"{g['impl']} fp32 GEMM {g['shape']}){extra}", "info", value=k["mfu"])
+        else:
+            s.target(f"mfu-{p}", text, why or "no kformer figure", "n/a")
+        for name in ("kformer", "eager", "compile"):
+            v = (st or {}).get(name, {})
+            if v.get("step_ms"):
+                table.append([p, name, f"{v['step_ms']:.2f}", f"{v.get('tflops', 0):.3g}",
+                              f"{v['torch_over_kformer']:.3f}" if v.get("torch_over_kformer") else "-",
+                              f"{v['loss1']:.5f}" if v.get("loss1") is not None else "-",
+                              str(len(v.get("step_ms_rounds", [])))])
+    first = next((st for st, _ in steps.values() if st), {})
+    s.table(f"Training step ({first.get('shape', '?')} shape, {first.get('attention', '?')}, init: {first.get('init', '?')})",
+            ["precision", "variant", "step ms", "TFLOP/s", "torch/kformer", "loss 1", "rounds"], table)
+
+
+def markdown(s, title, notes, details=True):
+    lines = [f"# {title}", "", *notes, "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {t['target']} | {t['measured']} | {t['verdict']} |" for t in s.targets]
+    for name, header, rows in s.details if details else []:
+        lines += ["", f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows] or ["| " + " | ".join(["(none)"] + [""] * (len(header) - 1)) + " |"]
+    return "\n".join(lines) + "\n"
+
+
+def step_log(path):
+    """gpu_perf.sh's steps that did not pass: [name, kind, rc, seconds, note]."""
+    if not path:
+        return []
+    with open(path) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    return [r for r in rows if len(r) == 5 and r[2] != "0"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("--merge-bench", nargs="+", metavar="PART",
+                    help="only merge these kformer-kernel-bench reports (cut-short ones too) into DIR/kernel_bench.json")
+    ap.add_argument("--steps", help="gpu_perf.sh's step log (TSV)")
+    ap.add_argument("--error", help="why nothing could run")
+    ap.add_argument("--md", help="write the markdown with the per-case tables here")
+    ap.add_argument("--json", help="write the targets as JSON here")
+    a = ap.parse_args()
+    if a.merge_bench:
+        merge_bench(a.merge_bench, os.path.join(a.dir, "kernel_bench.json"))
+        return 0
+    kb, kb_why = load(a.dir, "kernel_bench.json")
+    sdpa, sdpa_why = load(a.dir, "sdpa.json")
+    steps = {p: load(a.dir, f"step_{p}.json") for p in ("fp32", "bf16")}
+    cases = bench_cases(kb)
+    s = Summary()
+    gemm_rows(s, cases, kb_why)
+    attention_rows(s, cases, kb_why, sdpa, sdpa_why)
+    memory_rows(s, cases, kb_why)
+    step_rows(s, steps)
+
+    ctx = (kb or {}).get("context", {})
+    gpu = next((x.get("gpu") for x in [sdpa, *(st for st, _ in steps.values())] if x and x.get("gpu")), None)
+    where = gpu or f"{ctx.get('kokkos_execution_space', 'unknown backend')} on {ctx.get('host_name', 'unknown host')}"
+    notes = [f"Device: {where}; kformer {ctx.get('kformer_git', '?')}, Kokkos {ctx.get('kokkos_execution_space', '?')}, "
+             f"vendor BLAS: {ctx.get('blas', '?')}; torch {next((x['torch'] for x in [sdpa, *(st for st, _ in steps.values())] if x), '?')}."]
+    if a.error:
+        notes.append(f"Nothing ran: {a.error}")
+    notes += [f"Step `{r[0]}` did not pass (exit {r[2]} after {r[3]} s{', timed out' if r[2] in ('124', '137') else ''}"
+              f"; {r[4]}): its rows may say n/a." for r in step_log(a.steps)]
+    title = "kformer against its issue-19 targets"
+    sys.stdout.write(markdown(s, title, notes, details=False))
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(markdown(s, title, notes))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": where, "targets": s.targets}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

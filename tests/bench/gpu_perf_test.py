@@ -1,0 +1,133 @@
+"""scripts/gpu_perf.sh end to end on the CPU (--host, tiny shapes), so that the one command a
+GPU session runs does not rot between GPU sessions. Not a timed test: no figure is judged.
+
+Asserts: gpu_perf.sh exits 0 and leaves at most the 8 files the device tool brings back; the
+summary has every issue-19 target, each with a verdict, and a figure wherever the CPU run can
+give one (GEMM, attention fused against naive, memory-bound, the step against PyTorch eager, MFU);
+the PyTorch model trains kformer's model (bench/step_vs_torch_gpu.py's first-loss check, fp32 and
+bf16); attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters;
+a kernel-bench report cut short is merged with its finished cases; and the GPU mode, without a GPU
+or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
+n/a, with the reason.
+Usage: gpu_perf_test.py BINDIR SOURCE_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TARGETS = ["gemm-gemm", "gemm-gemm_bf16", "gemm-matmul_bwd", "attention-naive", "attention-sdpa", "memory-fp32",
+           "memory-bf16", "step-eager-fp32", "step-compile-fp32", "mfu-fp32", "step-eager-bf16", "step-compile-bf16",
+           "mfu-bf16"]
+# Rows the CPU run must give a figure for (the others: SDPA needs torch >= 2.0, compile too).
+MEASURED_ON_CPU = ["gemm-gemm", "gemm-gemm_bf16", "gemm-matmul_bwd", "attention-naive", "memory-fp32", "memory-bf16",
+                   "step-eager-fp32", "mfu-fp32", "step-eager-bf16", "mfu-bf16"]
+FILES = {"summary.md", "summary.json", "kernel_bench.json", "sdpa.json", "step_fp32.json", "step_bf16.json",
+         "gpu_perf.log"}
+
+
+def check(cond, what, failures):
+    if not cond:
+        failures.append(what)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def host_run(bindir, src, out, failures):
+    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_PROC_BIND="false", PYTHON="/usr/bin/python3")
+    p = run([os.path.join(src, "scripts", "gpu_perf.sh"), "--host", bindir, out], env=env)
+    print(p.stdout[-3000:])
+    if p.returncode != 0:
+        failures.append(f"gpu_perf.sh --host exited {p.returncode}: {p.stderr[-1500:]}")
+        with open(os.path.join(out, "gpu_perf.log")) as f:
+            print(f.read()[-4000:])
+        return
+    files = set(os.listdir(out))
+    check(files == FILES, f"files {sorted(files)}, expected {sorted(FILES)}", failures)
+    check(len(files) <= 8, f"{len(files)} files: the device tool brings back 8", failures)
+
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    rows = {t["id"]: t for t in summary["targets"]}
+    check(list(rows) == TARGETS, f"targets {list(rows)}, expected {TARGETS}", failures)
+    md = open(os.path.join(out, "summary.md")).read()
+    for tid, t in rows.items():
+        check(t["verdict"] in ("PASS", "FAIL", "n/a", "info"), f"{tid}: verdict {t['verdict']}", failures)
+        check(f"| {t['target']} | {t['measured']} | {t['verdict']} |" in md, f"{tid}: not in summary.md", failures)
+    for tid in MEASURED_ON_CPU:
+        t = rows.get(tid, {})
+        check(isinstance(t.get("value"), float) and t["value"] > 0 and t["verdict"] != "n/a",
+              f"{tid}: no figure on the CPU run: {t}", failures)
+    for section in ("## GEMM", "## Attention, fwd+bwd", "## Attention against PyTorch", "## Memory-bound", "## Training step"):
+        check(section in md, f"summary.md lacks its section '{section}'", failures)
+
+    for p in ("fp32", "bf16"):
+        st = json.load(open(os.path.join(out, f"step_{p}.json")))
+        lc = st.get("loss_check") or {}
+        check(lc.get("ok") is True, f"step_{p}: first-loss check {lc}", failures)
+        check(st["rounds"] == 2 and len(st["kformer"]["step_ms_rounds"]) == 2 and len(st["eager"]["step_ms_rounds"]) == 2,
+              f"step_{p}: not two alternating rounds: {st['rounds']}", failures)
+        c = st["compile"]
+        check(c.get("ok") is False and c.get("error") or c.get("ok") and c.get("step_ms"),
+              f"step_{p}: torch.compile neither timed nor explained: {c}", failures)
+    # A report cut short (a part that ran out of time) keeps its finished cases when merged.
+    text = open(os.path.join(out, "kernel_bench.json")).read()
+    total = len(json.loads(text)["benchmarks"])
+    cut, merged = os.path.join(out, "..", "cut.json"), os.path.join(out, "..", "merged")
+    os.makedirs(merged)
+    with open(cut, "w") as f:
+        f.write(text[:len(text) // 2])
+    p = run(["/usr/bin/python3", os.path.join(src, "scripts", "gpu_perf_summary.py"), merged, "--merge-bench", cut])
+    kept = len(json.load(open(os.path.join(merged, "kernel_bench.json")))["benchmarks"]) if p.returncode == 0 else 0
+    check(0 < kept < total, f"a report cut in half: {kept} of {total} cases kept ({p.stdout} {p.stderr})", failures)
+
+    sdpa = json.load(open(os.path.join(out, "sdpa.json")))
+    shapes = [r["shape"] for r in sdpa["rows"]]
+    # bench_attention.cpp's T=128 case: 2048 tokens as 16 sequences of 12 heads of 64.
+    check(shapes and all(s["B"] * s["H"] == 16 * 12 and s["T"] == 128 and s["hd"] == 64 for s in shapes),
+          f"sdpa.json shapes {shapes}: expected B*H = 192, T 128, hd 64", failures)
+
+
+def gpu_mode_cannot_start(src, tmp, failures):
+    """GPU mode with a stand-in nvidia-smi that lists no GPU, then one GPU but no bundle: exit 2,
+    and a summary with every row n/a and the reason."""
+    for name, listing, reason in (("nogpu", "", "no GPU"), ("nobundle", "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)", "no bundle")):
+        fake, out = os.path.join(tmp, name + "-bin"), os.path.join(tmp, name)
+        os.makedirs(fake)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write(f"#!/bin/sh\necho '{listing}'\n" if listing else "#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"], PYTHON="/usr/bin/python3",
+                   KFORMER_BUNDLE_DIR=os.path.join(tmp, "no-bundle"))
+        p = run([os.path.join(src, "scripts", "gpu_perf.sh"), out], env=env)
+        check(p.returncode == 2, f"gpu_perf.sh ({name}) exited {p.returncode}, expected 2", failures)
+        check(reason in p.stdout, f"gpu_perf.sh ({name}) said: {p.stdout[-500:]}", failures)
+        try:
+            summary = json.load(open(os.path.join(out, "summary.json")))
+        except OSError as e:
+            failures.append(f"no summary ({name}): {e}")
+            continue
+        check([t["id"] for t in summary["targets"]] == TARGETS, f"{name} summary: not every target", failures)
+        check(all(t["verdict"] in ("n/a", "info") for t in summary["targets"]), f"{name} summary: a verdict without figures",
+              failures)
+        check(f"Nothing ran: {reason}" in open(os.path.join(out, "summary.md")).read(), f"{name} summary: no reason", failures)
+
+
+def main(bindir, src):
+    if run(["/usr/bin/python3", "-c", "import torch"]).returncode != 0:
+        print("FAIL: /usr/bin/python3 cannot import torch: run scripts/setup.sh (installs python3-torch)")
+        return 1
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        host_run(os.path.abspath(bindir), src, os.path.join(tmp, "host"), failures)
+        gpu_mode_cannot_start(src, tmp, failures)
+    for f in failures:
+        print("FAIL", f)
+    print("gpu_perf: " + ("all checks passed" if not failures else f"{len(failures)} check(s) failed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
