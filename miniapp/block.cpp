@@ -78,16 +78,18 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   d_mid = scratch_view("d_mid", N, d.C);
   d_tmp = scratch_view("d_tmp", N, d.C);
   d_ln = scratch_view("d_ln", N, d.C);
-  d_att_out = scratch_view("d_att_out", N, d.q_width());
   if (bf16) {
-    // In bf16 these three are fp32 staging that is never live twice at once: the QKV and MLP-in
-    // GEMMs' outputs in the forward (rounded into the activations at once) and the MLP activation's
-    // gradient in the backward (rounded by the activation's backward). One buffer holds them in turn.
-    staging = scratch_view("fp32_staging", N, std::max({d.qkv_width(), d.mlp_in_width(), d.Fl}));
+    // In bf16 these four are fp32 staging that is never live twice at once: the QKV and MLP-in
+    // GEMMs' outputs in the forward (rounded into the activations at once), then in the backward
+    // the MLP activation's gradient (rounded by the activation's backward) and, after it, the
+    // attention output's gradient (rounded for the attention backward). One buffer holds them in turn.
+    staging = scratch_view("fp32_staging", N, std::max({d.qkv_width(), d.mlp_in_width(), d.Fl, d.q_width()}));
     d_qkv = as_matrix(staging.data(), N, d.qkv_width());
     d_mlp_in = as_matrix(staging.data(), N, d.mlp_in_width());
     d_act = as_matrix(staging.data(), N, d.Fl);
+    d_att_out = as_matrix(staging.data(), N, d.q_width());
   } else {
+    d_att_out = scratch_view("d_att_out", N, d.q_width());
     d_qkv = scratch_view("d_qkv", N, d.qkv_width());
     d_mlp_in = scratch_view("d_mlp_in", N, d.mlp_in_width());
     d_act = scratch_view("d_act", N, d.Fl);

@@ -63,11 +63,11 @@ struct TypedScratch {
 
 // Buffers the backward of any block may reuse (one set per rank). In bf16 the forward also uses
 // d_qkv and d_mlp_in as its fp32 GEMM outputs before they are rounded into the activations, and
-// d_qkv, d_mlp_in and d_act are views of one fp32 buffer, `staging` (block.cpp says why).
+// d_qkv, d_mlp_in, d_act and d_att_out are views of one fp32 buffer, `staging` (block.cpp says why).
 struct BlockScratch {
   DV<float**> proj, d_mid, d_tmp, d_ln;  // (N,C)
   DV<float**> d_att_out, d_qkv, d_mlp_in, d_act;
-  DV<float**> staging;                    // bf16 only: (N, max(qkv, mlp_in, Fl) width)
+  DV<float**> staging;                    // bf16 only: (N, max(qkv, mlp_in, Fl, q) width)
   DV<float**> gathered;                   // (N,C) sequence parallel: an all-gathered norm output or gradient
   kernels::AttentionState<Exec> att;      // the attention backward's scratch
   TypedScratch<float> f;

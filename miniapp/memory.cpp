@@ -117,11 +117,11 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // The attention backward's scratch: the fused kernel's delta (B,H,T); the naive one's d(scores)
   // for one sequence at a time (H,T,T), also its bf16 forward's fp32 scores.
   const double att_scratch = naive ? double(d.Hl) * d.T * d.T : att_saved;
-  // The TP region's fp32 gradients d_att_out, d_qkv, d_mlp_in, d_act; in bf16 the last three share
-  // one buffer (block.cpp), and their bf16 roundings are counted below.
-  const double tp_grads = e.bf16 ? N * d.q_width() + N * std::max({double(d.qkv_width()), double(d.mlp_in_width()),
-                                                                     double(d.Fl)})
-                                 : tp_region;
+  // The TP region's fp32 gradients d_att_out, d_qkv, d_mlp_in, d_act; in bf16 the four share one
+  // buffer (block.cpp), and their bf16 roundings are counted below.
+  const double tp_grads =
+      e.bf16 ? N * std::max({double(d.qkv_width()), double(d.mlp_in_width()), double(d.Fl), double(d.q_width())})
+             : tp_region;
   const double scratch = 4 * N * C + tp_grads + att_scratch + (d.sp > 1 ? N * C : 0);
   const bool last = int(chunks.size() - 1) % pp == stage;
   const double gemm = cfg.str("kernels.gemm") == "native" ? gemm_workspace_floats(d, Vl, last) : 0;
