@@ -104,7 +104,11 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         const float* KOKKOS_RESTRICT wp = w.data();
         float* KOKKOS_RESTRICT pw = &part(k, 0);
         float* KOKKOS_RESTRICT pb = &part(k, C);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * C), [&](int c) { pw[c] = 0.f; });  // pb follows pw
+        // Zeroed with the same thread-to-column mapping as the sums below, so that each thread
+        // only ever touches its own columns (one range over 2C would hand pb[c] to another thread
+        // when C is not a multiple of the team size, with no barrier between the two).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] = 0.f; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] = 0.f; });
         for (int r = r0; r < r1; ++r) {
           const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
           const TX* KOKKOS_RESTRICT xr = &x(r, 0);

@@ -44,7 +44,6 @@ class SumOfSquares {
   // out: a rank-0 View of double in Mem.
   template <Shape S0 = Shape::natural, class OutView>
   void run(const ExecSpace& exec, const float* x, const OutView& out) const {
-    constexpr Shape S = shape_for<S0, ExecSpace>;
     const auto blocks = blocks_;
     const auto partials = partials_;
     const int n = static_cast<int>(blocks.extent(0));
@@ -56,7 +55,7 @@ class SumOfSquares {
           const float* p = x + blocks(k, 0);
           const int len = static_cast<int>(blocks(k, 1));
           double s = 0;
-          if constexpr (S == Shape::gpu) {
+          if constexpr (shape_for<S0, ExecSpace> == Shape::gpu) {  // (nvcc: no local constexpr in a lambda's if constexpr)
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(team, len), [&](const int i, double& acc) { acc += double(p[i]) * double(p[i]); },
                 s);
