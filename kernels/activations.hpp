@@ -11,6 +11,7 @@
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
+#include "work_shape.hpp"
 
 namespace kformer::kernels {
 
@@ -62,41 +63,25 @@ void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& in
       });
 }
 
-namespace detail {
-// Calls f(r, c) for every row r < N and column c < F: work items are (row, chunk of W columns),
-// W = 64 on the host (a contiguous inner loop the compiler vectorises), 1 on a GPU (coalesced).
-template <class ExecSpace, class F>
-void for_rows_columns(const ExecSpace& exec, const char* label, int N, int Fw, const F& f) {
-  constexpr int W = runs_on_host<ExecSpace> ? 64 : 1;
-  const int nchunk = (Fw + W - 1) / W;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, int64_t(N) * nchunk), KOKKOS_LAMBDA(const int64_t k) {
-        const int r = static_cast<int>(k / nchunk), c0 = static_cast<int>(k % nchunk) * W;
-        const int c1 = c0 + W < Fw ? c0 + W : Fw;
-        for (int c = c0; c < c1; ++c) f(r, c);
-      });
-}
-}  // namespace detail
-
-// out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F).
-template <class ExecSpace, class OutView, class InView>
+// out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F). S: the work shape (work_shape.hpp).
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
   using TO = elem_t<OutView>;
   const int F = static_cast<int>(out.extent(1));
-  detail::for_rows_columns(exec, "kformer::swiglu_forward", static_cast<int>(out.extent(0)), F,
-                           KOKKOS_LAMBDA(const int r, const int c) {
+  detail::for_rows_columns<S>(exec, "kformer::swiglu_forward", static_cast<int>(out.extent(0)), F,
+                           KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
                              const float a = inp(r, c);
                              out(r, c) = TO(a * detail::sigmoid(a) * float(inp(r, F + c)));
                            });
 }
 
 // dinp (N,2F) = [dout * up * silu'(gate) | dout * silu(gate)], from inp (N,2F) and dout (N,F).
-template <class ExecSpace, class DinpView, class InView, class DoutView>
+template <Shape S = Shape::natural, class ExecSpace, class DinpView, class InView, class DoutView>
 void swiglu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
   using TD = elem_t<DinpView>;
   const int F = static_cast<int>(dout.extent(1));
-  detail::for_rows_columns(exec, "kformer::swiglu_backward", static_cast<int>(dout.extent(0)), F,
-                           KOKKOS_LAMBDA(const int r, const int c) {
+  detail::for_rows_columns<S>(exec, "kformer::swiglu_backward", static_cast<int>(dout.extent(0)), F,
+                           KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t c) {
                              const float a = inp(r, c), u = inp(r, F + c), g = dout(r, c);
                              const float s = detail::sigmoid(a);
                              dinp(r, c) = TD(g * u * s * (1.f + a * (1.f - s)));

@@ -1,6 +1,6 @@
 // AdamW (Loshchilov & Hutter; the update of torch.optim.AdamW): bias-corrected moments and
-// decoupled weight decay, on a contiguous range of parameters. And the sum of squares that
-// global gradient-norm clipping needs, reduced in double.
+// decoupled weight decay, on a contiguous range of parameters (a flat RangePolicy: consecutive
+// threads update consecutive elements). The gradient norm it is clipped by is sum_of_squares.hpp.
 #pragma once
 
 #include "kokkos_compat.hpp"
@@ -33,16 +33,6 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p, cons
         v(i) = vi;
         p(i) = p(i) * decay - step_size * mi / (kmath::sqrt(vi) / sqrt_bc2 + eps);
       });
-}
-
-// sum of x(i)^2 in double (the caller adds the pieces of a sharded gradient, then takes sqrt).
-template <class ExecSpace>
-double sum_of_squares(const ExecSpace& exec, const DView<const float*, ExecSpace>& x) {
-  double s = 0;
-  Kokkos::parallel_reduce(
-      "kformer::sum_of_squares", Kokkos::RangePolicy<ExecSpace>(exec, 0, x.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i, double& acc) { acc += double(x(i)) * double(x(i)); }, s);
-  return s;
 }
 
 }  // namespace kformer::kernels

@@ -49,7 +49,7 @@ void fill_normal_block(const ExecSpace& exec, const View2& x, std::uint64_t key,
                        std::int64_t row0, std::int64_t col0, float std_dev) {
   const std::int64_t rows = x.extent(0), cols = x.extent(1);
   Kokkos::parallel_for(
-      "fill_normal_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
+      "fill_normal_block", Kokkos::MDRangePolicy<ExecSpace, RightRank<2>>(exec, {0, 0}, {rows, cols}),
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
         const std::uint64_t n = static_cast<std::uint64_t>((row0 + i) * global_cols + col0 + j);
         x(i, j) = static_cast<float>(std_dev * counter_normal(key, n));

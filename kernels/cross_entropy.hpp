@@ -6,6 +6,8 @@
 //   2. xent_local_sums:  s_r(n) = sum exp(l - M), z_r(n) = l(target) if held -> all-reduce SUM
 //   3. xent_finish:      loss(n) = log S + M - Z; dlogits = (exp(l - M) / S - onehot) * scale
 // With one rank the reductions are the identity (xent_forward_backward does all three).
+// Rows are teams (passes 1 and 2) or runs of work items (pass 3) over the contiguous vocabulary
+// entries, so a GPU's loads coalesce; S is the work shape (work_shape.hpp).
 #pragma once
 
 #include <cstdint>
@@ -13,20 +15,22 @@
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
+#include "work_shape.hpp"
 
 namespace kformer::kernels {
 
 // lmax (N): the largest valid logit of each row on this rank (-inf when it holds none).
-template <class ExecSpace>
+template <Shape S0 = Shape::natural, class ExecSpace>
 void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
                     const DView<const float**, ExecSpace>& logits, int v0, int vocab) {
+  constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0));
   const int valid = vocab - v0 < int(logits.extent(1)) ? vocab - v0 : int(logits.extent(1));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::xent_local_max", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int n = team.league_rank();
-        const float m = valid > 0 ? detail::team_row_max(team, valid, [&](int j) { return logits(n, j); })
+        const float m = valid > 0 ? detail::team_row_max<S>(team, valid, [&](int j) { return logits(n, j); })
                                   : -INFINITY;
         Kokkos::single(Kokkos::PerTeam(team), [&]() { lmax(n) = m; });
       });
@@ -34,10 +38,11 @@ void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
 
 // stats (2,N): row 0 the sum of exp(l - gmax) over valid entries, row 1 the target's logit when
 // this rank holds the target (else 0).
-template <class ExecSpace>
+template <Shape S0 = Shape::natural, class ExecSpace>
 void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& stats,
                      const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                      const DView<const float*, ExecSpace>& gmax, int v0, int vocab) {
+  constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
   const int valid = vocab - v0 < Vl ? (vocab - v0 > 0 ? vocab - v0 : 0) : Vl;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -45,7 +50,7 @@ void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& sta
       "kformer::xent_local_sums", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int n = team.league_rank();
         const float m = gmax(n);
-        const float s = detail::team_row_sum(team, valid, [&](int j) { return kmath::exp(logits(n, j) - m); });
+        const float s = detail::team_row_sum<S>(team, valid, [&](int j) { return kmath::exp(logits(n, j) - m); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           const int j = targets(n) - v0;
           stats(0, n) = s;
@@ -57,7 +62,7 @@ void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& sta
 // loss (N) = log S + M - Z; dlogits (N,Vl) = (softmax - onehot) * scale, 0 on padding.
 // dlogits may alias logits (the logits are dead once the gradient exists), or be bf16 (mixed
 // precision: the head's backward GEMM reads it; the loss and softmax stay fp32).
-template <class ExecSpace, class DlogitsView>
+template <Shape S = Shape::natural, class ExecSpace, class DlogitsView>
 void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
                  const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                  const DView<const float*, ExecSpace>& gmax, const DView<const float**, ExecSpace>& stats, int v0,
@@ -68,9 +73,8 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
       "kformer::xent_loss", Kokkos::RangePolicy<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const std::int64_t n) {
         loss(n) = kmath::log(stats(0, n)) + gmax(n) - stats(1, n);
       });
-  Kokkos::parallel_for(
-      "kformer::xent_dlogits", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {N, Vl}),
-      KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) {
+  detail::for_rows_columns<S>(
+      exec, "kformer::xent_dlogits", N, Vl, KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) {
         const bool valid = v0 + j < vocab;
         const float p = valid ? kmath::exp(logits(n, j) - gmax(n)) / stats(0, n) : 0.f;
         const float onehot = (targets(n) - v0 == j) ? 1.f : 0.f;
@@ -78,14 +82,19 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
       });
 }
 
-// The sum of the per-token losses (N), in double.
+// sums(0) += the sum of the per-token losses (N), in double, on the device: no value reaches the
+// host, so a step reads its loss once. sums (2): this call's sum lands in sums(1), then is added
+// to the running total sums(0), so micro-batches add up in the order they ran (as the host sum
+// they replace did, bit for bit).
 template <class ExecSpace>
-double xent_loss_sum(const ExecSpace& exec, const DView<const float*, ExecSpace>& loss) {
-  double sum = 0;
+void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>& sums,
+                          const DView<const float*, ExecSpace>& loss) {
   Kokkos::parallel_reduce(
       "kformer::xent_loss_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, loss.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i, double& acc) { acc += loss(i); }, sum);
-  return sum;
+      KOKKOS_LAMBDA(const std::size_t i, double& acc) { acc += loss(i); }, Kokkos::subview(sums, 1));
+  Kokkos::parallel_for(
+      "kformer::xent_loss_total", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) { sums(0) += sums(1); });
 }
 
 // All three passes on one rank (the whole vocabulary held here, v0 = 0).

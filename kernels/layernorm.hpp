@@ -9,22 +9,22 @@
 namespace kformer::kernels {
 
 // out (N,C), mean (N), rstd (N) written; x (N,C), weight (C), bias (C) read (x and out float or bf16).
-template <class ExecSpace, class OutView, class XView>
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class XView>
 void layernorm_forward(const ExecSpace& exec, const OutView& out,
                        const DView<float*, ExecSpace>& mean, const DView<float*, ExecSpace>& rstd,
                        const XView& x, const DView<const float*, ExecSpace>& weight,
                        const DView<const float*, ExecSpace>& bias, float eps = 1e-5f) {
-  detail::norm_forward(exec, out, mean, rstd, x, weight, bias, eps, true);
+  detail::norm_forward<S>(exec, out, mean, rstd, x, weight, bias, eps, true);
 }
 
 // dx (N,C) written, dweight (C) and dbias (C) added to, from dout (N,C) and the forward's x, weight, mean, rstd.
-template <class ExecSpace, class DxView, class DyView, class XView>
+template <Shape S = Shape::natural, class ExecSpace, class DxView, class DyView, class XView>
 void layernorm_backward(const ExecSpace& exec, const DxView& dx,
                         const DView<float*, ExecSpace>& dweight, const DView<float*, ExecSpace>& dbias,
                         const DyView& dout, const XView& x,
                         const DView<const float*, ExecSpace>& weight, const DView<const float*, ExecSpace>& mean,
                         const DView<const float*, ExecSpace>& rstd) {
-  detail::norm_backward(exec, dx, dweight, dbias, dout, x, weight, mean, rstd, true);
+  detail::norm_backward<S>(exec, dx, dweight, dbias, dout, x, weight, mean, rstd, true);
 }
 
 }  // namespace kformer::kernels

@@ -5,23 +5,30 @@
 // Element types: x, out, dy and dx may each be float or bf16 (the views' own types); every sum,
 // mean, rstd and parameter gradient is fp32, so bf16 inputs are normalised in fp32.
 //
-// Determinism: every sum has a fixed grouping (row sums in chunks of 8 through a team reduce;
-// weight/bias gradients as per-column loops over the rows in order), so the backward is bitwise
-// reproducible run to run; there are no atomics.
+// Determinism: every sum has a fixed grouping (row sums as team_reduce.hpp says; weight/bias
+// gradients as fixed blocks of rows, then per-column loops over the blocks in order), so the
+// backward is bitwise reproducible run to run; there are no atomics.
+//
+// Work shape (work_shape.hpp): rows are teams, columns the team's threads, so on a GPU
+// consecutive threads touch consecutive channels. The host shape gives a team (one thread) 16
+// rows in the forward and 32 in the backward; the GPU shape one row in the forward and 8 in the
+// backward (enough teams to fill the device at N = 2048; fewer, longer blocks would leave SMs idle).
 #pragma once
 
 #include "convert.hpp"
+#include "kept_buffer.hpp"
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
 
-#include <string>
 
 namespace kformer::kernels::detail {
 
+struct NormPartials {};  // the tag of the backward's kept buffer
+
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
 // rstd = 1 / sqrt(mean((x - mu)^2) + eps). Saves mean (N) when centred, rstd (N) always.
-template <class ExecSpace, class OutView, class XView>
+template <Shape S0, class ExecSpace, class OutView, class XView>
 void norm_forward(const ExecSpace& exec, const OutView& out,
                   const DView<float*, ExecSpace>& mean, const DView<float*, ExecSpace>& rstd,
                   const XView& x, const DView<const float*, ExecSpace>& w,
@@ -32,7 +39,8 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   const bool has_bias = b.extent(0) > 0;
   // Rows per team: one on a GPU (the team's threads share the row); a block on the host, where
   // a team is one thread and a team per row cost about as much in scheduling as the row's work.
-  constexpr int RB = runs_on_host<ExecSpace> ? 16 : 1;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
+  constexpr int RB = S == Shape::host ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::norm_forward", Policy(exec, (N + RB - 1) / RB, Kokkos::AUTO),
@@ -45,8 +53,8 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
           const float* KOKKOS_RESTRICT wp = w.data();
           const float* KOKKOS_RESTRICT bp = b.data();
           TO* KOKKOS_RESTRICT yr = &out(r, 0);
-          const float mu = centered ? team_row_sum(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
-          const float var = team_row_sum(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
+          const float mu = centered ? team_row_sum<S>(team, C, [&](int c) { return xr[c]; }) / C : 0.f;
+          const float var = team_row_sum<S>(team, C, [&](int c) { return (xr[c] - mu) * (xr[c] - mu); }) / C;
           const float rs = 1.f / kmath::sqrt(var + eps);
           if (has_bias) {
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
@@ -65,7 +73,7 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
 // dx (N,C) = rstd * (g - mean(g) [centred only] - xhat * mean(g * xhat)), g = dy * w;
 // dw (C) += sum over rows of dy * xhat; db (C) += sum over rows of dy (when db is not empty):
 // parameter gradients accumulate over micro-batches, as the GEMM's do.
-template <class ExecSpace, class DxView, class DyView, class XView>
+template <Shape S0, class ExecSpace, class DxView, class DyView, class XView>
 void norm_backward(const ExecSpace& exec, const DxView& dx,
                    const DView<float*, ExecSpace>& dw, const DView<float*, ExecSpace>& db,
                    const DyView& dy, const XView& x,
@@ -79,11 +87,15 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
   // Parameter gradients in two passes with a fixed partition: each team owns kRows consecutive
   // rows (streamed in order, as dx needs them anyway) and writes its partial column sums; then
   // one work item per column adds the partials in order. Walking a column over all rows instead
-  // strides by C floats per row, which no prefetcher follows.
-  constexpr int kRows = 32;
+  // strides by C floats per row, which no prefetcher follows. The partials live in a buffer kept
+  // between calls (no allocation inside a training step).
+  constexpr Shape S = shape_for<S0, ExecSpace>;
+  constexpr int kRows = S == Shape::host ? 32 : 8;
   const int nchunk = (N + kRows - 1) / kRows;
-  const DView<float**, ExecSpace> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kformer::norm_dparams")),
-                                       nchunk, 2 * C);
+  const auto kept = kept_buffer<NormPartials, float, typename ExecSpace::memory_space>(std::size_t(nchunk) * 2 * C,
+                                                                                   "kformer::norm_dparams");
+  const Kokkos::View<float**, Kokkos::LayoutRight, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      part(kept.data(), nchunk, 2 * C);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::norm_backward", Policy(exec, nchunk, Kokkos::AUTO),
@@ -92,14 +104,18 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         const float* KOKKOS_RESTRICT wp = w.data();
         float* KOKKOS_RESTRICT pw = &part(k, 0);
         float* KOKKOS_RESTRICT pb = &part(k, C);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * C), [&](int c) { pw[c] = 0.f; });  // pb follows pw
+        // Zeroed with the same thread-to-column mapping as the sums below, so that each thread
+        // only ever touches its own columns (one range over 2C would hand pb[c] to another thread
+        // when C is not a multiple of the team size, with no barrier between the two).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] = 0.f; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] = 0.f; });
         for (int r = r0; r < r1; ++r) {
           const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
           const TX* KOKKOS_RESTRICT xr = &x(r, 0);
           const TDY* KOKKOS_RESTRICT gr = &dy(r, 0);
           TDX* KOKKOS_RESTRICT dxr = &dx(r, 0);
-          const float mg = centered ? team_row_sum(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
-          const float mgx = team_row_sum(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
+          const float mg = centered ? team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
+          const float mgx = team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
           // Separate loops, each with few enough pointers for the compiler's alias checks, so
           // both vectorise. Each thread keeps its columns from row to row: no barrier needed.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {

@@ -8,21 +8,21 @@
 namespace kformer::kernels {
 
 // out (N,C), rstd (N) written; x (N,C), weight (C) read (x and out float or bf16).
-template <class ExecSpace, class OutView, class XView>
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class XView>
 void rmsnorm_forward(const ExecSpace& exec, const OutView& out,
                      const DView<float*, ExecSpace>& rstd, const XView& x,
                      const DView<const float*, ExecSpace>& weight, float eps = 1e-5f) {
-  detail::norm_forward(exec, out, DView<float*, ExecSpace>(), rstd, x, weight,
+  detail::norm_forward<S>(exec, out, DView<float*, ExecSpace>(), rstd, x, weight,
                        DView<const float*, ExecSpace>(), eps, false);
 }
 
 // dx (N,C) written, dweight (C) added to, from dout (N,C) and the forward's x, weight, rstd.
-template <class ExecSpace, class DxView, class DyView, class XView>
+template <Shape S = Shape::natural, class ExecSpace, class DxView, class DyView, class XView>
 void rmsnorm_backward(const ExecSpace& exec, const DxView& dx,
                       const DView<float*, ExecSpace>& dweight, const DyView& dout,
                       const XView& x, const DView<const float*, ExecSpace>& weight,
                       const DView<const float*, ExecSpace>& rstd) {
-  detail::norm_backward(exec, dx, dweight, DView<float*, ExecSpace>(), dout, x, weight,
+  detail::norm_backward<S>(exec, dx, dweight, DView<float*, ExecSpace>(), dout, x, weight,
                         DView<const float*, ExecSpace>(), rstd, false);
 }
 

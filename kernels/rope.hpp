@@ -8,19 +8,21 @@
 // handled in one call with n_rot_heads = H + KV. Angles are computed in double (at positions of
 // a few thousand a float angle is off by ~1e-4 rad), once, into a table kept between calls
 // (rope_table.hpp). out may alias inp (when both have the same element type); out and inp are
-// float or bf16 each, the rotation is fp32.
+// float or bf16 each, the rotation is fp32. S, the work shape (work_shape.hpp): a token row per
+// work item on the host (vectorised over the dims), a (token, pair) per thread on a GPU.
 #pragma once
 
 #include "convert.hpp"
 #include "kokkos_compat.hpp"
 #include "rope_table.hpp"
 #include "view_types.hpp"
+#include "work_shape.hpp"
 
 namespace kformer::kernels {
 
 namespace detail {
 // sign = +1 rotates by +angle (forward), -1 by -angle (the transpose: backward).
-template <class ExecSpace, class OutView, class InView>
+template <Shape S, class ExecSpace, class OutView, class InView>
 void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim,
                 int pos_offset, double theta, float sign) {
   using TO = elem_t<OutView>;
@@ -30,7 +32,7 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
   if (B == 0 || T == 0) return;
   const auto tab = rope_table(exec, pos_offset + T, head_dim, theta);
   const bool copy_rest = rest < W && static_cast<const void*>(out.data()) != static_cast<const void*>(inp.data());
-  if constexpr (runs_on_host<ExecSpace>) {
+  if constexpr (shape_for<S, ExecSpace> == Shape::host) {
     // One token row per work item: every loop runs over contiguous dims and vectorises.
     Kokkos::parallel_for(
         "kformer::rope", Kokkos::RangePolicy<ExecSpace>(exec, 0, int64_t(B) * T), KOKKOS_LAMBDA(const int64_t bt) {
@@ -64,10 +66,8 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
         });
   } else {
     // One (token, pair) per thread, heads in a loop: neighbouring threads touch neighbouring dims.
-    Kokkos::parallel_for(
-        "kformer::rope",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(half)}),
-        KOKKOS_LAMBDA(const int64_t bt, const int64_t i) {
+    detail::for_rows_columns<Shape::gpu>(
+        exec, "kformer::rope", std::int64_t(B) * T, half, KOKKOS_LAMBDA(const std::int64_t bt, const std::int64_t i) {
           const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
           const float c = tab(pos_offset + t, 0, i), s = sign * tab(pos_offset + t, 1, i);
           for (int h = 0; h < n_rot_heads; ++h) {
@@ -78,10 +78,9 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
           }
         });
     if (copy_rest) {
-      Kokkos::parallel_for(
-          "kformer::rope_copy",
-          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {int64_t(B) * T, int64_t(W - rest)}),
-          KOKKOS_LAMBDA(const int64_t bt, const int64_t c) {
+      detail::for_rows_columns<Shape::gpu>(
+          exec, "kformer::rope_copy", std::int64_t(B) * T, W - rest,
+          KOKKOS_LAMBDA(const std::int64_t bt, const std::int64_t c) {
             const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
             out(b, t, rest + c) = TO(float(inp(b, t, rest + c)));
           });
@@ -91,17 +90,17 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
 }  // namespace detail
 
 // out (B,T,W) = inp with the first n_rot_heads heads (width head_dim, even) rotated.
-template <class ExecSpace, class OutView, class InView>
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
-  detail::rope_apply(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
+  detail::rope_apply<S>(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
 }
 
 // dinp (B,T,W) = the inverse rotation of dout (rotations are orthogonal).
-template <class ExecSpace, class DinpView, class DoutView>
+template <Shape S = Shape::natural, class ExecSpace, class DinpView, class DoutView>
 void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
-  detail::rope_apply(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
+  detail::rope_apply<S>(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
 }
 
 }  // namespace kformer::kernels

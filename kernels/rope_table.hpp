@@ -50,7 +50,7 @@ RopeTableView<typename ExecSpace::memory_space> rope_table(const ExecSpace& exec
   const View t = st.table;
   Kokkos::parallel_for(
       "kformer::rope_table",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {std::int64_t(P), std::int64_t(half)}),
+      Kokkos::MDRangePolicy<ExecSpace, kernels::RightRank<2>>(exec, {0, 0}, {std::int64_t(P), std::int64_t(half)}),
       KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t i) {
         const double inv_freq = kmath::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
         const double angle = static_cast<double>(p) * inv_freq;

@@ -2,6 +2,8 @@
 // entries [0, t] and zeroes (t, T). The middle step of the naive attention, and a kernel of its
 // own so its memory traffic can be benchmarked. Deterministic (fixed-grouping team reductions).
 // Scores are fp32; the probabilities may be stored in bf16 (computed in fp32, rounded once).
+// A team per row, its threads over the row's contiguous entries (coalesced on a GPU); S is the
+// work shape of the row reductions (work_shape.hpp).
 #pragma once
 
 #include "convert.hpp"
@@ -14,10 +16,11 @@ namespace kformer::kernels {
 
 // probs (B,H,T,T) from scores (B,H,T,T) (fp32); probs may be the scores' own buffer (in place)
 // or a bf16 buffer. Entries above the diagonal are written 0.
-template <class ExecSpace, class ProbView>
+template <Shape S0 = Shape::natural, class ExecSpace, class ProbView>
 void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
                             const DView<const float****, ExecSpace>& scores) {
   using TP = elem_t<ProbView>;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
   const int H = static_cast<int>(scores.extent(1)), T = static_cast<int>(scores.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
@@ -26,20 +29,20 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
         const int r = team.league_rank(), t = r % T, bh = r / T;
         const float* row = &scores(bh / H, bh % H, t, 0);
         TP* out = &probs(bh / H, bh % H, t, 0);
-        const float m = detail::team_row_max(team, t + 1, [&](int j) { return row[j]; });
+        const float m = detail::team_row_max<S>(team, t + 1, [&](int j) { return row[j]; });
         if constexpr (std::is_same<TP, float>::value) {
           // fp32 (in place or not): the exponentials are stored, summed, then scaled.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
             out[j] = j <= t ? detail::fast_exp(row[j] - m) : 0.f;
           });
           team.team_barrier();
-          const float inv = 1.f / detail::team_row_sum(team, t + 1, [&](int j) { return out[j]; });
+          const float inv = 1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return out[j]; });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] *= inv; });
         } else {
           // bf16: the exponentials are computed twice (summed, then scaled and stored) so that
           // each probability is rounded once, from its fp32 value.
           const float inv =
-              1.f / detail::team_row_sum(team, t + 1, [&](int j) { return detail::fast_exp(row[j] - m); });
+              1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return detail::fast_exp(row[j] - m); });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
             out[j] = TP(j <= t ? detail::fast_exp(row[j] - m) * inv : 0.f);
           });
@@ -48,17 +51,18 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
 }
 
 // att (B,H,T,T): scores in, probabilities out, in place.
-template <class ExecSpace>
+template <Shape S0 = Shape::natural, class ExecSpace>
 void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSpace>& att) {
-  causal_softmax_forward(exec, att, DView<const float****, ExecSpace>(att));
+  causal_softmax_forward<S0>(exec, att, DView<const float****, ExecSpace>(att));
 }
 
 // dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
 // dscores may alias datt. att is float or bf16 (what the forward stored).
-template <class ExecSpace, class ProbView>
+template <Shape S0 = Shape::natural, class ExecSpace, class ProbView>
 void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecSpace>& dscores,
                              const DView<const float****, ExecSpace>& datt, const ProbView& att) {
   using TP = elem_t<ProbView>;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
   const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
@@ -68,7 +72,7 @@ void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecS
         const TP* p = &att(b, h, t, 0);
         const float* dp = &datt(b, h, t, 0);
         float* ds = &dscores(b, h, t, 0);
-        const float pd = detail::team_row_sum(team, t + 1, [&](int j) { return p[j] * dp[j]; });
+        const float pd = detail::team_row_sum<S>(team, t + 1, [&](int j) { return p[j] * dp[j]; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
           ds[j] = j <= t ? p[j] * (dp[j] - pd) : 0.f;
         });

@@ -1,9 +1,11 @@
 // Row reductions inside a team (one team per row), with a grouping that does not depend on the
-// run: the building block of the norms and the softmax, and why their backwards are bitwise
-// reproducible.
+// run: the building block of the norms, the softmax and the cross-entropy, and why their
+// backwards are bitwise reproducible.
 #pragma once
 
 #include <Kokkos_Core.hpp>
+
+#include "work_shape.hpp"
 
 namespace kformer::kernels::detail {
 
@@ -49,47 +51,42 @@ KOKKOS_INLINE_FUNCTION float max_by_lanes(int n, const F& f) {
   return p[0];
 }
 
-// Sum over c in [0, n) of f(c) within a team, with a fixed grouping. On a GPU the team's threads
-// share chunks of eight through a team reduce; on the host (where a team is one thread) each
-// thread walks the whole row with sum_by_lanes: one vector register and no reduce call.
-template <class Member, class F>
+// Sum over c in [0, n) of f(c) within a team, with a grouping fixed by n and the team size.
+// GPU shape: thread k of the team adds c = k, k + ts, k + 2 ts, ... (so consecutive threads read
+// consecutive elements and a warp's loads coalesce), then the team reduce combines the threads'
+// sums in its fixed tree. Host shape: a team is one thread there, which walks the whole row with
+// sum_by_lanes (one vector register, no reduce call); should a host team have several threads,
+// each computes the same whole sum.
+template <Shape S, class Member, class F>
 KOKKOS_INLINE_FUNCTION float team_row_sum(const Member& team, int n, const F& f) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
-  const int nchunk = (n + 7) / 8;
-  float s = 0.f;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, nchunk),
-      [&](const int k, float& acc) {
-        float p[8];
-        const int c0 = 8 * k;
-        for (int l = 0; l < 8; ++l) p[l] = c0 + l < n ? f(c0 + l) : 0.f;
-        acc += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
-      },
-      s);
-  return s;
-#else
-  (void)team;  // every thread of the team computes the whole sum: same value, no reduce needed
-  return sum_by_lanes(n, f);
-#endif
+  if constexpr (S == Shape::gpu) {
+    float s = 0.f;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n), [&](const int c, float& acc) { acc += f(c); }, s);
+    return s;
+  } else {
+    (void)team;
+    return sum_by_lanes(n, f);
+  }
 }
 
-// Max over c in [0, n) of f(c) across a team (n >= 1).
-template <class Member, class F>
+// Max over c in [0, n) of f(c) across a team (n >= 1), in the two shapes of team_row_sum.
+template <Shape S, class Member, class F>
 KOKKOS_INLINE_FUNCTION float team_row_max(const Member& team, int n, const F& f) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
-  float m = 0.f;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, n),
-      [&](const int c, float& acc) {
-        const float v = f(c);
-        acc = v > acc ? v : acc;
-      },
-      Kokkos::Max<float>(m));
-  return m;
-#else
-  (void)team;  // as in team_row_sum: every thread of the team computes the whole max
-  return max_by_lanes(n, f);
-#endif
+  if constexpr (S == Shape::gpu) {
+    float m = 0.f;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n),
+        [&](const int c, float& acc) {
+          const float v = f(c);
+          acc = v > acc ? v : acc;
+        },
+        Kokkos::Max<float>(m));
+    return m;
+  } else {
+    (void)team;
+    return max_by_lanes(n, f);
+  }
 }
 
 }  // namespace kformer::kernels::detail

@@ -45,9 +45,11 @@ void GradSync::unit_done(int layer) {
 }
 
 void GradSync::finish() {
+  exposed_ms_ = 0;
+  if (!dp_ || dp_->size() == 1) return;  // nothing was started
   // Compute still queued (the last layers' backward) is not the exposed communication: fenced
-  // before the clock starts. On the host, or after the stage's own fence, it costs nothing.
-  if (dp_) dp_->fence_compute(true);
+  // before the clock starts. On the host it costs nothing.
+  dp_->fence_compute(true);
   Kokkos::Timer t;
   comm::wait_all(pending_);
   pending_.clear();
@@ -60,8 +62,7 @@ void GradSync::finish() {
     const std::int64_t at = u.offset + (zero_ >= 2 ? dp_->rank() * n : 0);
     kernels::convert(exec, Kokkos::subview(p_.grads(), range(at, n)), Kokkos::subview(grads16_, range(at, n)));
   }
-  started_.clear();
-  exec.fence();
+  started_.clear();  // no fence: the optimizer reads the gradients on the same execution space
 }
 
 }  // namespace kformer

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "adamw.hpp"
-#include "comm/views.hpp"
 
 namespace kformer {
 
@@ -34,19 +33,26 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
   }
   m_ = DV<float*>("kformer::adam_m", state_size_);
   v_ = DV<float*>("kformer::adam_v", state_size_);
+
+  // What the gradient norm counts here. Without ZeRO every data-parallel rank holds the same full
+  // gradients: rank 0 of the group counts them. A tensor replicated over TP is counted by TP rank
+  // 0 only; the last stage's copy of the tied table not at all. Neighbouring runs are merged.
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  if (s_.zero != 0 || !dp_ || dp_->rank() == 0)
+    for (const auto& g : segments_) {
+      if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
+      // where the optimizer reads it: the flat layout, or this rank's shard (grad_shards.cpp)
+      const std::int64_t at = p_.shard_grads(g.unit) + g.shard_offset - p_.grads().data();
+      if (!ranges.empty() && ranges.back().first + ranges.back().second == at)
+        ranges.back().second += g.length;
+      else
+        ranges.emplace_back(at, g.length);
+    }
+  grad_sq_ = std::make_unique<kernels::SumOfSquares<Exec>>(ranges);
 }
 
-double Optimizer::grad_sq_local() const {
-  // Without ZeRO every data-parallel rank holds the same full gradients: rank 0 of the group
-  // counts them. A tensor replicated over TP is counted by TP rank 0 only.
-  if (s_.zero == 0 && dp_ && dp_->rank() != 0) return 0.0;
-  Exec exec;
-  double sq = 0;
-  for (const auto& g : segments_) {
-    if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
-    sq += kernels::sum_of_squares(exec, DV<const float*>(as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length)));
-  }
-  return sq;
+void Optimizer::grad_sq_local(const Exec& exec, const DV<double*>& out) const {
+  grad_sq_->run(exec, p_.grads().data(), Kokkos::subview(out, 0));
 }
 
 void Optimizer::step(int iteration, double clip_scale) {
@@ -64,7 +70,6 @@ void Optimizer::step(int iteration, double clip_scale) {
   }
   p_.allgather_values();  // ZeRO-1/2: every rank gets the updated whole
   p_.drop_gathered();     // ZeRO-3: gathered copies are stale
-  exec.fence();
 }
 
 }  // namespace kformer

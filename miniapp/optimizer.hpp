@@ -4,10 +4,12 @@
 // mesh) and the warm-up + cosine learning-rate schedule.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "param_store.hpp"
+#include "sum_of_squares.hpp"
 
 namespace kformer {
 
@@ -29,9 +31,10 @@ class Optimizer {
   Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Communicator* dp, int tp_rank,
             int mirror_layer = kNoMirror);
 
-  // Sum of squares of the gradient elements this rank is responsible for; the caller sums over
-  // the world and takes the root.
-  double grad_sq_local() const;
+  // out(0) = the sum of squares of the gradient elements this rank is responsible for, in double,
+  // on the device: one fused reduction over every tensor (sum_of_squares.hpp), no value on the
+  // host. The caller sums over the world and takes the root.
+  void grad_sq_local(const Exec& exec, const DV<double*>& out) const;
   // One AdamW step of this rank's part (gradients scaled by clip_scale), then, under ZeRO, the
   // all-gather that gives every data-parallel rank the whole updated parameters.
   void step(int iteration, double clip_scale);
@@ -60,6 +63,7 @@ class Optimizer {
   std::vector<Segment> segments_;
   std::int64_t state_size_ = 0;
   DV<float*> m_, v_;
+  std::unique_ptr<kernels::SumOfSquares<Exec>> grad_sq_;  // over the ranges this rank counts
 };
 
 }  // namespace kformer

@@ -106,16 +106,13 @@ void ParamStore::require(int layer) const {
     Exec exec;
     const auto all = std::make_pair(std::int64_t(0), units_[u].size);
     kernels::convert(exec, Kokkos::subview(victim->buf, all), Kokkos::subview(victim->buf16, all));
-    exec.fence();
   }
   *victim = {u, true, clock_, victim->buf, victim->buf16};
 }
 
 void ParamStore::refresh_bf16() const {
   if (!bf16_) return;
-  Exec exec;
-  kernels::convert(exec, values16_, values_);
-  exec.fence();
+  kernels::convert(Exec(), values16_, values_);  // no fence: the GEMMs read it on the same execution space
 }
 
 DV<kernels::bf16**> ParamStore::w16(const std::string& first, int count) const {
@@ -206,7 +203,8 @@ void ParamStore::initialize(std::uint64_t seed) {
   exec.fence();
 }
 
-void ParamStore::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
+// A fill on the execution space: without one, deep_copy fences before and after.
+void ParamStore::zero_grads() { Kokkos::deep_copy(Exec(), grads_, 0.0f); }
 
 std::int64_t ParamStore::resident_bytes() const {
   std::int64_t n = values_.span() + grads_.span();

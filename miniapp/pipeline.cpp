@@ -84,7 +84,7 @@ void Pipeline::run(const DataSource& data, std::int64_t first_sample, int microb
   Kokkos::Timer wall;
   spans.clear();
   compute_ms = group_wait_ms = 0;
-  for (auto& s : stages_) s->forward_ms = s->backward_ms = 0, s->loss_sum = 0;
+  for (auto& s : stages_) s->forward_ms = s->backward_ms = 0;
   const int B = stages_.front()->dims().B, T = stages_.front()->dims().T;
   std::vector<std::int32_t> tokens(std::size_t(B) * (T + 1));
 

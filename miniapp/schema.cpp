@@ -105,6 +105,10 @@ std::vector<KeySpec> make_schema() {
       text("output.json", "", "path of the JSON report written by rank 0; empty = none"),
       text("output.trace", "", "directory for Chrome trace-event timelines; empty = none"),
       integer("output.log_every", 1, 1, kInt, "print a log line every N iterations"),
+      choice("output.phase_timing", {"false", "true"},
+             "fence after each micro-batch's forward and backward so the forward/backward split, the bubble and "
+             "the timeline are the device's times on a GPU (a host synchronisation per micro-batch; on the host "
+             "the times are the same either way)"),
       real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
       text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
       text("predict.machine", "",

@@ -9,6 +9,7 @@
 #include "cross_entropy.hpp"
 #include "embedding.hpp"
 #include "layernorm.hpp"
+#include "profiling_region.hpp"
 #include "rmsnorm.hpp"
 
 namespace kformer {
@@ -22,9 +23,7 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
   v0_ = tp_rank_ * Vl_;
   const int N = d_.N();
   for (int l = c_.first_layer; l < c_.first_layer + c_.n_layers; ++l) blocks_.emplace_back(l, d_, params, tp, kernels);
-  if (c_.first()) inputs_ = scratch<std::int32_t*>("inputs", N);
   if (c_.last()) {
-    targets_ = scratch<std::int32_t*>("targets", N);
     if (k_.bf16) {
       lnf16_ = scratch<kk::bf16**>("lnf_bf16", N, d_.C);
       dlogits16_ = scratch<kk::bf16**>("dlogits_bf16", N, Vl_);
@@ -37,6 +36,7 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
     lnf_rstd_ = scratch<float*>("lnf_rstd", d_.rows());
     lmax_ = scratch<float*>("xent_max", N);
     loss_ = scratch<float*>("loss", N);
+    loss_sums_ = scratch<double*>("loss_sums", 2);  // until the trainer hands its own (set_loss_sums)
   }
 }
 
@@ -58,6 +58,11 @@ DV<float**> Stage::input(int micro) {
     if (k_.bf16 && !(c_.first() && c_.last())) {
       s.act16 = scratch<kk::bf16**>("act_bf16", d_.rows(), d_.C);
       s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.rows(), d_.C);
+    }
+    if (c_.first() || c_.last()) {
+      const std::size_t N = std::size_t(d_.N());
+      s.tokens = scratch<std::int32_t*>("tokens", 2 * N + kk::token_index_capacity(N));
+      s.tokens_host = Kokkos::create_mirror_view(s.tokens);
     }
     slots_.push_back(std::move(s));
   }
@@ -86,45 +91,59 @@ comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
   return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
 }
 
+DV<const std::int32_t*> Stage::inputs(const Slot& s) const {
+  return Kokkos::subview(s.tokens, std::make_pair(std::size_t(0), std::size_t(d_.N())));
+}
+DV<const std::int32_t*> Stage::targets(const Slot& s) const {
+  return Kokkos::subview(s.tokens, std::make_pair(std::size_t(d_.N()), 2 * std::size_t(d_.N())));
+}
+
 void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float grad_scale) {
   Kokkos::Timer timer;
   Exec exec;
   Slot& s = slot(micro);
   const int B = d_.B, T = d_.T;
-  if (c_.first()) {
-    s.inputs.resize(std::size_t(B) * T);
-    auto h = Kokkos::create_mirror_view(inputs_);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t) s.inputs[b * T + t] = h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t];
-    Kokkos::deep_copy(exec, inputs_, h);
-    p_.require(-1);
-    // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
-    const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
-    const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
-    kk::embedding_forward(exec, embedded, inputs_, p_.w("embed.tokens.weight"), v0_, wpe, T);
-    tp_reduce_rows(embedded, s.x_in);
-  } else if (k_.bf16) {
-    kk::convert(exec, s.x_in, s.act16);  // received in bf16
+  const std::size_t N = std::size_t(B) * T;
+  {
+    const ProfilingRegion region("kformer::forward");
+    if (c_.first() || c_.last()) {
+      // Inputs, targets and (first chunk) the embedding backward's token index: one upload.
+      std::int32_t* h = s.tokens_host.data();
+      for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+          h[b * T + t] = tokens[std::size_t(b) * (T + 1) + t];
+          h[N + b * T + t] = tokens[std::size_t(b) * (T + 1) + t + 1];
+        }
+      const auto index_part = Kokkos::subview(s.tokens, std::make_pair(2 * N, s.tokens.extent(0)));
+      if (c_.first()) s.index = kk::make_token_index<Exec>(h, N, v0_, Vl_, h + 2 * N, index_part);
+      Kokkos::deep_copy(exec, s.tokens, s.tokens_host);
+    }
+    if (c_.first()) {
+      p_.require(-1);
+      // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
+      const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
+      const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
+      kk::embedding_forward(exec, embedded, inputs(s), p_.w("embed.tokens.weight"), v0_, wpe, T);
+      tp_reduce_rows(embedded, s.x_in);
+    } else if (k_.bf16) {
+      kk::convert(exec, s.x_in, s.act16);  // received in bf16
+    }
+    for (int i = 0; i < c_.n_layers; ++i) {
+      p_.require(c_.first_layer + i);
+      blocks_[i].forward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_);
+    }
+    if (c_.last())
+      head_forward(s);
+    else if (k_.bf16)
+      kk::convert(exec, s.act16, x_last(s));  // sent in bf16
+    if (phase_timing_) kk::fence(exec, "kformer::forward_timing");
   }
-  for (int i = 0; i < c_.n_layers; ++i) {
-    p_.require(c_.first_layer + i);
-    blocks_[i].forward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_);
-  }
-  if (c_.last()) {
-    auto h = Kokkos::create_mirror_view(targets_);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t) h(b * T + t) = tokens[std::size_t(b) * (T + 1) + t + 1];
-    Kokkos::deep_copy(exec, targets_, h);
-    head_forward(s);
-  } else if (k_.bf16) {
-    kk::convert(exec, s.act16, x_last(s));  // sent in bf16
-  }
-  exec.fence();
   forward_ms += timer.seconds() * 1e3;
   head_backward_start_us = -1;
   if (c_.last()) {
     // The loss gradient and the head's backward run now, so that the logits (N, V/tp: the largest
     // activation) never outlive this call; they are backward work, and counted as such.
+    const ProfilingRegion region("kformer::head_backward");
     head_backward_start_us = comm::TraceLog::now_us();
     Kokkos::Timer back;
     p_.open_grads(s_.n_layers);
@@ -132,7 +151,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     head_backward(s, grad_scale);
     grads_complete(s_.n_layers);
     if (s_.gpt && !c_.first()) grads_complete(-1);
-    exec.fence();
+    if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
     backward_ms += back.seconds() * 1e3;
   }
 }
@@ -166,7 +185,7 @@ void Stage::head_forward(Slot& s) {
 
   kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
   if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
-  kk::xent_local_sums(exec, stats_, logits_, targets_, lmax_, v0_, s_.vocab);
+  kk::xent_local_sums(exec, stats_, logits_, targets(s), lmax_, v0_, s_.vocab);
   tp_allreduce(stats_);
 }
 
@@ -177,13 +196,13 @@ void Stage::head_backward(Slot& s, float grad_scale) {
   const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
   if (k_.bf16) {  // the loss in fp32, the gradient of the logits rounded for the head's GEMMs
-    kk::xent_finish(exec, loss_, dlogits16_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+    kk::xent_finish(exec, loss_, dlogits16_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), dlogits16_, lnf16_, p_.w16(head));
   } else {
-    kk::xent_finish(exec, loss_, logits_, logits_, targets_, lmax_, stats_, v0_, s_.vocab, grad_scale);
+    kk::xent_finish(exec, loss_, logits_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), logits_, lnf_, p_.w(head));
   }
-  loss_sum += kk::xent_loss_sum(exec, DV<const float*>(loss_));
+  kk::xent_loss_accumulate(exec, loss_sums_, DV<const float*>(loss_));
   const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
   tp_reduce_rows(scratch_.d_ln, d_lnf);
   if (s_.gpt)
@@ -194,6 +213,7 @@ void Stage::head_backward(Slot& s, float grad_scale) {
 }
 
 void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
+  const ProfilingRegion region("kformer::backward");
   Kokkos::Timer timer;
   Exec exec;
   Slot& s = slot(micro);
@@ -212,16 +232,15 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
   if (c_.first()) {
     p_.require(-1);
     if (!(s_.gpt && c_.last())) p_.open_grads(-1);  // else open since the head's backward
-    const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
     const DV<float**> dx = whole_rows(s.dx);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, s.index);
     if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
     grads_complete(-1);
     if (on_unit_done) on_unit_done(-1);
   } else if (k_.bf16) {
     kk::convert(exec, s.grad16, s.dx);  // sent in bf16
   }
-  exec.fence();
+  if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
   backward_ms += timer.seconds() * 1e3;
 }
 

@@ -12,6 +12,7 @@
 
 #include "block.hpp"
 #include "block_typed.hpp"
+#include "embedding.hpp"
 #include "comm/views.hpp"
 #include "flops.hpp"
 #include "recompute.hpp"
@@ -59,11 +60,17 @@ class Stage {
 
   // train.recompute (recompute.cpp); set before the first micro-batch.
   void set_recompute(Recompute r);
+  // output.phase_timing: fence after each forward and backward call, so that forward_ms and
+  // backward_ms are the device's time on a GPU (off: no fence inside a step; on the host the
+  // kernels have finished when a call returns, so the times are the same either way).
+  void set_phase_timing(bool on) { phase_timing_ = on; }
+  // The last chunk adds the sum of its micro-batches' token losses (double) into sums(0), on the
+  // device (sums(1) is its scratch); the trainer zeroes them each iteration and reads them once.
+  void set_loss_sums(const DV<double*>& sums) { loss_sums_ = sums; }
   // Bytes of activations held now: the slots' and the recomputation's buffers (measured from the
   // Views, each allocation once).
   std::int64_t activation_bytes() const;
 
-  double loss_sum = 0;                      // of the token losses of the last chunk's micro-batches
   double forward_ms = 0, backward_ms = 0;   // accumulated; the trainer resets them
   Flops flops() const;                      // per micro-batch
   std::size_t slots_allocated() const { return slots_.size(); }
@@ -73,13 +80,20 @@ class Stage {
     std::vector<BlockActs> acts;
     DV<float**> x_in, dx;  // the chunk's input and the gradient flowing back through it
     DV<kernels::bf16**> act16, grad16;  // bf16: x_in or the output, dx, as they travel
-    std::vector<std::int32_t> inputs;
+    // First and last chunk: the micro-batch's tokens, packed to travel in one copy: inputs (N),
+    // targets (N), the embedding backward's token index (token_index_capacity(N)); and the host
+    // buffer they are assembled in (the same memory when the device is the host).
+    DV<std::int32_t*> tokens;
+    DV<std::int32_t*>::HostMirror tokens_host;
+    kernels::TokenIndex<Exec> index;
     bool busy = false;
   };
   Slot& slot(int micro);
   const Slot& slot(int micro) const;
   BlockActs make_acts() const;                 // one block's activations in a new slot
   BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
+  DV<const std::int32_t*> inputs(const Slot& s) const;   // (N) of the packed tokens
+  DV<const std::int32_t*> targets(const Slot& s) const;  // (N)
   void head_forward(Slot& s);
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
@@ -115,10 +129,11 @@ class Stage {
   BlockScratch scratch_;
   std::vector<Slot> slots_;
   std::map<int, std::size_t> slot_of_;
-  DV<std::int32_t*> inputs_, targets_;
   DV<float**> lnf_, logits_, stats_;
   DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
+  DV<double*> loss_sums_;  // the last chunk's own, or the trainer's (set_loss_sums)
+  bool phase_timing_ = false;
   Recompute recompute_ = Recompute::none;
   std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares
   DV<float****> scores_;             // selective, naive attention: the probabilities, recomputed

@@ -7,12 +7,14 @@
 
 #include "convert.hpp"
 #include "embedding.hpp"
+#include "profiling_region.hpp"
 #include "stage.hpp"
 
 namespace kformer {
 namespace kk = kernels;
 
 void Stage::backward_input(int micro) {
+  const ProfilingRegion region("kformer::backward_input");
   Kokkos::Timer timer;
   Exec exec;
   Slot& s = slot(micro);
@@ -22,11 +24,12 @@ void Stage::backward_input(int micro) {
     blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
   }
   if (!c_.first() && k_.bf16) kk::convert(exec, s.grad16, s.dx);  // sent in bf16
-  exec.fence();
+  if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
   backward_ms += timer.seconds() * 1e3;
 }
 
 void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_done) {
+  const ProfilingRegion region("kformer::backward_weight");
   Kokkos::Timer timer;
   Exec exec;
   Slot& s = slot(micro);
@@ -39,13 +42,12 @@ void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_d
     if (on_unit_done) unit_done(c_.first_layer + i, on_unit_done);
   }
   if (c_.first()) {
-    const auto index = kk::make_token_index<Exec>(s.inputs, v0_, Vl_);
     const DV<float**> dx = whole_rows(s.dx);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, index);
+    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, s.index);
     if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   }
-  exec.fence();
+  if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
   backward_ms += timer.seconds() * 1e3;
 }
 

@@ -8,7 +8,10 @@
 #include <iostream>
 #include <thread>
 
+#include "comm/views.hpp"
 #include "errors.hpp"
+#include "kokkos_compat.hpp"
+#include "profiling_region.hpp"
 #include "stop_signals.hpp"
 
 namespace kformer {
@@ -34,7 +37,13 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
   for (int c = mesh.pp_rank; c < S; c += pp)
     stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
                                               ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
-  for (auto& st : stages_) st->set_recompute(parse_recompute(cfg.str("train.recompute")));
+  scalars_ = scratch<double*>("kformer::step_scalars", 3);
+  scalars_host_ = Kokkos::create_mirror_view(scalars_);
+  for (auto& st : stages_) {
+    st->set_recompute(parse_recompute(cfg.str("train.recompute")));
+    st->set_phase_timing(cfg.str("output.phase_timing") == "true");
+    if (st->chunk().last()) st->set_loss_sums(Kokkos::subview(scalars_, std::make_pair(0, 2)));
+  }
   const Schedule schedule = make_schedule(cfg.str("parallel.schedule"), pp, microbatches_, v);
   pipeline_ = std::make_unique<Pipeline>(stages_, schedule[mesh.pp_rank], mesh.pp.get());
 
@@ -96,7 +105,10 @@ void Trainer::run() {
       throw TrainingStopped("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
                             " iterations in a row (train.max_nan=" + std::to_string(cfg_.i64("train.max_nan")) +
                             "), each skipped on every rank: lower train.lr or raise train.warmup");
-    if (save_checkpoint && (end || (every > 0 && it % every == 0))) save_checkpoint(position(it));
+    if (save_checkpoint && (end || (every > 0 && it % every == 0))) {
+      const ProfilingRegion region("kformer::checkpoint");
+      save_checkpoint(position(it));
+    }
     if (r.stop_signal != 0) {
       if (world_.rank() == 0)
         std::cout << "kformer: stopped after iteration " << it << " of " << steps << " on " << signal_name(r.stop_signal)
@@ -121,6 +133,7 @@ void Trainer::sync_tied_embedding() {
 }
 
 IterationRecord Trainer::iterate(int it) {
+  const ProfilingRegion step_region("kformer::step");
   Kokkos::Timer step_timer;
   if (trace_) trace_->clear();
   IterationRecord r;
@@ -129,8 +142,12 @@ IterationRecord Trainer::iterate(int it) {
   r.global_batch = global_batch_;
   const int T = seq_len_, dp = mesh_.shape.dp;
   const std::int64_t tokens_per_iter = std::int64_t(global_batch_) * T;
+  Exec exec;
 
+  // No host synchronisation from here to the readback of the loss and the gradient norm: the
+  // kernels queue up on the device, allocations were all made in the first iteration.
   params_->zero_grads();
+  Kokkos::deep_copy(exec, scalars_, 0.0);
   // bf16: the GEMMs' copies of this iteration's masters (after initialisation, a checkpoint load
   // or the last optimizer step, whichever changed them last).
   params_->refresh_bf16();
@@ -138,9 +155,8 @@ IterationRecord Trainer::iterate(int it) {
                              std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
   pipeline_->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
                  [this](int l) { sync_->unit_done(l); });
-  double loss_sum = 0, busy_ms = pipeline_->compute_ms;
+  double busy_ms = pipeline_->compute_ms;
   for (const auto& s : stages_) {
-    loss_sum += s->loss_sum;
     r.forward_ms += s->forward_ms;
     r.backward_ms += s->backward_ms;
   }
@@ -150,22 +166,39 @@ IterationRecord Trainer::iterate(int it) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(extra));
     busy_ms += extra;
   }
-  sync_->finish();
-  sync_tied_embedding();
+  {
+    const ProfilingRegion region("kformer::grad_sync");
+    sync_->finish();
+    sync_tied_embedding();
+  }
   if (after_backward) after_backward(it);
 
-  // Loss over the global token count: only the last stage has it; TP ranks hold the same sum.
-  if (mesh_.pp->size() > 1) loss_sum = reduce_.allreduce(*mesh_.pp, loss_sum, comm::ReduceOp::sum);
-  if (mesh_.dp->size() > 1) loss_sum = reduce_.allreduce(*mesh_.dp, loss_sum, comm::ReduceOp::sum);
-  r.loss = loss_sum / double(tokens_per_iter);
-  r.grad_norm = std::sqrt(reduce_.allreduce(world_, optimizer_->grad_sq_local(), comm::ReduceOp::sum));
+  {
+    // The loss over the global token count: only the last stage has it; TP ranks hold the same
+    // sum. The squared gradient norm: one fused reduction here, summed over the world. Both stay
+    // on the device until the one copy that brings them to the host (the log line, the NaN check
+    // and the clipping factor need them there).
+    const ProfilingRegion region("kformer::grad_norm");
+    const auto loss = Kokkos::subview(scalars_, std::make_pair(0, 1));
+    const auto sq = Kokkos::subview(scalars_, std::make_pair(2, 3));
+    optimizer_->grad_sq_local(exec, sq);
+    if (mesh_.pp->size() > 1) comm::allreduce(*mesh_.pp, loss, comm::ReduceOp::sum);
+    if (mesh_.dp->size() > 1) comm::allreduce(*mesh_.dp, loss, comm::ReduceOp::sum);
+    if (world_.size() > 1) comm::allreduce(world_, sq, comm::ReduceOp::sum);
+    Kokkos::deep_copy(scalars_host_, scalars_);
+  }
+  r.loss = scalars_host_(0) / double(tokens_per_iter);
+  r.grad_norm = std::sqrt(scalars_host_(2));
 
   Kokkos::Timer opt_timer;
   r.optimizer_start_us = comm::TraceLog::now_us();
   const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (finite) {
+    const ProfilingRegion region("kformer::optimizer");
     const double clip = cfg_.f64("train.grad_clip");
     optimizer_->step(it, clip > 0 && r.grad_norm > clip ? clip / (r.grad_norm + 1e-6) : 1.0);
+    // The step's one fence: the optimizer's time and the iteration's elapsed time are the device's.
+    kernels::fence(exec, "kformer::optimizer_end");
     nan_in_a_row_ = 0;
   } else {
     ++skipped_, ++nan_, ++nan_in_a_row_;

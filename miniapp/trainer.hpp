@@ -67,7 +67,12 @@ class Trainer {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
-  DeviceReduce reduce_;  // the loss, the gradient norm and the per-rank table, every iteration
+  DeviceReduce reduce_;  // the per-rank table, every iteration
+  // The iteration's values the host must see, on the device: [0] the loss sum (the last chunk
+  // adds into it; [1] is its scratch), [2] this rank's squared gradient norm. Reduced over the
+  // groups there, then read in one copy into scalars_host_.
+  DV<double*> scalars_;
+  DV<double*>::HostMirror scalars_host_;
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
   int first_iteration_ = 1;

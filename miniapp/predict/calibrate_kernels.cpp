@@ -150,7 +150,10 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   auto th = Kokkos::create_mirror_view(tok);
   for (std::size_t i = 0; i < tokens.size(); ++i) th(i) = tokens[i];
   Kokkos::deep_copy(tok, th);
-  const auto index = kk::make_token_index<Exec>(tokens, 0, Vl);
+  const DV<std::int32_t*> packed("token_index", kk::token_index_capacity(tokens.size()));
+  auto packed_host = Kokkos::create_mirror_view(packed);
+  const auto index = kk::make_token_index<Exec>(tokens.data(), tokens.size(), 0, Vl, packed_host.data(), packed);
+  Kokkos::deep_copy(packed, packed_host);
   f = time_us([&] { kk::embedding_forward(exec, y, tok, table, 0, DV<float**>(), d.T); });
   b = time_us([&] { kk::embedding_backward(exec, dtable, dy, index); });
   p.memory_gbps["embedding"] = rate(2 * bytes::embedding(N, C), f + b, 2 * L);

@@ -33,6 +33,7 @@ double measure_compute_scale(const Config& cfg, const MachineProfile& p) {
   int calls = 0;
   do step(), ++calls;
   while (calls < 3 || timer.seconds() < 0.2);
+  Exec().fence();  // the stage queues its kernels without waiting (output.phase_timing off)
   const double measured = timer.seconds() * 1e6 / calls;
 
   MachineProfile unscaled = p;

@@ -11,7 +11,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <vector>
+
+#include "work_shape.hpp"
 
 namespace ktest {
 
@@ -68,6 +72,22 @@ inline double rel_err(const std::vector<double>& got, const std::vector<double>&
     den += ref[i] * ref[i];
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// Calls f(shape) with shape an std::integral_constant of the host and then the GPU work shape
+// (kernels/work_shape.hpp), under a SCOPED_TRACE naming it: the GPU shape's thread layout runs
+// here too (on any backend), against the same references as the shape the backend uses.
+template <class F>
+void for_each_shape(F&& f) {
+  using kformer::kernels::Shape;
+  {
+    SCOPED_TRACE("host work shape");
+    f(std::integral_constant<Shape, Shape::host>{});
+  }
+  {
+    SCOPED_TRACE("GPU work shape");
+    f(std::integral_constant<Shape, Shape::gpu>{});
+  }
 }
 
 }  // namespace ktest

@@ -1,5 +1,6 @@
 // LayerNorm and RMSNorm against the float64 reference (forward, backward), the reference
-// backward against finite differences, and run-to-run bitwise determinism of the backward.
+// backward against finite differences, and run-to-run bitwise determinism of the backward; each
+// in the host and the GPU work shape (kernels/work_shape.hpp).
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
 #include "layernorm.hpp"
@@ -30,16 +31,18 @@ struct NormRun {
     hdy = ktest::fill_random(dout, rng);
     if (!centered) hb.clear();
   }
+  template <kk::Shape S = kk::Shape::natural>
   void forward() {
     ktest::poison(out);
     ktest::poison(mean);
     ktest::poison(rstd);
     if (centered)
-      kk::layernorm_forward(ktest::Exec(), out, mean, rstd, x, w, b, float(kEps));
+      kk::layernorm_forward<S>(ktest::Exec(), out, mean, rstd, x, w, b, float(kEps));
     else
-      kk::rmsnorm_forward(ktest::Exec(), out, rstd, x, w, float(kEps));
+      kk::rmsnorm_forward<S>(ktest::Exec(), out, rstd, x, w, float(kEps));
     Kokkos::fence();
   }
+  template <kk::Shape S = kk::Shape::natural>
   void backward(bool zero_param_grads = true) {
     ktest::poison(dx);
     if (zero_param_grads) {  // they accumulate (+=) like every parameter gradient
@@ -47,9 +50,9 @@ struct NormRun {
       Kokkos::deep_copy(db, 0.f);
     }
     if (centered)
-      kk::layernorm_backward(ktest::Exec(), dx, dw, db, dout, x, w, mean, rstd);
+      kk::layernorm_backward<S>(ktest::Exec(), dx, dw, db, dout, x, w, mean, rstd);
     else
-      kk::rmsnorm_backward(ktest::Exec(), dx, dw, dout, x, w, rstd);
+      kk::rmsnorm_backward<S>(ktest::Exec(), dx, dw, dout, x, w, rstd);
     Kokkos::fence();
   }
 };
@@ -82,25 +85,29 @@ double dx_err(const std::vector<double>& got, const std::vector<double>& ref, co
 
 void check_against_reference(bool centered) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  for (auto [N, C] : shapes(rng)) {
+  for (const auto& nc : shapes(rng)) {
+    const int N = nc.first, C = nc.second;  // not a structured binding: lambdas capture these
     SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C));
     NormRun r(N, C, centered, rng);
-    r.forward();
-    const auto f = ktest::ref::norm_forward(r.hx, r.hw, r.hb, N, C, kEps, centered);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(r.out), f.out), 1e-5);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(r.rstd), f.rstd), 1e-5);
-    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.mean), f.mean), 1e-5);
-    r.backward();
-    std::vector<double> dx, dw, db;
-    ktest::ref::norm_backward(r.hdy, r.hx, r.hw, N, C, kEps, centered, dx, dw, db);
-    EXPECT_LT(dx_err(ktest::to_host(r.dx), dx, r, f.rstd), 1e-5);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5);
-    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5);
-    r.backward(false);  // a second micro-batch adds the same gradient again
-    for (auto& v : dw) v *= 2;
-    for (auto& v : db) v *= 2;
-    EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5) << "dweight must accumulate";
-    if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5) << "dbias must accumulate";
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kk::Shape S = decltype(shape)::value;
+      r.forward<S>();
+      const auto f = ktest::ref::norm_forward(r.hx, r.hw, r.hb, N, C, kEps, centered);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(r.out), f.out), 1e-5);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(r.rstd), f.rstd), 1e-5);
+      if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.mean), f.mean), 1e-5);
+      r.backward<S>();
+      std::vector<double> dx, dw, db;
+      ktest::ref::norm_backward(r.hdy, r.hx, r.hw, N, C, kEps, centered, dx, dw, db);
+      EXPECT_LT(dx_err(ktest::to_host(r.dx), dx, r, f.rstd), 1e-5);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5);
+      if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5);
+      r.backward<S>(false);  // a second micro-batch adds the same gradient again
+      for (auto& v : dw) v *= 2;
+      for (auto& v : db) v *= 2;
+      EXPECT_LT(ktest::rel_err(ktest::to_host(r.dw), dw), 1e-5) << "dweight must accumulate";
+      if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.db), db), 1e-5) << "dbias must accumulate";
+    });
   }
 }
 
@@ -123,13 +130,16 @@ void check_reference_gradients(bool centered) {
 void check_deterministic(bool centered) {
   std::mt19937_64 rng(ktest::fresh_seed());
   NormRun r(257, 301, centered, rng);
-  r.forward();
-  r.backward();
-  const auto dx = ktest::to_host(r.dx), dw = ktest::to_host(r.dw), db = ktest::to_host(r.db);
-  r.backward();
-  ktest::expect_bitwise_equal(dx, ktest::to_host(r.dx), "dx");
-  ktest::expect_bitwise_equal(dw, ktest::to_host(r.dw), "dweight");
-  if (centered) ktest::expect_bitwise_equal(db, ktest::to_host(r.db), "dbias");
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape S = decltype(shape)::value;
+    r.forward<S>();
+    r.backward<S>();
+    const auto dx = ktest::to_host(r.dx), dw = ktest::to_host(r.dw), db = ktest::to_host(r.db);
+    r.backward<S>();
+    ktest::expect_bitwise_equal(dx, ktest::to_host(r.dx), "dx");
+    ktest::expect_bitwise_equal(dw, ktest::to_host(r.dw), "dweight");
+    if (centered) ktest::expect_bitwise_equal(db, ktest::to_host(r.db), "dbias");
+  });
 }
 
 TEST(LayerNorm, MatchesReference) { check_against_reference(true); }

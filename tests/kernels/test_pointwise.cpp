@@ -1,11 +1,13 @@
-// GELU, SwiGLU, residual add and RoPE against the float64 reference (forward and backward),
-// the reference backwards against finite differences, and bitwise determinism of the backwards.
+// GELU, SwiGLU, residual add, RoPE and the causal softmax against the float64 reference (forward
+// and backward), the reference backwards against finite differences, and bitwise determinism of
+// the backwards; the kernels whose work shape differs on a GPU in both shapes (work_shape.hpp).
 #include "activations.hpp"
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
 #include "reference_pointwise.hpp"
 #include "residual.hpp"
 #include "rope.hpp"
+#include "softmax.hpp"
 
 namespace {
 
@@ -59,18 +61,22 @@ TEST(Gelu, ReferenceGradientMatchesFiniteDifferences) {
 TEST(SwiGLU, MatchesReferenceAndIsDeterministic) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (int rep = 0; rep < 3; ++rep) {
-    const auto [N, F] = random_shape(rng);
+    const auto nf = random_shape(rng);
+    const int N = nf.first, F = nf.second;  // not a structured binding: the lambda captures these
     View<float**> x("x", N, 2 * F), y("y", N, F), dy("dy", N, F), dx("dx", N, 2 * F);
     const Vec hx = ktest::fill_random(x, rng, -4, 4), hdy = ktest::fill_random(dy, rng);
-    ktest::poison(y);
-    kk::swiglu_forward(Exec(), y, x);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(y), ktest::ref::swiglu_forward(hx, N, F)), 1e-5);
-    ktest::poison(dx);
-    kk::swiglu_backward(Exec(), dx, x, dy);
-    const Vec got = ktest::to_host(dx);
-    EXPECT_LT(ktest::rel_err(got, ktest::ref::swiglu_backward(hx, hdy, N, F)), 1e-5);
-    kk::swiglu_backward(Exec(), dx, x, dy);
-    ktest::expect_bitwise_equal(got, ktest::to_host(dx), "swiglu dinp");
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kk::Shape S = decltype(shape)::value;
+      ktest::poison(y);
+      kk::swiglu_forward<S>(Exec(), y, x);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(y), ktest::ref::swiglu_forward(hx, N, F)), 1e-5);
+      ktest::poison(dx);
+      kk::swiglu_backward<S>(Exec(), dx, x, dy);
+      const Vec got = ktest::to_host(dx);
+      EXPECT_LT(ktest::rel_err(got, ktest::ref::swiglu_backward(hx, hdy, N, F)), 1e-5);
+      kk::swiglu_backward<S>(Exec(), dx, x, dy);
+      ktest::expect_bitwise_equal(got, ktest::to_host(dx), "swiglu dinp");
+    });
   }
 }
 
@@ -112,17 +118,22 @@ TEST(RoPE, MatchesReferenceAndIsDeterministic) {
     SCOPED_TRACE("hd=" + std::to_string(hd) + " pos0=" + std::to_string(pos0));
     View<float***> x("x", B, T, W), y("y", B, T, W), dy("dy", B, T, W), dx("dx", B, T, W);
     const Vec hx = ktest::fill_random(x, rng), hdy = ktest::fill_random(dy, rng);
-    ktest::poison(y);
-    kk::rope_forward(Exec(), y, x, nrot, hd, pos0);
-    EXPECT_LT(ktest::rel_err(ktest::to_host(y), ktest::ref::rope(hx, B, T, W, nrot, hd, pos0, 1e4, 1)), 1e-6);
-    ktest::poison(dx);
-    kk::rope_backward(Exec(), dx, dy, nrot, hd, pos0);
-    const Vec got = ktest::to_host(dx);
-    EXPECT_LT(ktest::rel_err(got, ktest::ref::rope(hdy, B, T, W, nrot, hd, pos0, 1e4, -1)), 1e-6);
-    kk::rope_backward(Exec(), dx, dy, nrot, hd, pos0);
-    ktest::expect_bitwise_equal(got, ktest::to_host(dx), "rope dx");
-    kk::rope_forward(Exec(), x, x, nrot, hd, pos0);  // in place
-    ktest::expect_bitwise_equal(ktest::to_host(x), ktest::to_host(y), "rope in place");
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kk::Shape S = decltype(shape)::value;
+      ktest::poison(y);
+      kk::rope_forward<S>(Exec(), y, x, nrot, hd, pos0);
+      EXPECT_LT(ktest::rel_err(ktest::to_host(y), ktest::ref::rope(hx, B, T, W, nrot, hd, pos0, 1e4, 1)), 1e-6);
+      ktest::poison(dx);
+      kk::rope_backward<S>(Exec(), dx, dy, nrot, hd, pos0);
+      const Vec got = ktest::to_host(dx);
+      EXPECT_LT(ktest::rel_err(got, ktest::ref::rope(hdy, B, T, W, nrot, hd, pos0, 1e4, -1)), 1e-6);
+      kk::rope_backward<S>(Exec(), dx, dy, nrot, hd, pos0);
+      ktest::expect_bitwise_equal(got, ktest::to_host(dx), "rope dx");
+      View<float***> z("z", B, T, W);
+      Kokkos::deep_copy(z, x);
+      kk::rope_forward<S>(Exec(), z, z, nrot, hd, pos0);  // in place
+      ktest::expect_bitwise_equal(ktest::to_host(z), ktest::to_host(y), "rope in place");
+    });
   }
 }
 
@@ -136,6 +147,42 @@ TEST(RoPE, ReferenceBackwardMatchesFiniteDifferences) {
   const auto f = [&](const Vec& v) { return ktest::ref::rope(v, B, T, W, nrot, hd, pos0, 1e4, 1); };
   EXPECT_LT(ktest::rel_err(ktest::ref::rope(w, B, T, W, nrot, hd, pos0, 1e4, -1), ktest::numeric_grad(f, x, w)),
             1e-7);
+}
+
+// Causal softmax over (B,H,T,T) scores, forward in place and backward, against float64:
+// p_j = exp(s_j - max) / sum_{k<=t} exp(s_k - max) for j <= t, 0 above the diagonal;
+// ds_j = p_j (dp_j - sum_k p_k dp_k). Row lengths 1..T cover the tails of every lane width.
+TEST(CausalSoftmax, MatchesReferenceAndIsDeterministic) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  std::uniform_int_distribution<int> bh(1, 3), tt(1, 70);
+  const int B = bh(rng), H = bh(rng), T = tt(rng);
+  SCOPED_TRACE("B=" + std::to_string(B) + " H=" + std::to_string(H) + " T=" + std::to_string(T));
+  View<float****> scores("scores", B, H, T, T), att("att", B, H, T, T), datt("datt", B, H, T, T), ds("ds", B, H, T, T);
+  const Vec hs = ktest::fill_random(scores, rng, -6, 6), hdp = ktest::fill_random(datt, rng);
+  Vec p(hs.size(), 0.0), dsr(hs.size(), 0.0);
+  for (int r = 0; r < B * H * T; ++r) {
+    const int t = r % T;
+    const std::size_t o = std::size_t(r) * T;
+    double m = hs[o];
+    for (int j = 0; j <= t; ++j) m = std::max(m, hs[o + j]);
+    double sum = 0, pd = 0;
+    for (int j = 0; j <= t; ++j) sum += std::exp(hs[o + j] - m);
+    for (int j = 0; j <= t; ++j) p[o + j] = std::exp(hs[o + j] - m) / sum, pd += p[o + j] * hdp[o + j];
+    for (int j = 0; j <= t; ++j) dsr[o + j] = p[o + j] * (hdp[o + j] - pd);
+  }
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape S = decltype(shape)::value;
+    Kokkos::deep_copy(att, scores);
+    kk::causal_softmax_forward<S>(Exec(), att);
+    const Vec got = ktest::to_host(att);
+    EXPECT_LT(ktest::rel_err(got, p), 1e-5);
+    ktest::poison(ds);
+    kk::causal_softmax_backward<S>(Exec(), ds, View<const float****>(datt), att);
+    const Vec dgot = ktest::to_host(ds);
+    EXPECT_LT(ktest::rel_err(dgot, dsr), 1e-5);
+    kk::causal_softmax_backward<S>(Exec(), ds, View<const float****>(datt), att);
+    ktest::expect_bitwise_equal(dgot, ktest::to_host(ds), "softmax dscores");
+  });
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Embedding, vocab-parallel cross-entropy and AdamW against float64 host references: the
+// Embedding, vocab-parallel cross-entropy, AdamW and the fused gradient norm's sum of squares
+// against float64 host references (the row kernels in the host and the GPU work shape): the
 // reference gradients checked by central differences, the kernels to 1e-5, poisoned outputs,
 // bitwise run-to-run determinism, and a vocabulary split over "ranks" (reduced here on the host)
 // that must equal the unsplit result.
@@ -7,6 +8,7 @@
 #include "adamw.hpp"
 #include "cross_entropy.hpp"
 #include "embedding.hpp"
+#include "sum_of_squares.hpp"
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
 
@@ -61,7 +63,8 @@ TEST(CrossEntropy, ReferenceGradientMatchesFiniteDifferences) {
 
 TEST(CrossEntropy, MatchesReferenceWholeAndSplitOverVocabularyShards) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  for (auto [N, vocab, shards] : {std::tuple{1, 5, 1}, {17, 100, 1}, {9, 61, 2}, {13, 250, 4}}) {
+  for (const auto& c : {std::tuple{1, 5, 1}, {17, 100, 1}, {9, 61, 2}, {13, 250, 4}}) {
+    const int N = std::get<0>(c), vocab = std::get<1>(c), shards = std::get<2>(c);  // the lambda captures them
     const int Vp = (vocab + 64 * shards - 1) / (64 * shards) * (64 * shards), Vl = Vp / shards;
     const float scale = 1.f / N;
     std::vector<int> tgt(N);
@@ -71,46 +74,49 @@ TEST(CrossEntropy, MatchesReferenceWholeAndSplitOverVocabularyShards) {
     auto lref = ktest::fill_random(full, rng, -3, 3);
     std::vector<double> loss_ref, dl_ref;
     ref_xent(lref, tgt, N, Vp, vocab, scale, loss_ref, dl_ref);
-    // Each shard's passes, with the TP reductions done on the host between them.
-    std::vector<View<float**>> lg(shards);
-    std::vector<double> M(N, -INFINITY), S(N, 0), Z(N, 0);
-    for (int r = 0; r < shards; ++r) {
-      lg[r] = View<float**>("shard", N, Vl);
-      Kokkos::deep_copy(lg[r], Kokkos::subview(full, Kokkos::ALL(), std::make_pair(r * Vl, (r + 1) * Vl)));
-      View<float*> m("m", N);
-      ktest::poison(m);
-      kk::xent_local_max(Exec(), m, lg[r], r * Vl, vocab);
-      auto mh = ktest::to_host(m);
-      for (int n = 0; n < N; ++n) M[n] = std::max(M[n], mh[n]);
-    }
-    View<float*> gmax("gmax", N);
-    auto gh = Kokkos::create_mirror_view(gmax);
-    for (int n = 0; n < N; ++n) gh(n) = float(M[n]);
-    Kokkos::deep_copy(gmax, gh);
-    for (int r = 0; r < shards; ++r) {
-      View<float**> st("st", 2, N);
-      ktest::poison(st);
-      kk::xent_local_sums(Exec(), st, lg[r], targets, gmax, r * Vl, vocab);
-      auto sh = ktest::to_host(st);
-      for (int n = 0; n < N; ++n) S[n] += sh[n], Z[n] += sh[N + n];
-    }
-    View<float**> stats("stats", 2, N);
-    auto sth = Kokkos::create_mirror_view(stats);
-    for (int n = 0; n < N; ++n) sth(0, n) = float(S[n]), sth(1, n) = float(Z[n]);
-    Kokkos::deep_copy(stats, sth);
-    std::vector<double> dl_all(std::size_t(N) * Vp);
-    for (int r = 0; r < shards; ++r) {
-      View<float*> loss("loss", N);
-      View<float**> dl("dl", N, Vl);
-      ktest::poison(loss);
-      ktest::poison(dl);
-      kk::xent_finish(Exec(), loss, dl, lg[r], targets, gmax, stats, r * Vl, vocab, scale);
-      EXPECT_LT(ktest::rel_err(ktest::to_host(loss), loss_ref), 1e-5) << "N=" << N << " shard " << r;
-      auto d = ktest::to_host(dl);
-      for (int n = 0; n < N; ++n)
-        for (int j = 0; j < Vl; ++j) dl_all[std::size_t(n) * Vp + r * Vl + j] = d[std::size_t(n) * Vl + j];
-    }
-    EXPECT_LT(ktest::rel_err(dl_all, dl_ref), 1e-5) << "N=" << N << " vocab=" << vocab << " shards=" << shards;
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kk::Shape Sh = decltype(shape)::value;
+      // Each shard's passes, with the TP reductions done on the host between them.
+      std::vector<View<float**>> lg(shards);
+      std::vector<double> M(N, -INFINITY), S(N, 0), Z(N, 0);
+      for (int r = 0; r < shards; ++r) {
+        lg[r] = View<float**>("shard", N, Vl);
+        Kokkos::deep_copy(lg[r], Kokkos::subview(full, Kokkos::ALL(), std::make_pair(r * Vl, (r + 1) * Vl)));
+        View<float*> m("m", N);
+        ktest::poison(m);
+        kk::xent_local_max<Sh>(Exec(), m, lg[r], r * Vl, vocab);
+        auto mh = ktest::to_host(m);
+        for (int n = 0; n < N; ++n) M[n] = std::max(M[n], mh[n]);
+      }
+      View<float*> gmax("gmax", N);
+      auto gh = Kokkos::create_mirror_view(gmax);
+      for (int n = 0; n < N; ++n) gh(n) = float(M[n]);
+      Kokkos::deep_copy(gmax, gh);
+      for (int r = 0; r < shards; ++r) {
+        View<float**> st("st", 2, N);
+        ktest::poison(st);
+        kk::xent_local_sums<Sh>(Exec(), st, lg[r], targets, gmax, r * Vl, vocab);
+        auto sh = ktest::to_host(st);
+        for (int n = 0; n < N; ++n) S[n] += sh[n], Z[n] += sh[N + n];
+      }
+      View<float**> stats("stats", 2, N);
+      auto sth = Kokkos::create_mirror_view(stats);
+      for (int n = 0; n < N; ++n) sth(0, n) = float(S[n]), sth(1, n) = float(Z[n]);
+      Kokkos::deep_copy(stats, sth);
+      std::vector<double> dl_all(std::size_t(N) * Vp);
+      for (int r = 0; r < shards; ++r) {
+        View<float*> loss("loss", N);
+        View<float**> dl("dl", N, Vl);
+        ktest::poison(loss);
+        ktest::poison(dl);
+        kk::xent_finish<Sh>(Exec(), loss, dl, lg[r], targets, gmax, stats, r * Vl, vocab, scale);
+        EXPECT_LT(ktest::rel_err(ktest::to_host(loss), loss_ref), 1e-5) << "N=" << N << " shard " << r;
+        auto d = ktest::to_host(dl);
+        for (int n = 0; n < N; ++n)
+          for (int j = 0; j < Vl; ++j) dl_all[std::size_t(n) * Vp + r * Vl + j] = d[std::size_t(n) * Vl + j];
+      }
+      EXPECT_LT(ktest::rel_err(dl_all, dl_ref), 1e-5) << "N=" << N << " vocab=" << vocab << " shards=" << shards;
+    });
   }
 }
 
@@ -131,37 +137,44 @@ TEST(CrossEntropy, InPlaceGradientAndOneRankPath) {
 
 TEST(Embedding, ForwardBackwardAgainstReferenceAndDeterministic) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  for (auto [B, T, C, V, v0, Vl] : {std::tuple{1, 1, 3, 10, 0, 10}, {3, 7, 13, 50, 0, 50}, {2, 9, 20, 64, 32, 32}}) {
+  for (const auto& c : {std::tuple{1, 1, 3, 10, 0, 10}, {3, 7, 13, 50, 0, 50}, {2, 9, 20, 64, 32, 32}}) {
+    const int B = std::get<0>(c), T = std::get<1>(c), C = std::get<2>(c), v0 = std::get<4>(c), Vl = std::get<5>(c);
     const int N = B * T;
     std::vector<int> tok(N);
     for (auto& t : tok) t = std::uniform_int_distribution<int>(0, 9)(rng) + (v0 ? 30 : 0);  // repeats, both shards
     View<float**> wte("wte", Vl, C), wpe("wpe", T + 2, C), out("out", N, C), dout("dout", N, C);
     auto wteh = ktest::fill_random(wte, rng), wpeh = ktest::fill_random(wpe, rng), douth = ktest::fill_random(dout, rng);
-    ktest::poison(out);
-    kk::embedding_forward(Exec(), out, device_ints(tok), wte, v0, wpe, T);
-    std::vector<double> ref(std::size_t(N) * C), dwte_ref(std::size_t(Vl) * C, 0), dwpe_ref(std::size_t(T + 2) * C, 0);
-    for (int n = 0; n < N; ++n)
-      for (int c = 0; c < C; ++c) {
-        const int r = tok[n] - v0;
-        const bool held = r >= 0 && r < Vl;
-        ref[n * C + c] = (held ? wteh[r * C + c] : 0) + wpeh[(n % T) * C + c];
-        if (held) dwte_ref[r * C + c] += douth[n * C + c];
-        dwpe_ref[(n % T) * C + c] += douth[n * C + c];
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kk::Shape Sh = decltype(shape)::value;
+      ktest::poison(out);
+      kk::embedding_forward<Sh>(Exec(), out, device_ints(tok), wte, v0, wpe, T);
+      std::vector<double> ref(std::size_t(N) * C), dwte_ref(std::size_t(Vl) * C, 0), dwpe_ref(std::size_t(T + 2) * C, 0);
+      for (int n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c) {
+          const int r = tok[n] - v0;
+          const bool held = r >= 0 && r < Vl;
+          ref[n * C + c] = (held ? wteh[r * C + c] : 0) + wpeh[(n % T) * C + c];
+          if (held) dwte_ref[r * C + c] += douth[n * C + c];
+          dwpe_ref[(n % T) * C + c] += douth[n * C + c];
+        }
+      EXPECT_LT(ktest::rel_err(ktest::to_host(out), ref), 1e-6);
+      std::vector<std::int32_t> tok32(tok.begin(), tok.end());
+      View<std::int32_t*> packed("token_index", kk::token_index_capacity(N));
+      auto packed_host = Kokkos::create_mirror_view(packed);
+      const auto idx = kk::make_token_index<Exec>(tok32.data(), N, v0, Vl, packed_host.data(), packed);
+      Kokkos::deep_copy(packed, packed_host);
+      std::vector<double> first;
+      for (int run = 0; run < 2; ++run) {
+        View<float**> dwte("dwte", Vl, C), dwpe("dwpe", T + 2, C);  // zero: the backward adds into them
+        kk::embedding_backward<Sh>(Exec(), dwte, dout, idx);
+        kk::position_embedding_backward<Sh>(Exec(), dwpe, dout, T);
+        auto got = ktest::to_host(dwte);
+        EXPECT_LT(ktest::rel_err(got, dwte_ref), 1e-6);
+        EXPECT_LT(ktest::rel_err(ktest::to_host(dwpe), dwpe_ref), 1e-6);
+        if (run == 0) first = got;
+        else ktest::expect_bitwise_equal(first, got, "embedding backward");
       }
-    EXPECT_LT(ktest::rel_err(ktest::to_host(out), ref), 1e-6);
-    std::vector<std::int32_t> tok32(tok.begin(), tok.end());
-    const auto idx = kk::make_token_index<Exec>(tok32, v0, Vl);
-    std::vector<double> first;
-    for (int run = 0; run < 2; ++run) {
-      View<float**> dwte("dwte", Vl, C), dwpe("dwpe", T + 2, C);  // zero: the backward adds into them
-      kk::embedding_backward(Exec(), dwte, dout, idx);
-      kk::position_embedding_backward(Exec(), dwpe, dout, T);
-      auto got = ktest::to_host(dwte);
-      EXPECT_LT(ktest::rel_err(got, dwte_ref), 1e-6);
-      EXPECT_LT(ktest::rel_err(ktest::to_host(dwpe), dwpe_ref), 1e-6);
-      if (run == 0) first = got;
-      else ktest::expect_bitwise_equal(first, got, "embedding backward");
-    }
+    });
   }
 }
 
@@ -189,7 +202,48 @@ TEST(AdamW, MatchesTorchsUpdateOverSteps) {
     }
     EXPECT_LT(ktest::rel_err(ktest::to_host(p), ph), 1e-5) << "step " << step;
   }
-  double sq = 0;
-  for (double x : ktest::to_host(p)) sq += x * x;
-  EXPECT_NEAR(kk::sum_of_squares(Exec(), View<const float*>(p)), sq, 1e-9 * sq);
+}
+
+// The loss of a step stays on the device: each call adds its sum (in double) to sums(0).
+TEST(CrossEntropy, LossSumAccumulatesOnTheDevice) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int N = 37;
+  View<float*> loss("loss", N);
+  View<double*> sums("sums", 2);
+  const auto h = ktest::fill_random(loss, rng, 0, 5);
+  double ref = 0;
+  for (double v : h) ref += v;
+  kk::xent_loss_accumulate(Exec(), sums, View<const float*>(loss));
+  kk::xent_loss_accumulate(Exec(), sums, View<const float*>(loss));
+  EXPECT_NEAR(ktest::to_host(sums)[0], 2 * ref, 1e-12 * ref);
+}
+
+// The gradient norm's fused sum of squares over several ranges of one buffer (blocks of kBlock
+// and a ragged last one, neighbouring and separate ranges, an empty one) against float64, in
+// both work shapes; bitwise the same when run again.
+TEST(SumOfSquares, FusedOverRangesMatchesReferenceAndIsDeterministic) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  using SoS = kk::SumOfSquares<Exec>;
+  const std::int64_t n = 3 * SoS::kBlock + 777;
+  View<float*> x("x", n);
+  const auto h = ktest::fill_random(x, rng, -2, 2);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> ranges = {
+      {0, 5}, {5, SoS::kBlock + 3}, {SoS::kBlock + 100, 0}, {2 * SoS::kBlock, SoS::kBlock + 700}, {n - 7, 7}};
+  double ref = 0;
+  for (const auto& r : ranges)
+    for (std::int64_t i = r.first; i < r.first + r.second; ++i) ref += h[i] * h[i];
+  const SoS sos(ranges);
+  View<double*> out("out", 1);
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape Sh = decltype(shape)::value;
+    ktest::poison(out);
+    sos.run<Sh>(Exec(), x.data(), Kokkos::subview(out, 0));
+    const double got = ktest::to_host(out)[0];
+    EXPECT_NEAR(got, ref, 1e-12 * ref);
+    sos.run<Sh>(Exec(), x.data(), Kokkos::subview(out, 0));
+    ktest::expect_bitwise_equal({got}, ktest::to_host(out), "sum of squares");
+  });
+  const SoS none({});
+  none.run(Exec(), x.data(), Kokkos::subview(out, 0));
+  EXPECT_EQ(ktest::to_host(out)[0], 0.0);
 }
