@@ -82,18 +82,18 @@ void gemm_rows_pass(const ExecSpace& exec, const GemmOut& out, RowsPass what) {
   const float beta = out.beta;
   const char* label = "kformer::gemm_vendor_epilogue";
   if (what == RowsPass::set_bias)
-    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] = bias[j]; });
+    for_rows_columns<Shape::natural>(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] = bias[j]; });
   else if (what == RowsPass::add_bias)
-    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] += bias[j]; });
+    for_rows_columns<Shape::natural>(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) { c[i * ldc + j] += bias[j]; });
   else if (what == RowsPass::scale)
-    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
+    for_rows_columns<Shape::natural>(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
       c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     });
   else if (float* const act = out.act32)
-    for_rows_columns(exec, label, out.M, out.N,
+    for_rows_columns<Shape::natural>(exec, label, out.M, out.N,
                      KOKKOS_LAMBDA(const int i, const int j) { act[i * lda + j] = gelu_value(c[i * ldc + j]); });
   else if (bf16* const act16 = out.act16)
-    for_rows_columns(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
+    for_rows_columns<Shape::natural>(exec, label, out.M, out.N, KOKKOS_LAMBDA(const int i, const int j) {
       act16[i * lda + j] = bf16(gelu_value(round_to_bf16(c[i * ldc + j])));
     });
 }
