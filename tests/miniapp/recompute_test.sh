@@ -78,7 +78,7 @@ if [ -n "$mpiexec" ]; then
     if [ $precision = fp32 ]; then layouts=("${fp32_layouts[@]}") tol1=1e-6 tol10=1e-4
     else layouts=("${bf16_layouts[@]}") tol1=2e-3 tol10=1e-2; fi
     for family in gpt llama; do
-      fam=(model.family="$family" train.precision=$precision)
+      fam=(model.family="$family" train.precision="$precision")
       [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
       one=$tmp/$precision-$family-1.json
       "$kformer" "$deck" train.steps=10 "${fam[@]}" output.json="$one" >"$tmp/one.log" 2>&1 ||
