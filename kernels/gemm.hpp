@@ -251,7 +251,7 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
         for (int ch = 0; ch < chunks; ++ch) s += part[std::size_t(ch) * cols + j];
         db(j) += s;
       });
-  exec.fence();  // the workspace is released to the next caller
+  detail::release_workspace(exec);  // the workspace goes to the next caller (gemm_workspace.hpp)
 }
 
 namespace detail {

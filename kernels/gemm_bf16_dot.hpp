@@ -162,7 +162,7 @@ void gemm_native_bf16_dot(const ExecSpace& exec, std::int64_t budget_floats, int
         });
     k0 += kcp;
   } while (k0 < K);
-  exec.fence();  // the workspace is released to the next caller
+  detail::release_workspace(exec);  // the workspace goes to the next caller (gemm_workspace.hpp)
 }
 
 }  // namespace kformer::kernels::detail

@@ -118,7 +118,7 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a,
                          f);
     k0 += kcp;
   } while (k0 < K);
-  exec.fence();  // the workspace is released to the next caller
+  detail::release_workspace(exec);  // the workspace goes to the next caller (gemm_workspace.hpp)
 }
 
 }  // namespace detail

@@ -76,8 +76,8 @@ void on_fence(const char* name, std::uint32_t, std::uint64_t* id) {
   std::lock_guard<std::mutex> lock(g_seen->mutex);
   if (!g_seen->counting || g_seen->deep_copy_depth > 0) return;
   // exec.fence() without a label (reported by 4.x only): in a step, the GEMM kernels' fence after
-  // each call, which hands their shared workspace to the next caller (kernels/gemm*.hpp, outside
-  // this test's scope). kformer's own fences carry labels (kernels::fence).
+  // each call on a host back-end, which hands their shared workspace to the next caller
+  // (detail::release_workspace; none on a GPU). kformer's own fences carry labels (kernels::fence).
   if (std::strstr(name, "Unnamed Instance Fence"))
     ++g_seen->unnamed_fences;
   else
