@@ -2,7 +2,7 @@
 # The figures of the closing summary are what they claim (issue 17):
 # - the time split counts the loss gradient and the head's backward as backward: on a deck whose
 #   output head dominates (vocab 16384, one small layer) backward, about twice the forward's
-#   FLOPs, is at least the forward (before the fix the head's backward was in forward: 33 ms
+#   FLOPs, is at least half the forward, timing noise allowed (before the fix the head's backward was in forward: 33 ms
 #   forward, 2 ms backward); the trace draws that part as a backward span that starts where the
 #   micro-batch's forward span ends;
 # - stdout carries the readable block, its FOM line first with the report's tokens/s, and no raw
@@ -24,8 +24,10 @@ s = rep["summary"]
 out = open(f"{d}/out").read()
 fails = []
 t = s["time_split_ms"]
-if not t["backward"] >= t["forward"] > 0:
-    fails.append(f"head-dominated deck: backward {t['backward']:.2f} ms < forward {t['forward']:.2f} ms")
+# Backward is about twice the forward's FLOPs; with the head's backward miscounted it was 1/16 of
+# it. Half the forward leaves room for a loaded machine's timing noise (the test once flaked at 1x).
+if not t["backward"] >= 0.5 * t["forward"] > 0:
+    fails.append(f"head-dominated deck: backward {t['backward']:.2f} ms < half the forward {t['forward']:.2f} ms")
 ev = [e for e in json.load(open(f"{d}/trace/trace.json"))["traceEvents"] if e.get("cat") == "compute"]
 head = [e for e in ev if e["name"] == "backward" and e["args"].get("part") == "loss and head"]
 if len(head) != 4 * 5:  # 4 micro-batches per iteration, 5 iterations
@@ -63,8 +65,9 @@ if best <= 0 or abs(s["mfu"] - s["model_tflops_per_rank"] / best) > 1e-12 * max(
 p = s.get("fma_peak_tflops", 0)
 if not (p > 0 and abs(s["mfu_fma_peak"] - s["model_tflops_per_rank"] / p) < 1e-12):
     fails.append(f"mfu_fma_peak {s.get('mfu_fma_peak')} with FMA peak {p}")
-# The best GEMM is bounded by the FMA peak (10% for timing noise between the two start-up runs).
-if best > 1.1 * p:
+# The best GEMM is bounded by the FMA peak. A peak benchmark that is not one is off by 2x or more
+# (no FMA, a narrower vector); 1.5x leaves room for load moving between the two start-up runs.
+if best > 1.5 * p:
     fails.append(f"the best GEMM ({best:.4g} TFLOP/s) beats the FMA peak ({p:.4g}): the peak benchmark is not one")
 print(f"forward {t['forward']:.2f} ms, backward {t['backward']:.2f} ms; {fom[:1]}; GEMM native {g['native_tflops']:.4g} "
       f"vendor {g['vendor_tflops']:.4g}, FMA peak {p:.4g} TFLOP/s")
