@@ -16,7 +16,6 @@ namespace {
 struct Layout {
   int tp, pp, dp, world, zero, m, v;
   int stage(int w) const { return w / (dp * tp); }
-  int dp_rank(int w) const { return (w / tp) % dp; }
 };
 
 // The bytes of each unit a pipeline rank holds, padded as ParamStore pads them.
