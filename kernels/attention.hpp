@@ -8,6 +8,7 @@
 #include "attention_naive.hpp"
 
 #include <string>
+#include <type_traits>
 
 namespace kformer::kernels {
 
@@ -75,14 +76,16 @@ void by_sequences(const State& state, int B, const Body& body) {
 template <class ExecSpace, class P, class OutView, class QkvView>
 void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState<ExecSpace, P>& state,
                        const QkvView& qkv, int n_heads, int n_kv_heads) {
-  if (state.kind == AttentionKind::naive)
+  if (state.kind == AttentionKind::fused)
+    attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
+  else if constexpr (std::is_same<P, float>::value)  // the scores go into att itself: one call, no scratch
+    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+  else  // bf16 probabilities: fp32 scores in the scratch, as many sequences at a time as it holds
     detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
       attention_naive_forward(exec, detail::sequences(out, b0, nb), detail::sequences(state.att, b0, nb),
                               detail::sequences(qkv, b0, nb), n_heads, n_kv_heads,
                               detail::sequences(state.datt, 0, nb));
     });
-  else
-    attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
 }
 
 // dqkv (B,T,(H+2KV)*hd) from dout (B,T,H*hd) and the forward's qkv, out and state.
