@@ -87,24 +87,53 @@ inline void gemm_bf16_dot_micro_kernel(int, const std::uint16_t*, const std::uin
 #endif
 
 // Packs rows [r0, r0 + R) x k [k0, k0 + kc) of L(r, k) = src[r * sr + k * sk] into pairs (see the
-// file comment); kc may be odd (the last pair gets a zero).
+// file comment); kc may be odd (the last pair gets a zero). A pair is one 32-bit word of dst.
+// Two layouts have fast loops, as a weight-sized pack costs as much as the multiply-adds when
+// only a few hundred tokens share it (B*T = 256 at the GPT-2 step): k contiguous (sk == 1, a
+// row-major operand read along its rows: each pair is one 32-bit load) and rows contiguous
+// (sr == 1, a transposed operand: two source rows k, k+1 interleaved, which vectorises). Any
+// other stride takes the element-by-element loop; all three write the same words.
 template <int R>
-inline void gemm_pack_pairs(std::uint16_t* __restrict dst, const bf16* __restrict src, std::int64_t sr,
+inline void gemm_pack_pairs(std::uint32_t* __restrict dst, const bf16* __restrict src, std::int64_t sr,
                             std::int64_t sk, int r0, int nrows, int k0, int kc) {
   const int rows = nrows - r0 < R ? nrows - r0 : R;
-  const int kp = (kc + 1) / 2;
-  for (int kk = 0; kk < kp; ++kk) {
-    std::uint16_t* d = dst + kk * R * 2;
-    for (int t = 0; t < 2; ++t) {
-      const int k = 2 * kk + t;
-      if (k >= kc) {
-        for (int i = 0; i < R; ++i) d[2 * i + t] = 0;
-        continue;
-      }
-      const bf16* s = src + (k0 + k) * sk + r0 * sr;
-      for (int i = 0; i < R; ++i) d[2 * i + t] = i < rows ? s[i * sr].bits : std::uint16_t(0);
+  const int kp = (kc + 1) / 2, kfull = kc / 2;  // pairs; pairs with both halves inside
+  const std::uint16_t* const s16 = &src->bits;   // bf16 is exactly its 16 bits
+  if (sk == 1) {
+    // A pair per row and k step: the R rows are R streams of a cache line per 32 k, each too
+    // short for the hardware prefetcher (a K chunk is a few hundred k), so every row's next lines
+    // are prefetched four lines ahead, as in gemm_pack_panel.
+    for (int kk = 0; kk < kfull; ++kk) {
+      const std::uint16_t* s = s16 + std::int64_t(r0) * sr + k0 + 2 * kk;
+#if defined(__GNUC__)
+      if (kk % 16 == 0)
+        for (int i = 0; i < rows; ++i) __builtin_prefetch(s + i * sr + 128);
+#endif
+      std::uint32_t* d = dst + kk * R;
+      for (int i = 0; i < rows; ++i) std::memcpy(d + i, s + i * sr, sizeof(std::uint32_t));  // k in the low half
     }
+    if (kfull < kp)
+      for (int i = 0; i < rows; ++i) dst[kfull * R + i] = s16[(r0 + i) * sr + k0 + kc - 1];
+  } else if (sr == 1) {
+    for (int kk = 0; kk < kp; ++kk) {
+      const std::uint16_t* s0 = s16 + (k0 + 2 * kk) * sk + r0;
+      std::uint32_t* d = dst + kk * R;
+      if (kk < kfull) {
+        const std::uint16_t* s1 = s0 + sk;
+        for (int i = 0; i < rows; ++i) d[i] = std::uint32_t(s0[i]) | std::uint32_t(s1[i]) << 16;
+      } else {
+        for (int i = 0; i < rows; ++i) d[i] = s0[i];
+      }
+    }
+  } else {
+    for (int kk = 0; kk < kp; ++kk)
+      for (int i = 0; i < rows; ++i) {
+        const std::uint16_t* s = s16 + (r0 + i) * sr + (k0 + 2 * kk) * sk;
+        dst[kk * R + i] = std::uint32_t(s[0]) | (2 * kk + 1 < kc ? std::uint32_t(s[sk]) << 16 : 0u);
+      }
   }
+  for (int kk = 0; kk < kp; ++kk)  // rows past the edge: zeros
+    for (int i = rows; i < R; ++i) dst[kk * R + i] = 0;
 }
 
 // The shared-packing driver of gemm_native.hpp with pair panels and the bf16 micro-kernel (host
@@ -134,10 +163,11 @@ void gemm_native_bf16_dot(const ExecSpace& exec, std::int64_t budget_floats, int
           "kformer::gemm_native_bf16_pack", Kokkos::RangePolicy<ExecSpace, Dynamic>(exec, 0, panels_m + panels_n),
           [=](const int p) {
             if (p < panels_m)
-              gemm_pack_pairs<MR>(apk + std::int64_t(p) * kp * MR * 2, a, a_sm, a_sk, p * MR, M, k0, kc);
+              gemm_pack_pairs<MR>(reinterpret_cast<std::uint32_t*>(apk + std::int64_t(p) * kp * MR * 2), a, a_sm, a_sk,
+                                  p * MR, M, k0, kc);
             else
-              gemm_pack_pairs<NR>(bpk + std::int64_t(p - panels_m) * kp * NR * 2, b, b_sn, b_sk, (p - panels_m) * NR,
-                                  N, k0, kc);
+              gemm_pack_pairs<NR>(reinterpret_cast<std::uint32_t*>(bpk + std::int64_t(p - panels_m) * kp * NR * 2), b,
+                                  b_sn, b_sk, (p - panels_m) * NR, N, k0, kc);
           });
     // One work item per tile of tm_panels x tn_panels micro-tiles, m fastest (items running at
     // the same time share B panels); the chunk is walked in TK steps so a B panel step stays in L1.
