@@ -55,7 +55,7 @@ inline bool gemm_bf16_dot_enabled() { return gemm_bf16_dot_allowed() && cpu_has_
 
 struct Bf16DotTiles {
   static constexpr int MR = 8, NR = 32;  // 16 zmm accumulators; NR = two zmm of 16 pairs
-  static constexpr int TM = 24 * MR, TN = 8 * NR, TK = 256;
+  static constexpr int TM = 24 * MR, TN = 8 * NR, TK = 512;  // k: the fp32 path's bytes per B panel step (32 KiB)
 };
 
 #if KFORMER_HAVE_BF16_DOT
