@@ -131,7 +131,8 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
                               r.optimizer_end_us);
     };
   }
-  const GemmCeiling ceiling = measure_gemm_ceiling(trainer.stages().front()->dims());
+  const GemmCeiling ceiling =
+      measure_gemm_ceiling(trainer.stages().front()->dims(), cfg.str("train.precision") == "bf16");
   comm::AllocationRegistry::reset_peak();  // the ceiling's benchmark buffers are not the run's
   trainer.run();
   if (timeline) timeline->write(*world);

@@ -59,6 +59,7 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   summary["precision"] = cfg.str("train.precision");  // FLOPs are counted the same in both
   summary["gemm_ceiling_tflops"] = ceiling.tflops;
   summary["gemm_ceiling"] = {{"impl", ceiling.impl},
+                             {"precision", ceiling.precision},
                              {"shape", ceiling.shape},
                              {"native_tflops", ceiling.native_tflops},
                              {"vendor_tflops", ceiling.vendor_tflops},

@@ -75,8 +75,8 @@ std::string format_summary(const nlohmann::json& s) {
            "\n";
   out += fmt("  MFU              %.3f of the best GEMM measured", num(s, "mfu"));
   if (has(s, "gemm_ceiling", "impl") && s["gemm_ceiling"]["impl"].is_string())
-    out += fmt(" (%s, %.4g TFLOP/s at %s)", s["gemm_ceiling"]["impl"].get<std::string>().c_str(),
-               num(s, "gemm_ceiling_tflops"),
+    out += fmt(" (%s %s, %.4g TFLOP/s at %s)", s["gemm_ceiling"]["impl"].get<std::string>().c_str(),
+               s["gemm_ceiling"].value("precision", std::string("fp32")).c_str(), num(s, "gemm_ceiling_tflops"),
                s["gemm_ceiling"].value("shape", std::string("?")).c_str());
   if (num(s, "fma_peak_tflops") > 0)
     out += fmt("; %.3f of the FMA peak measured (%.4g TFLOP/s)", num(s, "mfu_fma_peak"), num(s, "fma_peak_tflops"));

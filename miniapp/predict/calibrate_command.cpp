@@ -45,7 +45,8 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   // The deck's backend (mpi, or nccl on GPUs: comm.backend=nccl), without emulation or tracing.
   auto world = comm::make_world(runtime.world_size() > 1 ? cfg.str("comm.backend") : "self", runtime);
   world->barrier();
-  measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")));
+  measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
+                       cfg.str("train.precision") == "bf16");
   const double baseline = measured_peak_bytes();
   MachineProfile p;
   struct stat st {};

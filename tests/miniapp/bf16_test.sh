@@ -99,7 +99,9 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 m = j["summary"]["memory"]
 ok = j["config"]["train"]["precision"] == "bf16" and j["summary"]["precision"] == "bf16" and m["precision"] == "bf16"
-print(("ok  " if ok else "FAIL") + " the JSON report names the precision")
+# MFU is judged against GEMMs of the run's precision (a bf16 step against the fp32 ceiling read 1.1).
+ok = ok and j["summary"]["gemm_ceiling"]["precision"] == "bf16"
+print(("ok  " if ok else "FAIL") + " the JSON report names the precision, also of the GEMM ceiling")
 sys.exit(0 if ok else 1)
 PY
   grep -q "precision *bf16" "$tmp/gpt-bf16.log" || { echo "FAIL: the summary does not name the precision"; fails=$((fails + 1)); }
