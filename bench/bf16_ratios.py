@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BIN = os.path.join(ROOT, "build", "default", "bin")
 STEP = ["input/gpt3-small.yaml", "model.max_seq_len=1024", "train.seq_len=256", "train.global_batch=1",
-        "train.micro_batch=1", "train.steps=4", "kernels.gemm=vendor", "kernels.attention=fused"]
+        "train.micro_batch=1", "train.steps=8", "kernels.gemm=vendor", "kernels.attention=fused"]
 MEMORY = ["input/tiny.yaml", "model.n_layers=4", "model.d_model=768", "model.n_heads=12", "model.max_seq_len=1024",
           "train.seq_len=1024", "train.micro_batch=4", "train.global_batch=4", "train.steps=1"]
 
