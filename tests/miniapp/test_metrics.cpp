@@ -89,7 +89,7 @@ TEST(Summary, FigureOfMeritFirstThenTheBlockFromTheReportsNumbers) {
                             {"mfu_fma_peak", 0.125},
                             {"fma_peak_tflops", 2.0},
                             {"gemm_ceiling_tflops", 0.5},
-                            {"gemm_ceiling", {{"impl", "native"}, {"shape", "64x64x256"}, {"native_tflops", 0.5}, {"vendor_tflops", 0.4}}},
+                            {"gemm_ceiling", {{"impl", "native"}, {"precision", "bf16"}, {"shape", "64x64x256"}, {"native_tflops", 0.5}, {"vendor_tflops", 0.4}}},
                             {"time_split_ms", {{"forward", 3.0}, {"backward", 6.0}, {"optimizer", 1.0}, {"comm_total", 2.0}, {"comm_exposed", 0.5}}},
                             {"pipeline", {{"bubble_measured", 0.21}, {"bubble_analytic", 0.2}, {"schedule", "gpipe"}, {"stages", 2}, {"microbatches", 4}, {"virtual_stages", 1}}},
                             {"straggler", {{"slowdown", 1.5}, {"delay", 0.25}, {"slowest_rank", 3}}},
@@ -99,7 +99,7 @@ TEST(Summary, FigureOfMeritFirstThenTheBlockFromTheReportsNumbers) {
   for (const char* part : {"forward 3.000 | backward 6.000 | optimizer 1.000 | communication 2.000 total, 0.500 exposed",
                            "0.210 measured, 0.200 analytic (gpipe, 2 stages, 4 micro-batches)",
                            "slowdown 1.500, delay 0.250, slowest rank 3", "estimated 2 GB, measured peak 2.5 GB",
-                           "0.500 of the best GEMM measured (native, 0.5 TFLOP/s at 64x64x256)",
+                           "0.500 of the best GEMM measured (native bf16, 0.5 TFLOP/s at 64x64x256)",
                            "0.125 of the FMA peak measured (2 TFLOP/s)"})
     EXPECT_NE(out.find(part), std::string::npos) << part << " not in\n" << out;
   // A summary with fields missing (an older report) still prints, without inventing them.
