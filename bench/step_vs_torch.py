@@ -7,7 +7,8 @@ Cases (issue 5): the GPT-2-124M shape at B=4, T=64, and a 4-layer d=256 model. k
 rank with OMP_NUM_THREADS threads (vendor GEMM, fused attention) and reports its median step; the
 same model is built in PyTorch (float32, torch.set_num_threads, AdamW with clipping) by
 scripts/reference/kformer_ref.py and timed the same way (median after the first step). Prints
-both step times, their ratio and kformer's model FLOP/s over its measured GEMM ceiling (the faster of native and vendor; --gemm picks the one the step uses).
+both step times, their ratio and kformer's model FLOP/s over its measured GEMM ceiling (the faster
+of native and vendor; --gemm picks the one the step uses).
 """
 import argparse
 import json
