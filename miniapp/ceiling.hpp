@@ -17,7 +17,8 @@ namespace kformer {
 
 struct GemmCeiling {
   double tflops = 0;                          // the best GEMM: max(native, vendor)
-  std::string impl, shape, precision;       // precision: of the timed GEMMs, "fp32" or "bf16"                    // the faster one, "native" or "vendor"; "2048x768x3072"
+  std::string impl, shape;                    // the faster one, "native" or "vendor"; "2048x768x3072"
+  std::string precision;                      // of the timed GEMMs: "fp32" or "bf16"
   double native_tflops = 0, vendor_tflops = 0;  // 0: not built
   FmaPeak fma;
 };
