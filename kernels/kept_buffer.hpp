@@ -4,8 +4,9 @@
 // at Kokkos::finalize by a finalize hook (a static View must not outlive Kokkos).
 //
 // Calls on one execution space instance are ordered, so a kernel may reuse the buffer while an
-// earlier kernel that used it is still queued: the earlier one runs first. Growing frees the old
-// buffer, which on a GPU waits for the device; it happens in the first steps only.
+// earlier kernel that used it is still queued: the earlier one runs first. Growing waits for the
+// device (such a kernel may still read the old buffer) and then frees it; it happens in the first
+// steps only.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -27,7 +28,8 @@ Kokkos::View<T*, MemorySpace> kept_buffer(std::size_t n, const char* label) {
   static State st;
   std::lock_guard<std::mutex> lock(st.mutex);
   if (st.view.extent(0) < n) {
-    st.view = {};
+    if (st.view.extent(0) > 0) Kokkos::fence();
+    st.view = {};  // free the old one first: the two need not coexist
     st.view = Kokkos::View<T*, MemorySpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
     if (!st.hooked) {
       Kokkos::push_finalize_hook([] {
