@@ -88,6 +88,7 @@ class TorchGPT(torch.nn.Module):
             self.layers.append(m)
         self.lnf_w, self.lnf_b = P("final_norm.weight"), P("final_norm.bias")
         self.attend, self.attention = attention_impl()
+        self.track_logits, self.logit_absmax = False, None
 
     def forward(self, tok):  # tok (B, T+1): inputs and next-token targets
         s = self.s
@@ -102,6 +103,8 @@ class TorchGPT(torch.nn.Module):
             x = x + F.linear(F.gelu(F.linear(h, m.fc, m.bfc), approximate="tanh"), m.proj, m.bproj)
         x = F.layer_norm(x, (s.C,), self.lnf_w, self.lnf_b, 1e-5)
         logits = F.linear(x, self.wte)  # (B, T, V), the tied head
+        if self.track_logits:  # the largest |logit|, which bounds the loss's rounding error (small shapes only)
+            self.logit_absmax = logits.detach().float().abs().max()
         return F.cross_entropy(logits.float().reshape(-1, s.V), tgt.reshape(-1))
 
 

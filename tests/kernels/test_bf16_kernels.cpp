@@ -23,9 +23,10 @@ namespace kk = kformer::kernels;
 using kk::bf16;
 using Vec = std::vector<double>;
 
-// A bf16 output's norm-wise error: one rounding (at most 2^-9 relative per element, smaller in
-// the mean) plus fp32 noise.
-constexpr double kBf16Tol = 3e-3;
+// A bf16 output's norm-wise error: one rounding to nearest, at most u = 2^-8 = 3.9e-3 relative per
+// element and so norm-wise whatever the inputs (about 1.5e-3 in the mean), plus fp32 noise (1e-6).
+// A bound for every seed and CPU: 3e-3 held only in the mean, and a few elements can pass it.
+constexpr double kBf16Tol = 4e-3;
 // An fp32 output computed from bf16 inputs: fp32 arithmetic only.
 constexpr double kF32Tol = 2e-5;
 
