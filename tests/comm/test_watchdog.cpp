@@ -181,20 +181,22 @@ TEST(Watchdog, RequestCountsFromItsWaitAndTestDoesNotStartTheClock) {
   Request r = comm->isend(x, 4, DType::f32, 1);
   EXPECT_FALSE(r.test());
   // Posted long before: computing with a request open is not a hang.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   EXPECT_TRUE(rec.seen().empty());
   r.wait();
   const auto lines = rec.seen();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(has(lines[0], "send of 16 B (float32) to rank 7 on group [5,7]")) << lines[0];
   EXPECT_GE(waited_s(lines[0]), 0.29);
-  EXPECT_LT(waited_s(lines[0]), 1.0) << "the clock ran from the post, not the wait: " << lines[0];
+  // A clock that ran from the post reads at least 3.3 s; 2.5 leaves a loaded machine 2.2 s to
+  // wake the watchdog's thread (it read 1.0 against a 1 s post-to-wait gap before).
+  EXPECT_LT(waited_s(lines[0]), 2.5) << "the clock ran from the post, not the wait: " << lines[0];
 }
 
 TEST(Watchdog, HealthyRunNeverTripsIt) {
   // The handler of make_world: if it fired, this process would end with exit code 4.
   WorldOptions options;
-  options.timeout_s = 2.0;
+  options.timeout_s = 30.0;  // a healthy run on ranks that share 2 cores may wait seconds for a peer
   auto world = decorate(kformer::test::world(), options);
   ASSERT_NE(dynamic_cast<WatchedComm*>(world.get()), nullptr);
   const int n = world->size(), me = world->rank();
@@ -212,7 +214,20 @@ TEST(Watchdog, HealthyRunNeverTripsIt) {
     Request r = halves->iallreduce(v.data(), v.data(), 1, DType::f64, ReduceOp::max);
     r.wait();
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle between calls is not a hang
+  world->barrier();
+}
+
+// Idle between calls is not a hang: no request is open, so a pause of three timeouts trips
+// nothing. Read before the next call, so that a peer arriving late to it cannot be what fired.
+TEST(Watchdog, IdleBetweenCallsIsNotAHang) {
+  Recorder rec;
+  auto world = watch(kformer::test::world(), 0.3, rec.handler());
+  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
+  Kokkos::deep_copy(v, 1);
+  world->allreduce(v.data(), v.data(), 1, DType::i32, ReduceOp::sum);
+  const auto before = rec.seen().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(rec.seen().size(), before) << rec.seen().back();
   world->barrier();
 }
 
@@ -221,10 +236,12 @@ TEST(Watchdog, LateRankHoldsUpARealCollective) {
   auto base = kformer::test::world();
   if (base->size() < 2) GTEST_SKIP() << "needs 2 ranks";
   Recorder rec;
-  auto world = watch(std::move(base), 0.3, rec.handler());
+  // 4 s late against a 1 s timeout: the peers trip it whatever the load, and the late rank's own
+  // call, once it comes, would have to wait 1 s for peers that are already there to trip it.
+  auto world = watch(std::move(base), 1.0, rec.handler());
   const int me = world->rank(), n = world->size();
   const int late = n - 1;
-  if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
   Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
   Kokkos::deep_copy(v, 1);
   world->allreduce(v.data(), v.data(), 1, DType::i32, ReduceOp::sum);

@@ -93,13 +93,16 @@ if victim stop 1; then
   else
     [ "$job_rc" -eq 4 ] || fail "expected exit code 4 (communication timeout), got $job_rc"
     le "$took" $((timeout_s + 10)) || fail "took $took s, more than timeout + 10 s"
-    le "$timeout_s" "$took" || fail "ended after $took s, before the timeout"
+    # Not before the timeout, by the watchdog's own clock: the test's clock starts when it sends
+    # SIGSTOP, but on a loaded machine the peers may have been waiting on rank 1 before that.
   fi
   line=$(grep -m1 "has not completed after" "$tmp/stop.out")
   if [ -z "$line" ]; then
     fail "no watchdog line in the output"; tail -20 "$tmp/stop.out"
   else
     echo "$line"
+    waited=$(echo "$line" | sed -E 's/.*has not completed after ([0-9.]+) s.*/\1/')
+    le "$timeout_s" "$waited" || fail "the watchdog fired after $waited s, before the timeout ($timeout_s s)"
     echo "$line" | grep -Eq "^kformer: rank [0-9]+: [a-z_+]+ (of [0-9.]+ [KMG]?i?B \([a-z0-9 ]+\) )?.*on ((tp|dp|pp|world) group \[[0-9,.]+\] \([0-9]+ ranks?\))( \(called at [a-z_]+/[a-z_]+\.cpp:[0-9]+ in [A-Za-z_:]+\))? has not completed after [0-9.]+ s \(comm.timeout_s=$timeout_s\)" ||
       fail "the watchdog line does not name rank, operation, bytes and group: $line"
   fi
