@@ -18,7 +18,10 @@ using Space = Kokkos::DefaultExecutionSpace::memory_space;
 struct Allocation {
   std::uint64_t bytes;
   std::string label;
+  bool device;  // made inside a DeviceScope
 };
+
+thread_local int device_scopes = 0;  // DeviceScopes alive on this thread
 
 struct State {
   std::mutex mutex;
@@ -42,7 +45,7 @@ void on_allocate(const Kokkos::Tools::SpaceHandle h, const char* label, const vo
   State& s = state();
   if (tracked_space(h)) {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : ""};
+    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : "", device_scopes > 0};
     s.live_bytes += bytes;
     if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
   }
@@ -89,19 +92,44 @@ void AllocationRegistry::install() {
 
 bool AllocationRegistry::installed() { return state().installed; }
 
-bool AllocationRegistry::contains(const void* p, std::size_t bytes, std::string* label) {
-  State& s = state();
+namespace {
+
+// The live allocation holding [p, p + bytes), or null. Needs the state's mutex held.
+const Allocation* find(const State& s, const void* p, std::size_t bytes) {
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(s.mutex);
   // The allocation that starts at or before p (its header comes before its data).
   auto it = s.live.upper_bound(begin);
-  if (it == s.live.begin()) return false;
+  if (it == s.live.begin()) return nullptr;
   it = std::prev(it);
   const std::uintptr_t data = it->first + s.data_offset;
-  if (begin < data || begin + bytes > data + it->second.bytes) return false;
-  if (label) *label = it->second.label;
-  return true;
+  if (begin < data || begin + bytes > data + it->second.bytes) return nullptr;
+  return &it->second;
 }
+
+}  // namespace
+
+bool AllocationRegistry::contains(const void* p, std::size_t bytes, std::string* label) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const Allocation* a = find(s, p, bytes);
+  if (a && label) *label = a->label;
+  return a != nullptr;
+}
+
+bool AllocationRegistry::contains_device(const void* p, std::size_t bytes, std::string* label) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const Allocation* a = find(s, p, bytes);
+  if (a && label) *label = a->label;
+  return a != nullptr && (a->device || !space_is_host());
+}
+
+bool AllocationRegistry::space_is_host() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space>::accessible;
+}
+
+AllocationRegistry::DeviceScope::DeviceScope() { ++device_scopes; }
+AllocationRegistry::DeviceScope::~DeviceScope() { --device_scopes; }
 
 std::uint64_t AllocationRegistry::live_bytes() {
   std::lock_guard<std::mutex> lock(state().mutex);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backend_choice.hpp"
 #include "emulated_comm.hpp"
 #include "kformer_config.hpp"
 #include "self_comm.hpp"
@@ -162,7 +163,7 @@ std::unique_ptr<Communicator> make_backend(const std::string& backend, const Run
                              "(KFORMER_ENABLE_NCCL=ON), or use comm.backend=mpi");
 #endif
   }
-  throw std::runtime_error("comm.backend=" + backend + " is not a backend: valid are self, mpi, nccl");
+  throw std::runtime_error("comm.backend=" + backend + " is not a backend: valid are auto, self, mpi, nccl");
 }
 
 }  // namespace
@@ -170,7 +171,8 @@ std::unique_ptr<Communicator> make_backend(const std::string& backend, const Run
 std::unique_ptr<Communicator> make_world(const std::string& backend, const Runtime& runtime,
                                          const WorldOptions& options) {
   check_network_model(options.emulate);  // before any collective set-up, identically on every rank
-  return decorate(make_backend(backend, runtime, options.strict), options);
+  return decorate(make_backend(resolve_backend(backend, runtime.world_size()).backend, runtime, options.strict),
+                  options);
 }
 
 }  // namespace kformer::comm

@@ -56,7 +56,8 @@ struct WorldOptions {
   bool strict = false;              // comm.strict: NCCL's contract on any backend (strict_comm.hpp)
 };
 
-// The world communicator of `backend` ("self", "mpi", "nccl"), wrapped as `options` say:
+// The world communicator of `backend` ("self", "mpi", "nccl", or "auto": backend_choice.hpp),
+// wrapped as `options` say:
 // comm.strict's check outermost, so it sees every call as made (its backend sends in rendezvous
 // mode); then tracing, so traced times include the emulated network; the watchdog innermost, so
 // it times the real network and not the emulated wait. Throws with the fix when the

@@ -57,16 +57,22 @@ void StrictComm::check_buffers(const Op& op) const {
   for (const bool sending : {true, false}) {
     const void* p = sending ? op.send : op.recv;
     const std::size_t bytes = sending ? r.send : r.recv;
-    if (bytes == 0 || AllocationRegistry::contains(p, bytes)) continue;
+    if (bytes == 0 || AllocationRegistry::contains_device(p, bytes)) continue;
     std::ostringstream line;
     line << "comm.strict: " << op_name(op.kind) << " of " << op_bytes(op, size()) << " B (" << dtype_name(op.type)
          << ")" << (name_.empty() ? "" : " on the " + name_ + " group");
     const std::string site = describe(op.site);
     if (!site.empty()) line << " called at " << site;
-    line << ": its " << (sending ? "send" : "receive") << " buffer " << p << " is not inside a live allocation of "
-         << AllocationRegistry::space_name()
-         << " memory (NCCL moves device memory only): pass a Kokkos::View of "
-            "Kokkos::DefaultExecutionSpace::memory_space, e.g. reduce scalars through a small device View";
+    line << ": its " << (sending ? "send" : "receive") << " buffer " << p;
+    std::string label;
+    if (AllocationRegistry::contains(p, bytes, &label))  // a host View in a CPU build (allocation_registry.hpp)
+      line << " lies in the host View '" << label
+           << "', not in a device allocation (a HostSpace View or a host mirror: on a GPU it would be host memory, "
+              "which NCCL does not move): pass a View made by comm::device_view (miniapp: scratch, device_buffer)";
+    else
+      line << " is not inside a live allocation of " << AllocationRegistry::space_name()
+           << " memory (NCCL moves device memory only): pass a device View made by comm::device_view (miniapp: "
+              "scratch, device_buffer), e.g. reduce scalars through a small device View";
     throw std::invalid_argument(line.str());
   }
 }

@@ -1,8 +1,9 @@
 // comm.strict: NCCL's contract enforced on any backend, so that the CPU tests catch what would
 // fail on the first GPU job. Two rules, both NCCL's:
-//   1. every buffer lies inside a live allocation of the execution space's memory space (a View
-//      of Kokkos::DefaultExecutionSpace::memory_space): a stack scalar or a std::vector is refused
-//      with one line naming the call and its caller;
+//   1. every buffer lies inside a live device allocation (a View of
+//      Kokkos::DefaultExecutionSpace::memory_space; where that space is the host's, one made by
+//      comm::device_view, device_view.hpp): a stack scalar, a std::vector, and in a CPU build a
+//      HostSpace View or a host mirror too, are refused with one line naming the call and its caller;
 //   2. calls run in issue order on one stream per process (stream_queue.hpp) and a send completes
 //      only when its receive is posted (the backend's rendezvous mode, make_world sets it), unless
 //      both are in one group: an exchange that would deadlock under NCCL deadlocks here too, and

@@ -51,24 +51,22 @@ std::string gpu_lines(const std::vector<GpuSeat>& gpus, bool every_rank) {
 
 }  // namespace
 
-int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
-  if (!gpus.empty()) {  // Kokkos took the device kformer handed it (a Kokkos that ignored it would share GPUs)
-    const GpuSeat& me = gpus[std::size_t(runtime.world_rank())];
-    if (me.device >= 0 && current_gpu() != me.device)
-      throw std::runtime_error("Kokkos runs on GPU " + std::to_string(current_gpu()) + " but kformer chose GPU " +
-                               std::to_string(me.device) + " (" + kokkos_device_argument(me.device) +
-                               "): report this Kokkos version; meanwhile choose with KOKKOS_DEVICE_ID per rank");
-  }
+comm::WorldOptions world_options(const Config& cfg) {
+  comm::WorldOptions options;
+  options.emulate = {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")};
+  options.timeout_s = cfg.f64("comm.timeout_s");
+  options.strict = cfg.str("comm.strict") == "true";
+  return options;
+}
 
+int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
+  check_kokkos_took_seat(gpus, runtime.world_rank());  // before any allocation on the wrong GPU
   comm::AllocationRegistry::install();  // the peak of what kformer allocates (report.cpp), and comm.strict's checks
   std::unique_ptr<comm::Communicator> world;
   auto trace = std::make_shared<comm::TraceLog>();
   try {
-    comm::WorldOptions options;
-    options.emulate = {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")};
+    comm::WorldOptions options = world_options(cfg);
     options.trace = trace;
-    options.timeout_s = cfg.f64("comm.timeout_s");
-    options.strict = cfg.str("comm.strict") == "true";
     world = comm::make_world(cfg.str("comm.backend"), runtime, options);
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // the same verdict on every rank: report it once

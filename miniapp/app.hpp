@@ -16,6 +16,10 @@ namespace kformer {
 // `ranks_on_node` ranks share this node's memory (the memory check without memory.limit_gb).
 Config load_config(const CliArgs& args, int world_size, int ranks_on_node);
 
+// The decorators a run's communicator gets from the deck: comm.strict, comm.timeout_s and the
+// emulated network (comm.emulate.*); the caller adds tracing. kformer calibrate uses the same.
+comm::WorldOptions world_options(const Config& cfg);
+
 // `gpus`: every rank's seat from place_gpus (empty in host builds), for the start-up lines.
 int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus = {});
 

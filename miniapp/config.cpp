@@ -296,6 +296,17 @@ const std::string& Config::origin(const std::string& key) const {
   return origins_.at(key);
 }
 
+void Config::resolve_auto(const std::string& key, const std::string& value, const std::string& why) {
+  values_[key] = parse_value(spec_of(key), value);
+  auto_[key] = why;
+}
+
+std::string Config::auto_reason(const std::string& key) const {
+  spec_of(key);
+  const auto it = auto_.find(key);
+  return it == auto_.end() ? "" : it->second;
+}
+
 nlohmann::json Config::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& k : schema()) {
@@ -316,8 +327,10 @@ std::string Config::to_text() const {
   std::size_t width = 0;
   for (const auto& k : schema()) width = std::max(width, k.name.size());
   for (const auto& k : schema()) {
+    const auto chosen = auto_.find(k.name);
     os << "  " << k.name << std::string(width - k.name.size(), ' ') << " = "
-       << format_value(values_.at(k.name));
+       << (chosen == auto_.end() ? "" : "auto -> ") << format_value(values_.at(k.name))
+       << (chosen == auto_.end() ? "" : " (" + chosen->second + ")");
     if (origins_.at(k.name) != "default") os << "   (" << origins_.at(k.name) << ")";
     os << '\n';
   }

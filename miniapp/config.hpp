@@ -40,6 +40,11 @@ class Config {
   // Where each value came from: "default", the deck's path, or "command line".
   const std::string& origin(const std::string& key) const;
 
+  // A key given as "auto" (comm.backend) takes `value`, chosen for `why`: str() gives the value,
+  // to_text() prints "auto -> value (why)". auto_reason() is that `why` ("" if not resolved).
+  void resolve_auto(const std::string& key, const std::string& value, const std::string& why);
+  std::string auto_reason(const std::string& key) const;
+
   nlohmann::json to_json() const;  // nested, as a deck would be written
   std::string to_text() const;     // "key = value   (origin)", one per line
 
@@ -49,6 +54,7 @@ class Config {
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> origins_;
   std::map<std::string, int> overrides_;  // how often each key was given on the command line
+  std::map<std::string, std::string> auto_;  // resolve_auto's reasons
 };
 
 }  // namespace kformer

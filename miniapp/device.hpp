@@ -4,6 +4,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "comm/device_view.hpp"
 #include "view_types.hpp"
 
 namespace kformer {
@@ -13,10 +14,17 @@ using Mem = Exec::memory_space;
 template <class DataType>
 using DV = kernels::DView<DataType, Exec>;
 
+// Device buffers are made by these two (comm::device_view: recorded as device allocations, so
+// comm.strict can tell them from host Views in a CPU build; comm/device_view.hpp).
 // A device buffer without initialisation (every user writes it before reading).
 template <class DataType, class... Extents>
 DV<DataType> scratch(const std::string& label, Extents... n) {
-  return DV<DataType>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n...);
+  return comm::device_view<DV<DataType>>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n...);
+}
+// A device buffer of zeros.
+template <class DataType, class... Extents>
+DV<DataType> device_buffer(const std::string& label, Extents... n) {
+  return comm::device_view<DV<DataType>>(label, n...);
 }
 
 inline DV<float**> scratch_view(const std::string& label, std::int64_t rows, std::int64_t cols) {

@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "comm/views.hpp"
+#include "device.hpp"
 #include "memory.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
@@ -25,7 +26,7 @@ void check_fits_gpus(const Config& cfg, comm::Communicator& world, double my_gpu
   // a rank without one offers the most negative number, which never wins. In the execution
   // space's memory: NCCL takes no host buffers.
   constexpr double kNone = -1e300;
-  Kokkos::View<double*, Kokkos::DefaultExecutionSpace::memory_space> v("kformer::gpu_memory", 1);
+  const auto v = device_buffer<double*>("kformer::gpu_memory", 1);
   Kokkos::deep_copy(v, my_gpu_bytes > 0 ? -my_gpu_bytes : kNone);
   comm::allreduce(world, v, comm::ReduceOp::max);
   double neg = 0;

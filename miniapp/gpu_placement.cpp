@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "errors.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -77,6 +78,20 @@ int current_gpu() {
   if (cudaGetDevice(&device) == cudaSuccess) return device;
 #endif
   return -1;
+}
+
+std::vector<std::string> kokkos_device_arguments(const std::vector<GpuSeat>& seats, int world_rank) {
+  if (seats.empty() || seats[std::size_t(world_rank)].device < 0) return {};
+  return {kokkos_device_argument(seats[std::size_t(world_rank)].device)};
+}
+
+void check_kokkos_took_seat(const std::vector<GpuSeat>& seats, int world_rank) {
+  if (seats.empty()) return;
+  const GpuSeat& me = seats[std::size_t(world_rank)];
+  if (me.device >= 0 && current_gpu() != me.device)
+    throw std::runtime_error("Kokkos runs on GPU " + std::to_string(current_gpu()) + " but kformer chose GPU " +
+                             std::to_string(me.device) + " (" + kokkos_device_argument(me.device) +
+                             "): report this Kokkos version; meanwhile choose with KOKKOS_DEVICE_ID per rank");
 }
 
 KokkosArguments::KokkosArguments(int argc, char** argv, const std::vector<std::string>& extra) {

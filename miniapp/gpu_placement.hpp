@@ -19,6 +19,15 @@ std::vector<GpuSeat> place_gpus(const std::vector<std::string>& args, const comm
 // The CUDA device this rank runs on once Kokkos has started (cudaGetDevice); -1 in host builds.
 int current_gpu();
 
+// What main() adds to Kokkos' arguments for rank `world_rank`: its seat's device, or nothing
+// where the user chose (or in host builds, `seats` empty). A run and kformer calibrate both start
+// Kokkos this way.
+std::vector<std::string> kokkos_device_arguments(const std::vector<GpuSeat>& seats, int world_rank);
+
+// Once Kokkos has started: throws when it runs on another GPU than kformer chose for this rank
+// (a Kokkos that ignored the argument would put ranks on one GPU). Nothing in host builds.
+void check_kokkos_took_seat(const std::vector<GpuSeat>& seats, int world_rank);
+
 // argc/argv for Kokkos: the program's own, plus `extra` arguments. Owns the strings.
 class KokkosArguments {
  public:

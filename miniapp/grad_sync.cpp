@@ -9,7 +9,7 @@ namespace kformer {
 
 GradSync::GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce)
     : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1 && !params.grads_sharded()) {
-  if (bf16_) grads16_ = DV<kernels::bf16*>("kformer::grads_bf16", p_.size());
+  if (bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", p_.size());
 }
 
 namespace {

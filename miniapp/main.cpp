@@ -32,12 +32,14 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     if (argc > 1 && std::string(argv[1]) == "calibrate") {  // calibrate_command.hpp
-      kformer::KokkosArguments kokkos_args(argc, argv, {});
+      // Each rank on its own GPU, as a run places them (host builds: none).
+      const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
+      kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));
       Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
       std::vector<std::string> rest;
       for (int i = 2; i < argc; ++i)
         if (std::string(argv[i]).rfind("--kokkos", 0) != 0) rest.push_back(argv[i]);
-      return kformer::predict::run_calibrate(rest, runtime);
+      return kformer::predict::run_calibrate(rest, runtime, gpus);
     }
     const kformer::CliArgs args = kformer::parse_cli(argc, argv);
     if (args.exit_now) return args.exit_code;
@@ -48,10 +50,7 @@ int main(int argc, char** argv) {
     const kformer::Config cfg = kformer::load_config(args, runtime.world_size(), runtime.ranks_on_node());
     // CUDA builds: each rank's own GPU, told to Kokkos before it starts (host builds: none).
     const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
-    std::vector<std::string> extra;
-    if (!gpus.empty() && gpus[std::size_t(runtime.world_rank())].device >= 0)
-      extra.push_back(kformer::kokkos_device_argument(gpus[std::size_t(runtime.world_rank())].device));
-    kformer::KokkosArguments kokkos_args(argc, argv, extra);
+    kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));
     Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
     rc = kformer::run_app(args, cfg, runtime, gpus);
   } catch (const kformer::CollectiveError& e) {

@@ -31,8 +31,8 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
       state_size_ += b - a;
     }
   }
-  m_ = DV<float*>("kformer::adam_m", state_size_);
-  v_ = DV<float*>("kformer::adam_v", state_size_);
+  m_ = device_buffer<float*>("kformer::adam_m", state_size_);
+  v_ = device_buffer<float*>("kformer::adam_v", state_size_);
 
   // What the gradient norm counts here. Without ZeRO every data-parallel rank holds the same full
   // gradients: rank 0 of the group counts them. A tensor replicated over TP is counted by TP rank

@@ -43,22 +43,22 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     size_ += p.rows * p.cols;
   }
   if (!units_.empty()) close_unit();
-  values_ = DV<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
-  grads_ = DV<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
-  if (bf16_) values16_ = DV<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
+  values_ = device_buffer<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
+  grads_ = device_buffer<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
+  if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
   if (sharded_) {
     std::int64_t largest = 0;
     for (const auto& u : units_) largest = std::max(largest, u.size);
     pool_.resize(std::min(kPoolSize, units_.size()));
     for (auto& g : pool_) {
-      g.buf = DV<float*>("kformer::gathered_params", largest);
-      if (bf16_) g.buf16 = DV<kernels::bf16*>("kformer::gathered_params_bf16", largest);
+      g.buf = device_buffer<float*>("kformer::gathered_params", largest);
+      if (bf16_) g.buf16 = device_buffer<kernels::bf16*>("kformer::gathered_params_bf16", largest);
     }
     if (grads_sharded_) {
       grad_pool_.resize(std::min(kGradBuffers, units_.size()));
       for (auto& g : grad_pool_) {
-        g.buf = DV<float*>("kformer::unit_grads", largest);
-        if (bf16_grad_reduce_) g.buf16 = DV<kernels::bf16*>("kformer::unit_grads_bf16", largest);
+        g.buf = device_buffer<float*>("kformer::unit_grads", largest);
+        if (bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
       }
     }
   }
@@ -178,7 +178,7 @@ void ParamStore::initialize(std::uint64_t seed) {
     const ParamUnit& unit = units_[u];
     float* base = values_.data() + unit.offset;
     if (sharded_) {
-      if (whole.extent(0) < std::size_t(unit.size)) whole = DV<float*>("kformer::init_unit", unit.size);
+      if (whole.extent(0) < std::size_t(unit.size)) whole = device_buffer<float*>("kformer::init_unit", unit.size);
       Kokkos::deep_copy(exec, whole, 0.0f);
       base = whole.data();
     }

@@ -103,9 +103,16 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
 
   nlohmann::json iters = nlohmann::json::array();
   for (const auto& r : recs) iters.push_back(iteration_json(r));
+  nlohmann::json platform = platform_json(world.size());
+  // Which backend ran and why (comm.backend=auto picks it: comm/backend_choice.hpp).
+  const std::string why = cfg.auto_reason("comm.backend");
+  platform["comm"] = {{"backend", cfg.str("comm.backend")},
+                      {"requested", why.empty() ? cfg.str("comm.backend") : "auto"},
+                      {"reason", why.empty() ? "as asked" : why},
+                      {"communicator", world.backend()}};
   return {{"config", cfg.to_json()},
           {"mesh", mesh_json(mesh, world.size())},
-          {"platform", platform_json(world.size())},
+          {"platform", platform},
           {"iterations", iters},
           {"summary", summary}};
 }

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "errors.hpp"
-#include "kformer_config.hpp"
 
 namespace kformer {
 namespace {
@@ -35,10 +34,6 @@ KeySpec choice(std::string n, std::vector<std::string> c, std::string help) {
 }
 
 std::vector<KeySpec> make_schema() {
-  const std::string default_backend = KFORMER_ENABLE_MPI ? "mpi" : "self";
-  std::vector<std::string> backends = {default_backend};
-  for (const char* b : {"self", "mpi", "nccl"})
-    if (b != default_backend) backends.push_back(b);
   return {
       choice("model.family", {"gpt", "llama"},
              "gpt: LayerNorm, learned positions, GELU, tied head; llama: RMSNorm, RoPE, SwiGLU, GQA, untied head"),
@@ -87,7 +82,9 @@ std::vector<KeySpec> make_schema() {
       integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),
       KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 1, kMaxLayers,
               "layers per pipeline stage, e.g. 3,3,3,3; empty = as even as possible"},
-      choice("comm.backend", backends, "communicator backend"),
+      choice("comm.backend", {"auto", "mpi", "nccl", "self"},
+             "communicator backend; auto = nccl when the build has NCCL and the ranks run on GPUs, else mpi "
+             "(self in a build without MPI)"),
       real("comm.emulate.latency_us", 0, 0, 1e7, "emulated network latency added per message (alpha)"),
       real("comm.emulate.bandwidth_gbps", 0, 0, 1e6,
            "emulated network bandwidth (beta), Gbit/s, at least 0.001; 0 = no limit"),

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "comm/backend_choice.hpp"
 #include "errors.hpp"
 #include "memory.hpp"
 
@@ -163,6 +164,10 @@ void resolve_and_validate(Config& cfg, int world_size, const NodeMemory& node) {
   validate_products(cfg);
   check_memory_limit(cfg);
   check_fits_node(cfg, node);
+  if (cfg.str("comm.backend") == "auto") {  // backend_choice.hpp; printed as "auto -> mpi (why)"
+    const comm::BackendChoice b = comm::resolve_backend("auto", world_size);
+    cfg.resolve_auto("comm.backend", b.backend, b.reason);
+  }
 }
 
 }  // namespace kformer

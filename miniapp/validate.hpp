@@ -1,7 +1,7 @@
 // Checks that need several keys at once (shapes that divide, a layout that fits the job, products
 // of sizes that must not overflow, a memory estimate within memory.limit_gb or, without one, within
 // the rank's share of the node's memory) and derives the keys left at 0 (parallel.dp, parallel.microbatches,
-// model.n_kv_heads, model.ffn_dim). Runs before anything is allocated; throws ConfigError naming
+// model.n_kv_heads, model.ffn_dim) or auto (comm.backend). Runs before anything is allocated; throws ConfigError naming
 // the key and the fix. Needs no Kokkos or MPI, so the deck fuzzer (tests/fuzz) runs it as it is.
 #pragma once
 

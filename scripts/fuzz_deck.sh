@@ -89,7 +89,7 @@ fuzzflags=("-fsanitize=fuzzer-no-link,address,undefined" -fno-sanitize-recover=u
 # Instrumented: the deck path. block.cpp is only there for block_dims (memory.cpp's one use of it):
 # built plain, its Kokkos kernels are dropped at link time (--gc-sections) with their references.
 instrumented=(miniapp/schema.cpp miniapp/config.cpp miniapp/validate.cpp miniapp/node_memory.cpp miniapp/model_spec.cpp miniapp/memory.cpp
-              miniapp/schedule.cpp tests/fuzz/deck_target.cpp)
+              miniapp/schedule.cpp comm/backend_choice.cpp tests/fuzz/deck_target.cpp)
 newest_header=$(find "$top/miniapp" "$top/kernels" "$top/comm" "$top/tests/fuzz" "$generated" "$shim" -name '*.h*' \
                   -newer "$work/deck_fuzz" 2>/dev/null | head -n 1 || true)
 [ -f "$work/deck_fuzz" ] || newest_header=always

@@ -85,6 +85,10 @@ if ! grep -q "^  rank 0 on .*: GPU 0 of .*chosen by kformer" "$logf"; then  # kf
   printf 'gpu-line\tgpu\t1\t0\tthe dry run printed no line "rank 0 on ...: GPU 0 of ... chosen by kformer"\n' >>"$steps"
   say "gpu-line FAILED: the dry run printed no GPU line for rank 0"
 fi
+if ! grep -q "^  comm\.backend *= auto -> nccl (NCCL build, ranks on GPUs)" "$logf"; then  # comm.backend=auto
+  printf 'auto-nccl\tgpu\t1\t0\tthe dry run did not resolve comm.backend=auto to nccl\n' >>"$steps"
+  say "auto-nccl FAILED: the dry run did not print 'comm.backend = auto -> nccl (NCCL build, ranks on GPUs)'"
+fi
 step tiny kformer 120 "input/tiny.yaml, comm.backend=mpi (Open MPI singleton)" -- \
   "$bundle/bin/kformer" input/tiny.yaml comm.backend=mpi output.json="$outdir/tiny.json"
 # The GPU's iteration-1 loss against the CPU's the bundle carries: within 1e-5 relative.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "comm/device_view.hpp"
+
 namespace kformer::bench {
 namespace {
 
@@ -64,18 +66,18 @@ CollectiveCase::CollectiveCase(Collective kind, std::size_t bytes, comm::Communi
       block_ = std::max<std::size_t>(1, elems / n);
       count_ = block_ * n;
       const bool rs = kind_ == Collective::reduce_scatter;
-      send_ = Buf("send", rs ? count_ : block_);
-      recv_ = Buf("recv", rs ? block_ : count_);
+      send_ = comm::device_view<Buf>("send", rs ? count_ : block_);
+      recv_ = comm::device_view<Buf>("recv", rs ? block_ : count_);
       break;
     }
     case Collective::broadcast:
       count_ = elems;
-      recv_ = Buf("buf", count_);
+      recv_ = comm::device_view<Buf>("buf", count_);
       break;
     default:
       count_ = elems;
-      send_ = Buf("send", count_);
-      recv_ = Buf("recv", count_);
+      send_ = comm::device_view<Buf>("send", count_);
+      recv_ = comm::device_view<Buf>("recv", count_);
   }
 }
 

@@ -98,7 +98,8 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
   const int size = world.size();
   if (size < 2) return;
   const std::size_t max_count = std::size_t(1) << 20;  // floats: 4 MiB
-  DV<float*> a("calibrate_send", max_count * std::size_t(size)), b("calibrate_recv", max_count * std::size_t(size));
+  const auto a = device_buffer<float*>("calibrate_send", max_count * std::size_t(size));
+  const auto b = device_buffer<float*>("calibrate_recv", max_count * std::size_t(size));
   Kokkos::deep_copy(a, 1.0f);
   std::map<std::string, std::vector<LinkCost>> fits;
   for (int n = 2; n <= size; n *= 2) {

@@ -7,12 +7,16 @@
 #include <Kokkos_Core.hpp>
 #include <iostream>
 
+#include "app.hpp"
 #include "calibrate_comm.hpp"
 #include "calibrate_kernels.hpp"
 #include "calibrate_stage.hpp"
 #include "ceiling.hpp"
+#include "comm/allocation_registry.hpp"
 #include "deck_for_prediction.hpp"
 #include "device.hpp"
+#include "errors.hpp"
+#include "gpu_placement.hpp"
 #include "memory.hpp"
 #include "node_memory.hpp"
 #include "posix_file.hpp"
@@ -32,7 +36,9 @@ std::vector<int> tp_degrees(const Config& cfg, int world) {
 
 }  // namespace
 
-int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) {
+int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
+  check_kokkos_took_seat(gpus, runtime.world_rank());
+  comm::AllocationRegistry::install();  // before any View: comm.strict's checks know them all
   PredictionDeck deck = read_prediction_deck("calibrate", args, true);
   if (deck.cli.exit_now) return deck.cli.exit_code;
   const Config& cfg = deck.cfg;
@@ -42,8 +48,27 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime) 
   // What a rank holds beside its model: the runtime, Kokkos, the communicator's buffers and what
   // a run's start-up leaves in the peak (the GEMM ceiling it measures at the deck's shapes, with
   // the BLAS library's own buffers), all before the kernels below allocate theirs.
-  // The deck's backend (mpi, or nccl on GPUs: comm.backend=nccl), without emulation or tracing.
-  auto world = comm::make_world(runtime.world_size() > 1 ? cfg.str("comm.backend") : "self", runtime);
+  // A run's communicator (the deck's backend, comm.strict, the watchdog), without emulation: the
+  // network measured is the real one.
+  comm::WorldOptions options = world_options(cfg);
+  options.emulate = {};
+  const bool one = runtime.world_size() == 1;
+  std::unique_ptr<comm::Communicator> world;
+  try {
+    world = comm::make_world(one ? "self" : cfg.str("comm.backend"), runtime, options);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());  // the same verdict on every rank: report it once
+  }
+  if (root) {
+    const std::string why = cfg.auto_reason("comm.backend");
+    std::cout << "kformer calibrate: " << runtime.world_size() << " rank(s), comm " << world->backend() << " ("
+              << (one ? "one rank: no network to measure"
+                      : "comm.backend = " + (why.empty() ? cfg.str("comm.backend")
+                                                         : "auto -> " + cfg.str("comm.backend") + " (" + why + ")"))
+              << "), Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n";
+    if (!gpus.empty()) std::cout << "gpu: " << describe_seat(gpus.front()) << "\n";
+    std::cout << std::flush;
+  }
   world->barrier();
   measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
                        cfg.str("train.precision") == "bf16");

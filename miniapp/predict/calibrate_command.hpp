@@ -3,16 +3,21 @@
 // under mpirun, its communicator (calibrate_comm.hpp), then rank 0 writes the profile where
 // predict looks by default (default_profile_path()), or to predict.machine. Measured GEMM and
 // attention shapes are added to those of an existing profile there, so several decks can be
-// calibrated into one file. Needs Kokkos started and the MPI runtime.
+// calibrated into one file. Needs Kokkos started (on the GPU place_gpus chose: main() places the
+// ranks as for a run) and the MPI runtime. Its communicator is a run's: the deck's backend
+// (comm.backend=auto resolved), under comm.strict and the comm.timeout_s watchdog, without
+// emulation or tracing; one rank uses self (no network to measure).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "comm/runtime.hpp"
+#include "gpu_choice.hpp"
 
 namespace kformer::predict {
 
-int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime);
+// `gpus`: every rank's seat from place_gpus (empty in host builds).
+int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus = {});
 
 }  // namespace kformer::predict

@@ -1,6 +1,7 @@
 // Shared pieces of the communicator conformance suite: the parameterised fixture (one
 // communicator per case, made fresh for each test), Views in the default execution space's
-// memory (device memory under CUDA, so NCCL and MPI staging are exercised there), and the
+// memory (device memory under CUDA, so NCCL and MPI staging are exercised there; recorded as
+// device allocations, comm/device_view.hpp), and the
 // exactly representable test values every rank can predict for every other rank.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/device_view.hpp"
 #include "comm/views.hpp"
 #include "comm_cases.hpp"
 
@@ -23,9 +25,16 @@ using Mem = Kokkos::DefaultExecutionSpace::memory_space;
 template <class T>
 using Buf = Kokkos::View<T*, Kokkos::LayoutRight, Mem>;
 
+// A device buffer of n zeros, as kformer allocates one (comm::device_view): comm.strict accepts
+// it on every build.
+template <class T>
+Buf<T> make_buf(const std::string& label, std::size_t n) {
+  return comm::device_view<Buf<T>>(label, n);
+}
+
 template <class T>
 Buf<T> to_buf(const std::vector<T>& v, const char* label = "buf") {
-  Buf<T> b(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), v.size());
+  auto b = comm::device_view<Buf<T>>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), v.size());
   Kokkos::View<const T*, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(v.data(), v.size());
   Kokkos::deep_copy(b, h);
   return b;

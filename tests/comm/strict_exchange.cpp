@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 
+#include "device_view.hpp"
 #include "runtime.hpp"
 #include "views.hpp"
 
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
     world->set_name("world");
     const int me = world->rank(), peer = 1 - me;
     const std::size_t n = std::size_t(1) << 21;  // 8 MiB of floats
-    Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> out("out", n), in("in", n);
+    using Buf = Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space>;
+    const auto out = device_view<Buf>("out", n), in = device_view<Buf>("in", n);
     Kokkos::deep_copy(out, float(me + 1));
     if (grouped) {
       world->group({send_op(out, peer), recv_op(in, peer)});

@@ -23,7 +23,7 @@ const std::size_t kCounts[] = {1, 7, 1001, 70001};
 template <class T>
 void check_allreduce(comm::Communicator& c, std::size_t n, ReduceOp op, bool in_place, bool nonblocking) {
   auto send = to_buf(values<T>(c.rank(), n), "send");
-  Buf<T> recv = in_place ? send : Buf<T>("recv", n);
+  Buf<T> recv = in_place ? send : make_buf<T>("recv", n);
   if (nonblocking)
     comm::iallreduce(c, send, recv, op).wait();
   else
@@ -40,7 +40,7 @@ template <class T>
 void check_reduce_scatter(comm::Communicator& c, std::size_t n, bool in_place, bool nonblocking) {
   const int me = c.rank(), np = c.size();
   auto send = to_buf(values<T>(me, n * np), "send");
-  Buf<T> recv = in_place ? Buf<T>(Kokkos::subview(send, std::make_pair(n * me, n * (me + 1)))) : Buf<T>("recv", n);
+  Buf<T> recv = in_place ? Buf<T>(Kokkos::subview(send, std::make_pair(n * me, n * (me + 1)))) : make_buf<T>("recv", n);
   if (nonblocking)
     comm::ireduce_scatter(c, send, recv, ReduceOp::sum).wait();
   else
@@ -54,8 +54,8 @@ void check_reduce_scatter(comm::Communicator& c, std::size_t n, bool in_place, b
 template <class T>
 void check_allgather(comm::Communicator& c, std::size_t n, bool in_place, bool nonblocking) {
   const int me = c.rank(), np = c.size();
-  Buf<T> recv("recv", n * np);
-  Buf<T> send = in_place ? Buf<T>(Kokkos::subview(recv, std::make_pair(n * me, n * (me + 1)))) : Buf<T>("send", n);
+  Buf<T> recv = make_buf<T>("recv", n * np);
+  Buf<T> send = in_place ? Buf<T>(Kokkos::subview(recv, std::make_pair(n * me, n * (me + 1)))) : make_buf<T>("send", n);
   Kokkos::deep_copy(send, to_buf(values<T>(me, n, n * me)));
   if (nonblocking)
     comm::iallgather(c, send, recv).wait();
@@ -155,7 +155,7 @@ TEST_P(CommConformance, Bfloat16SumsAddInFp32AndRoundOnce) {
   for (bool nb : {false, true})
     for (bool ip : {false, true}) {
       auto send = to_buf(mine, "send");
-      Buf<bf16> recv = ip ? send : Buf<bf16>("recv", n);
+      Buf<bf16> recv = ip ? send : make_buf<bf16>("recv", n);
       if (nb)
         comm::iallreduce(*c, send, recv, ReduceOp::sum).wait();
       else
@@ -164,7 +164,7 @@ TEST_P(CommConformance, Bfloat16SumsAddInFp32AndRoundOnce) {
       EXPECT_EQ(differing_bits(to_vec(recv), sum, first), 0u)
           << "allreduce sum" << (nb ? " non-blocking" : "") << (ip ? " in place" : "") << ", " << first;
       send = to_buf(mine, "send");
-      recv = ip ? send : Buf<bf16>("recv", n);
+      recv = ip ? send : make_buf<bf16>("recv", n);
       comm::allreduce(*c, send, recv, ReduceOp::max);
       EXPECT_EQ(differing_bits(to_vec(recv), max, first), 0u) << "allreduce max, " << first;
     }
@@ -172,7 +172,7 @@ TEST_P(CommConformance, Bfloat16SumsAddInFp32AndRoundOnce) {
   std::vector<bf16> whole;
   for (int r = 0; r < size; ++r) whole.insert(whole.end(), mine.begin(), mine.end());
   auto send = to_buf(whole, "send");
-  Buf<bf16> recv("recv", n);
+  Buf<bf16> recv = make_buf<bf16>("recv", n);
   comm::reduce_scatter(*c, send, recv, ReduceOp::sum);
   std::string first;
   EXPECT_EQ(differing_bits(to_vec(recv), sum, first), 0u) << "reduce_scatter sum, " << first;
@@ -189,7 +189,7 @@ TEST_P(CommConformance, Bfloat16SumsAgreeOnEveryRank) {
   for (std::size_t i = 0; i < n; ++i) mine[i] = bf16(rank % 2 ? float(x1[i]) * (rank + 1) : float(x0[i]) - rank);
   auto buf = to_buf(mine, "buf");
   comm::allreduce(*c, buf, ReduceOp::sum);
-  Buf<bf16> all("all", n * size);
+  Buf<bf16> all = make_buf<bf16>("all", n * size);
   comm::allgather(*c, buf, all);
   const auto got = to_vec(all);
   std::size_t differ = 0, beyond = 0;
@@ -208,7 +208,8 @@ TEST_P(CommConformance, Bfloat16SumsAgreeOnEveryRank) {
 }
 
 TEST_P(CommConformance, ZeroLengthCallsCompleteAndTouchNothing) {
-  Buf<float> empty("empty", 0), big("big", 0);
+  Buf<float> empty = make_buf<float>("empty", 0);
+  Buf<float> big = make_buf<float>("big", 0);
   comm::allreduce(*c, empty, ReduceOp::sum);
   comm::reduce_scatter(*c, big, empty, ReduceOp::sum);
   comm::allgather(*c, empty, big);
@@ -255,7 +256,8 @@ TEST_P(CommConformance, SplitGroupsReduceOnlyAmongThemselves) {
 }
 
 TEST_P(CommConformance, WrongArgumentsAreRefusedWithTheFix) {
-  Buf<float> a("a", 4), b("b", 5);
+  Buf<float> a = make_buf<float>("a", 4);
+  Buf<float> b = make_buf<float>("b", 5);
   auto message = [](auto&& call) {
     try {
       call();
@@ -268,7 +270,7 @@ TEST_P(CommConformance, WrongArgumentsAreRefusedWithTheFix) {
   EXPECT_NE(message([&] { comm::allgather(*c, a, b); }).find("recv must hold"), std::string::npos);
   EXPECT_NE(message([&] { comm::broadcast(*c, a, size); }).find("pick a root"), std::string::npos);
   EXPECT_NE(message([&] { comm::send(*c, a, -1); }).find("pick a peer"), std::string::npos);
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> m("m", 4, 4);
+  const auto m = comm::device_view<Kokkos::View<float**, Kokkos::LayoutRight, Mem>>("m", 4, 4);
   auto column = Kokkos::subview(m, Kokkos::ALL, 1);
   EXPECT_NE(message([&] { comm::allreduce(*c, column, ReduceOp::sum); }).find("contiguous"), std::string::npos);
   auto whole = Kokkos::subview(m, std::make_pair(1, 3), Kokkos::ALL);  // rows 1..2: contiguous

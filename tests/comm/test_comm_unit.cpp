@@ -11,6 +11,8 @@
 
 #include "comm/allocation_registry.hpp"
 #include "comm/alpha_beta.hpp"
+#include "comm/backend_choice.hpp"
+#include "comm/device_view.hpp"
 #include "comm/stream_queue.hpp"
 #include "comm/runtime.hpp"
 #include "comm/self_comm.hpp"
@@ -141,13 +143,38 @@ TEST(SelfComm, ViewsMustBeRowMajorContiguous) {
   allreduce(c, vec, ReduceOp::max);
 }
 
+// comm.backend=auto: NCCL exactly when the build has it and the ranks are on GPUs (so an NCCL
+// build on GPUs does not stage every collective through the host), MPI otherwise, self without
+// MPI; a named backend is kept. Every branch from plain facts, the GPU one included.
+TEST(BackendChoice, AutoPicksNcclOnlyForAnNcclBuildOnGpus) {
+  for (int world : {1, 4}) {
+    EXPECT_EQ(choose_backend("auto", true, true, true, world).backend, "nccl") << world;
+    EXPECT_EQ(choose_backend("auto", true, true, false, world).backend, "mpi") << "an NCCL build on host ranks";
+    EXPECT_EQ(choose_backend("auto", false, true, true, world).backend, "mpi") << "a CUDA build without NCCL";
+    EXPECT_EQ(choose_backend("auto", false, true, false, world).backend, "mpi") << "a CPU build, as before auto";
+  }
+  EXPECT_EQ(choose_backend("auto", false, false, false, 1).backend, "self");
+  EXPECT_EQ(choose_backend("auto", false, true, false, 4).reason, "no NCCL in this build");
+  EXPECT_EQ(choose_backend("auto", true, true, false, 4).reason, "ranks not on GPUs");
+  EXPECT_EQ(choose_backend("auto", true, true, true, 4).reason, "NCCL build, ranks on GPUs");
+  for (const char* named : {"self", "mpi", "nccl"}) {
+    const BackendChoice kept = choose_backend(named, true, true, true, 2);
+    EXPECT_EQ(kept.backend, named);
+    EXPECT_EQ(kept.reason, "as asked");
+  }
+  // This build: a CPU build resolves to what its default was before auto (mpi, self without MPI).
+  if (!KFORMER_ENABLE_NCCL)
+    EXPECT_EQ(resolve_backend("auto", 1).backend, KFORMER_ENABLE_MPI ? "mpi" : "self");
+  EXPECT_EQ(make_world("auto", kformer::test::runtime())->backend(), resolve_backend("auto", 1).backend);
+}
+
 TEST(Runtime, FactoryRefusalsNameTheFix) {
   auto& rt = kformer::test::runtime();
   try {
     make_world("gloo", rt);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("valid are self, mpi, nccl"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("valid are auto, self, mpi, nccl"), std::string::npos);
   }
   if (!KFORMER_ENABLE_NCCL) {
     try {
@@ -187,6 +214,39 @@ TEST(AllocationRegistry, KnowsLiveViewsAndNothingElse) {
   std::vector<float> heap(64);
   EXPECT_FALSE(AllocationRegistry::contains(&on_stack, sizeof on_stack));
   EXPECT_FALSE(AllocationRegistry::contains(heap.data(), 4));
+}
+
+// Which live allocations are device memory: those made by device_view (inside a DeviceScope, which
+// nests and ends with its scope); in a CPU build a View of the same space made directly, or a
+// create_mirror, is a host buffer (on a GPU it would be one).
+TEST(AllocationRegistry, TellsDeviceAllocationsFromHostViews) {
+  using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  using V = Kokkos::View<float*, Mem>;
+  const auto dev = device_view<V>("kformer_registry_device", 10);
+  V plain("kformer_registry_plain", 10);
+  const auto copy = Kokkos::create_mirror(dev);  // always a new host allocation
+  std::string label;
+  EXPECT_TRUE(AllocationRegistry::contains_device(dev.data(), 40, &label));
+  EXPECT_EQ(label, "kformer_registry_device");
+  EXPECT_FALSE(AllocationRegistry::contains_device(dev.data() + 1, 40)) << "one element past the end";
+  if (AllocationRegistry::space_is_host()) {
+    EXPECT_TRUE(AllocationRegistry::contains(plain.data(), 40)) << "still a live allocation of the space";
+    EXPECT_FALSE(AllocationRegistry::contains_device(plain.data(), 40)) << "made outside device_view";
+    EXPECT_FALSE(AllocationRegistry::contains_device(copy.data(), 40)) << "a host mirror";
+  } else {
+    EXPECT_TRUE(AllocationRegistry::contains_device(plain.data(), 40)) << "device memory whoever made it";
+  }
+  {
+    const AllocationRegistry::DeviceScope outer;
+    {
+      const AllocationRegistry::DeviceScope inner;
+    }
+    V nested("kformer_registry_nested", 4);
+    EXPECT_TRUE(AllocationRegistry::contains_device(nested.data(), 16)) << "the outer scope still holds";
+  }
+  V after("kformer_registry_after", 4);
+  EXPECT_EQ(AllocationRegistry::contains_device(after.data(), 16), !AllocationRegistry::space_is_host())
+      << "the scope ended with its block";
 }
 
 // The emulated stream: calls complete in the order they were made, and nothing is posted before

@@ -25,7 +25,7 @@ TEST_P(CommConformance, EmulatedCallsLastAtLeastTheModelledTime) {
   comm::EmulatedComm e(std::move(c), net);
   const std::size_t n = 32768;  // 128 KiB of float
   auto x = to_buf(values<float>(rank, n));
-  Buf<float> all("all", n * size);
+  Buf<float> all = make_buf<float>("all", n * size);
 
   auto t0 = std::chrono::steady_clock::now();
   comm::allreduce(e, x, comm::ReduceOp::sum);
@@ -38,7 +38,7 @@ TEST_P(CommConformance, EmulatedCallsLastAtLeastTheModelledTime) {
   EXPECT_GE(elapsed_us(t0), comm::modelled_time_us(net, comm::OpKind::allgather, n * size * sizeof(float), size));
 
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  Buf<float> in("in", n);
+  Buf<float> in = make_buf<float>("in", n);
   const std::vector<comm::Op> ring = {comm::send_op(x, right), comm::recv_op(in, left)};
   t0 = std::chrono::steady_clock::now();
   e.group(ring);
@@ -56,7 +56,7 @@ TEST_P(CommConformance, TracingRecordsEveryCall) {
   comm::TracedComm t(std::move(c), log);
   const double before = comm::TraceLog::now_us();
   auto x = to_buf(values<double>(rank, 10));
-  Buf<double> all("all", 10 * size);
+  Buf<double> all = make_buf<double>("all", 10 * size);
   comm::allreduce(t, x, comm::ReduceOp::max);
   comm::Request r = comm::iallgather(t, x, all);
   EXPECT_EQ(log->records().back().end_us, -1.0);  // open until seen complete

@@ -7,6 +7,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "comm/device_view.hpp"
 #include "comm/mesh.hpp"
 #include "comm/runtime.hpp"
 #include "test_env.hpp"
@@ -20,7 +21,7 @@ using kformer::test::world;
 // Members of `axis` as world ranks, in the axis communicator's own rank order.
 std::vector<int> members(Communicator& axis, int world_rank) {
   // In the execution space's memory, as NCCL (and comm.strict) require.
-  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> slot("slot", axis.size());
+  const auto slot = device_view<Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space>>("slot", axis.size());
   Kokkos::deep_copy(Kokkos::subview(slot, axis.rank()), world_rank);
   axis.allreduce(slot.data(), slot.data(), slot.size(), DType::i32, ReduceOp::sum);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), slot);

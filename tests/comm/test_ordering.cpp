@@ -29,7 +29,9 @@ void double_queued(const Buf<float>& in, const Buf<float>& out) {
 
 TEST_P(CommConformance, CallsOrderAfterQueuedComputeAndBeforeTheNext) {
   const std::size_t n = std::size_t(1) << 20;  // a kernel long enough to be still queued on a GPU
-  Buf<float> a("a", n), b("b", n), out("out", n);
+  Buf<float> a = make_buf<float>("a", n);
+  Buf<float> b = make_buf<float>("b", n);
+  Buf<float> out = make_buf<float>("out", n);
   const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
   for (const bool nonblocking : {false, true}) {
     fill_queued(a, rank);

@@ -47,7 +47,7 @@ void ring_exchange(comm::Communicator& c) {
   std::vector<std::vector<T>> got(size);
   got[rank] = values<T>(rank, n);
   auto out = to_buf(got[rank], "out");
-  Buf<T> in("in", n);
+  Buf<T> in = make_buf<T>("in", n);
   for (int step = 1; step < size; ++step) {
     if (step % 2)
       c.group({comm::send_op(out, right), comm::recv_op(in, left)});
@@ -67,7 +67,7 @@ TEST_P(CommConformance, GroupedRingExchangeGathersEveryBlockBfloat16) { ring_exc
 
 TEST_P(CommConformance, GroupedSendToSelfAndEmptyGroup) {
   auto out = to_buf(values<double>(rank, 9));
-  Buf<double> in("in", 9);
+  Buf<double> in = make_buf<double>("in", 9);
   c->group({comm::recv_op(in, rank), comm::send_op(out, rank)});
   EXPECT_EQ(to_vec(in), values<double>(rank, 9));
   EXPECT_TRUE(c->igroup({}).test());
@@ -81,7 +81,7 @@ TEST_P(CommConformance, ManyOutstandingMessagesArriveInPostingOrder) {
   std::vector<comm::Request> reqs;
   for (int i = 0; i < k; ++i) {
     outs.push_back(to_buf(msg(rank, i)));
-    ins.emplace_back("in", msg_len(i));
+    ins.push_back(make_buf<std::int32_t>("in", msg_len(i)));
     reqs.push_back(c->igroup({comm::send_op(outs.back(), right), comm::recv_op(ins.back(), left)}));
   }
   for (int i = k - 1; i >= 0; --i) reqs[i].wait();
@@ -98,7 +98,7 @@ TEST_P(CommConformance, SeparateIsendIrecvKeepOrderPerPair) {
   std::vector<comm::Request> sends, recvs;
   for (int i = 0; i < k; ++i) {
     outs.push_back(to_buf(msg(rank, i)));
-    ins.emplace_back("in", msg_len(i));
+    ins.push_back(make_buf<std::int32_t>("in", msg_len(i)));
   }
   // Half the ranks post receives first, half sends first; polling with test() in between.
   auto post_recvs = [&] {
@@ -128,7 +128,7 @@ TEST_P(CommConformance, BlockingSendRecvPairs) {
   if (nccl_rules(*c) && size == 1) GTEST_SKIP() << "NCCL cannot complete an ungrouped blocking send to itself";
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
   auto out = to_buf(msg(rank, 3));
-  Buf<std::int32_t> in("in", msg_len(3));
+  Buf<std::int32_t> in = make_buf<std::int32_t>("in", msg_len(3));
   // Even ranks send first, odd ranks receive first: no cycle of waiting sends for any size.
   if (rank % 2 == 0) {
     comm::send(*c, out, right);
@@ -143,7 +143,7 @@ TEST_P(CommConformance, BlockingSendRecvPairs) {
 TEST_P(CommConformance, NonBlockingCollectiveOverlapsComputation) {
   const std::size_t n = 1 << 18;
   auto grads = to_buf(values<float>(rank, n), "grads");
-  Buf<float> work("work", n);
+  Buf<float> work = make_buf<float>("work", n);
   comm::Request r = comm::iallreduce(*c, grads, comm::ReduceOp::sum);
   // Work that touches other memory while the reduction is in flight, polling it now and then.
   for (int round = 0; round < 8; ++round) {

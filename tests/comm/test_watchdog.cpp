@@ -14,6 +14,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "comm/device_view.hpp"
 #include "comm/runtime.hpp"
 #include "comm/watched_comm.hpp"
 #include "kformer_config.hpp"
@@ -204,7 +205,7 @@ TEST(Watchdog, HealthyRunNeverTripsIt) {
   std::vector<int> want;
   for (int r = me % 2; r < n; r += 2) want.push_back(r);
   if (KFORMER_ENABLE_MPI) EXPECT_EQ(halves->world_ranks(), want);
-  Kokkos::View<double*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
+  const auto v = device_view<Kokkos::View<double*, Kokkos::DefaultExecutionSpace::memory_space>>("v", 1);  // NCCL's rule
   for (int i = 0; i < 20; ++i) {
     Kokkos::deep_copy(v, 1.0);
     world->allreduce(v.data(), v.data(), 1, DType::f64, ReduceOp::sum);
@@ -222,7 +223,7 @@ TEST(Watchdog, HealthyRunNeverTripsIt) {
 TEST(Watchdog, IdleBetweenCallsIsNotAHang) {
   Recorder rec;
   auto world = watch(kformer::test::world(), 0.3, rec.handler());
-  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
+  const auto v = device_view<Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space>>("v", 1);  // NCCL's rule
   Kokkos::deep_copy(v, 1);
   world->allreduce(v.data(), v.data(), 1, DType::i32, ReduceOp::sum);
   const auto before = rec.seen().size();
@@ -242,7 +243,7 @@ TEST(Watchdog, LateRankHoldsUpARealCollective) {
   const int me = world->rank(), n = world->size();
   const int late = n - 1;
   if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
-  Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space> v("v", 1);  // NCCL's rule
+  const auto v = device_view<Kokkos::View<int*, Kokkos::DefaultExecutionSpace::memory_space>>("v", 1);  // NCCL's rule
   Kokkos::deep_copy(v, 1);
   world->allreduce(v.data(), v.data(), 1, DType::i32, ReduceOp::sum);
   int got = 0;

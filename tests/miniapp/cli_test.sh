@@ -65,6 +65,11 @@ refuse "GB per rank of this node" -- "$kformer" "$src/input/tiny.yaml" model.d_m
 refuse "contains a control character" -- "$kformer" "$src/input/tiny.yaml" $'output.json=a\nb.json'
 # ... and Kokkos' own arguments still pass, anywhere on the line.
 expect 0 "resolved configuration" -- "$kformer" --kokkos-threads=1 "$src/input/tiny.yaml" --dry-run --kokkos-num-threads=1
+# comm.backend=auto, the default, says what it chose and why; a named backend is printed as given.
+expect 0 "comm.backend" -- "$kformer" "$src/input/tiny.yaml" --dry-run
+grep -qE '^  comm\.backend += auto -> (mpi|self|nccl) \([a-zA-Z]' "$tmp/out" || fail "no 'comm.backend = auto -> ...' line: $(grep comm.backend "$tmp/out")"
+expect 0 "resolved configuration" -- "$kformer" "$src/input/tiny.yaml" --dry-run comm.backend=self
+grep -qE '^  comm\.backend += self +\(command line\)$' "$tmp/out" || fail "comm.backend=self: $(grep comm.backend "$tmp/out")"
 
 # Every deck key is documented in the user guide's key table (the guide must follow the schema).
 "$kformer" --keys | grep -v '^ ' | cut -d' ' -f1 | while read -r key; do
@@ -80,11 +85,17 @@ if [ -n "$mpiexec" ]; then
   expect 0 "tp groups [[0,1],[2,3]]" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" \
     parallel.tp=2 output.json="$tmp/run.json"
   grep -qF "dp groups [[0,2],[1,3]]" "$tmp/out" || fail "4-rank tp=2 dp groups"
+  grep -qE '^  comm\.backend += auto -> mpi \(no NCCL in this build\)$' "$tmp/out" \
+    || fail "4 ranks: $(grep comm.backend "$tmp/out")"
   /usr/bin/python3 - "$tmp/run.json" <<'PY' || fail "run.json mesh"
 import json, sys
-m = json.load(open(sys.argv[1]))["mesh"]
+r = json.load(open(sys.argv[1]))
+m = r["mesh"]
 assert m == {"world": 4, "tp": 2, "pp": 1, "dp": 2, "tp_groups": [[0, 1], [2, 3]],
              "dp_groups": [[0, 2], [1, 3]], "pp_groups": [[0], [1], [2], [3]]}, m
+c = r["platform"]["comm"]
+assert (c["backend"], c["requested"], c["reason"]) == ("mpi", "auto", "no NCCL in this build"), c
+assert c["communicator"].rstrip(")").endswith("mpi") and r["config"]["comm"]["backend"] == "mpi", (c, r["config"]["comm"])
 PY
   # shellcheck disable=SC2086
   expect nonzero "does not divide the 4 ranks" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 parallel.pp=1 model.n_heads=6 model.d_model=96

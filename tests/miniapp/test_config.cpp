@@ -4,6 +4,8 @@
 
 #include "config.hpp"
 #include "errors.hpp"
+#include "kformer_config.hpp"
+#include "validate.hpp"
 
 using kformer::Config;
 using kformer::ConfigError;
@@ -63,6 +65,29 @@ TEST(Config, ARepeatedOverrideSaysTheLastWins) {
   EXPECT_EQ(c.i64("parallel.tp"), 2);
   EXPECT_EQ(c.origin("parallel.tp"), "command line, given 3 times: the last wins");
   EXPECT_NE(c.to_text().find("(command line, given 3 times: the last wins)"), std::string::npos) << c.to_text();
+}
+
+// comm.backend=auto (the default) resolves with the other derived keys; the resolved deck prints
+// what it chose and why, the value is the backend's (what make_world and the report's config
+// take), and a named backend is printed as given. In a CPU build auto is what the default was
+// before it: mpi (self without MPI).
+TEST(Config, CommBackendAutoIsResolvedAndPrintedWithItsReason) {
+  Config c;
+  EXPECT_EQ(c.str("comm.backend"), "auto");
+  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
+  const std::string why = c.auto_reason("comm.backend");
+  EXPECT_NE(why, "");
+  if (!KFORMER_ENABLE_NCCL) EXPECT_EQ(c.str("comm.backend"), KFORMER_ENABLE_MPI ? "mpi" : "self");
+  if (!KFORMER_ENABLE_NCCL && KFORMER_ENABLE_MPI) EXPECT_EQ(why, "no NCCL in this build");
+  const std::string line = " = auto -> " + c.str("comm.backend") + " (" + why + ")\n";
+  EXPECT_NE(c.to_text().find(line), std::string::npos) << c.to_text();
+  EXPECT_EQ(c.to_json()["comm"]["backend"], c.str("comm.backend"));
+  Config named;
+  named.apply_override("comm.backend=self");
+  kformer::resolve_and_validate(named, 1, kformer::NodeMemory{});
+  EXPECT_EQ(named.str("comm.backend"), "self");
+  EXPECT_EQ(named.auto_reason("comm.backend"), "");
+  EXPECT_EQ(named.to_text().find("auto ->"), std::string::npos) << named.to_text();
 }
 
 TEST(Config, UnknownKeyNamesItAndSuggests) {
