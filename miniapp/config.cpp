@@ -311,13 +311,14 @@ nlohmann::json Config::to_json() const {
   return j;
 }
 
-std::string Config::to_text() const {
+std::string Config::to_text(const std::map<std::string, std::string>& resolved) const {
   std::ostringstream os;
   std::size_t width = 0;
   for (const auto& k : schema()) width = std::max(width, k.name.size());
   for (const auto& k : schema()) {
     os << "  " << k.name << std::string(width - k.name.size(), ' ') << " = "
        << format_value(values_.at(k.name));
+    if (resolved.count(k.name)) os << " -> " << resolved.at(k.name);
     if (origins_.at(k.name) != "default") os << "   (" << origins_.at(k.name) << ")";
     os << '\n';
   }
