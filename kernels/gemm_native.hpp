@@ -63,6 +63,14 @@ struct SharedPackedGemm {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pm * pn), [&](const int t) {
         const int jr = q0 + t / pm, ir = p0 + t % pm;
         float acc[MR][NR];
+#if KFORMER_HAVE_AVX2_MICRO_KERNEL  // the micro-tile's rows of C, which store() reads after the k loop
+        if (ir * MR + MR <= out.M && jr * NR + NR <= out.N)
+          for (int i = 0; i < MR; ++i) {
+            const float* ci = out.c + std::int64_t(ir * MR + i) * out.ldc + jr * NR;
+            _mm_prefetch(reinterpret_cast<const char*>(ci), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(ci + NR - 1), _MM_HINT_T0);
+          }
+#endif
         gemm_micro_kernel<MR, NR>(kcs, ap + (std::int64_t(ir) * kc + ks) * MR,
                                   bp + (std::int64_t(jr) * kc + ks) * NR, acc);
         out.store(ir * MR, jr * NR, acc, k0 + ks == 0, last_chunk && ks + TK >= kc);

@@ -18,19 +18,32 @@
 
 #include "view_types.hpp"
 
+// AVX2 + FMA without AVX-512 (e.g. a -march=x86-64-v3 build, Haswell to Zen 3): the host GEMM
+// runs gemm_micro_kernel.hpp's hand-written 6 x 16 micro-kernel, since GCC vectorises the plain
+// loops for 16 ymm registers with permutes and spills. An AVX-512 build keeps the plain loops.
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__)
+#define KFORMER_HAVE_AVX2_MICRO_KERNEL 1
+#else
+#define KFORMER_HAVE_AVX2_MICRO_KERNEL 0
+#endif
+
 namespace kformer::kernels {
 
-// Host: MR x NR accumulators fill the vector registers (8 x 2 zmm with AVX-512, 8 x 2 ymm with
-// AVX2); a TM x TK block of packed A stays in L2 and one TK x NR panel of B in L1. Both operands
-// are packed once per call into a workspace shared by all threads, so TM and TN only set the size
-// of a work item.
+// Host: MR x NR accumulators fill the vector registers, chosen by the ISA the build targets:
+// 8 x 2 zmm with AVX-512 (16 of 32 registers), 6 x 2 ymm with AVX2 (12 of 16, the rest for B and
+// the broadcast A; 8 x 2 ymm left none for them and ran at half OpenBLAS's rate), 8 x 16 floats
+// otherwise. A TM x TK block of packed A stays in
+// L2 and one TK x NR panel of B in L1. Both operands are packed once per call into a workspace
+// shared by all threads, so TM and TN only set the size of a work item.
 struct GemmHostTiles {
   static constexpr bool shared_pack = true;
-  static constexpr int MR = 8;
 #if defined(__AVX512F__)
-  static constexpr int NR = 32;
+  static constexpr int MR = 8, NR = 32;
+#elif KFORMER_HAVE_AVX2_MICRO_KERNEL
+  static constexpr int MR = 6, NR = 16;
 #else
-  static constexpr int NR = 16;
+  static constexpr int MR = 8, NR = 16;
 #endif
   static constexpr int TM = 24 * MR, TN = 8 * NR, TK = 256;
 };

@@ -10,7 +10,9 @@
 #include "comm/mesh.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "device_reduce.hpp"
 #include "errors.hpp"
+#include "gemm_choice.hpp"
 #include "gpu_memory.hpp"
 #include "gpu_placement.hpp"
 #include "memory.hpp"
@@ -49,6 +51,18 @@ std::string gpu_lines(const std::vector<GpuSeat>& gpus, bool every_rank) {
   return out;
 }
 
+// kernels.gemm resolved from the start-up ceiling's timings; for `auto` each rate is averaged over
+// the ranks first, so that every rank takes the same GEMM.
+GemmChoice resolve_gemm(const Config& cfg, const GemmCeiling& ceiling, comm::Communicator& world) {
+  const std::string setting = cfg.str("kernels.gemm");
+  std::vector<double> rates{ceiling.native_tflops, ceiling.vendor_tflops};
+  if (setting == "auto" && world.size() > 1) {
+    DeviceReduce().allreduce(world, rates, comm::ReduceOp::sum);
+    for (double& r : rates) r /= world.size();
+  }
+  return choose_gemm(setting, rates[0], rates[1], ceiling.precision);
+}
+
 }  // namespace
 
 comm::WorldOptions world_options(const Config& cfg) {
@@ -74,11 +88,23 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
   comm::Mesh mesh = comm::build_mesh(
       *world, {cfg.i32("parallel.dp"), cfg.i32("parallel.pp"), cfg.i32("parallel.tp")});
 
+  // The ceilings (and kernels.gemm=auto's choice, from the same timings) are measured before the
+  // trainer allocates, at its first stage's layer shape; a dry run times them only for auto.
+  const bool automatic = cfg.str("kernels.gemm") == "auto";
+  GemmCeiling ceiling;
+  if (!args.dry_run || automatic)
+    ceiling = measure_gemm_ceiling(
+        block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
+        cfg.str("train.precision") == "bf16");
+  const GemmChoice gemm = resolve_gemm(cfg, ceiling, *world);
+  std::map<std::string, std::string> resolved;
+  if (automatic) resolved["kernels.gemm"] = describe(gemm);
+
   if (world->rank() == 0) {
     std::cout << "kformer: deck " << args.deck << " on " << world->size() << " rank(s), comm " << world->backend()
               << ", Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n"
               << gpu_lines(gpus, args.dry_run) << "resolved configuration:\n"
-              << cfg.to_text() << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
+              << cfg.to_text(resolved) << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
               << " tp=" << mesh.shape.tp << "\n"
               << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
               << "  dp groups " << comm::format_groups(mesh.groups.dp) << "\n"
@@ -90,7 +116,7 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
 #endif
   if (args.dry_run) return 0;
 
-  Trainer trainer(cfg, *world, mesh, trace);
+  Trainer trainer(cfg, *world, mesh, trace, gemm.impl);
   if (!cfg.str("checkpoint.load").empty()) {
     const std::string dir = resolve_checkpoint_dir(cfg.str("checkpoint.load"));
     Kokkos::Timer load_timer;
@@ -129,12 +155,10 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
                               r.optimizer_end_us);
     };
   }
-  const GemmCeiling ceiling =
-      measure_gemm_ceiling(trainer.stages().front()->dims(), cfg.str("train.precision") == "bf16");
   comm::AllocationRegistry::reset_peak();  // the ceiling's benchmark buffers are not the run's
   trainer.run();
   if (timeline) timeline->write(*world);
-  const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling);
+  const nlohmann::json report = build_report(cfg, mesh, *world, trainer, ceiling, gemm);
   if (world->rank() == 0) {
     std::cout << format_summary(report["summary"]) << std::flush;
     if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report, "output.json", 2);

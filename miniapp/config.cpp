@@ -322,7 +322,7 @@ nlohmann::json Config::to_json() const {
   return j;
 }
 
-std::string Config::to_text() const {
+std::string Config::to_text(const std::map<std::string, std::string>& resolved) const {
   std::ostringstream os;
   std::size_t width = 0;
   for (const auto& k : schema()) width = std::max(width, k.name.size());
@@ -331,6 +331,7 @@ std::string Config::to_text() const {
     os << "  " << k.name << std::string(width - k.name.size(), ' ') << " = "
        << (chosen == auto_.end() ? "" : "auto -> ") << format_value(values_.at(k.name))
        << (chosen == auto_.end() ? "" : " (" + chosen->second + ")");
+    if (resolved.count(k.name)) os << " -> " << resolved.at(k.name);  // chosen at start-up (kernels.gemm)
     if (origins_.at(k.name) != "default") os << "   (" << origins_.at(k.name) << ")";
     os << '\n';
   }

@@ -46,7 +46,9 @@ class Config {
   std::string auto_reason(const std::string& key) const;
 
   nlohmann::json to_json() const;  // nested, as a deck would be written
-  std::string to_text() const;     // "key = value   (origin)", one per line
+  // "key = value   (origin)", one per line; "key = value -> what   (origin)" for the keys in
+  // `resolved` (a value such as auto and what it became: "native (fp32 0.41 vs ...)").
+  std::string to_text(const std::map<std::string, std::string>& resolved = {}) const;
 
  private:
   void load_tree(const YAML::Node& root, const std::string& origin);

@@ -124,7 +124,8 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
              : tp_region;
   const double scratch = 4 * N * C + tp_grads + att_scratch + (d.sp > 1 ? N * C : 0);
   const bool last = int(chunks.size() - 1) % pp == stage;
-  const double gemm = cfg.str("kernels.gemm") == "native" ? gemm_workspace_floats(d, Vl, last) : 0;
+  // kernels.gemm=auto is decided after this estimate: counted as native, the larger.
+  const double gemm = cfg.str("kernels.gemm") != "vendor" ? gemm_workspace_floats(d, Vl, last) : 0;
   e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
   if (e.bf16)  // the rounded gradients the backward's GEMMs read (and the bf16 all-gather buffer
                // under sequence parallelism), and the head's bf16 gradient

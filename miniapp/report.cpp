@@ -43,7 +43,7 @@ nlohmann::json platform_json(int world) {
 }
 
 nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
-                            const Trainer& trainer, const GemmCeiling& ceiling) {
+                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm) {
   const auto& recs = trainer.records();
   const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
   const Flops per_iteration = trainer.flops_per_iteration();
@@ -64,6 +64,13 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                              {"native_tflops", ceiling.native_tflops},
                              {"vendor_tflops", ceiling.vendor_tflops},
                              {"of_fma_peak", ratio(ceiling.tflops, ceiling.fma.tflops)}};
+  // The GEMM the run used and why (kernels.gemm=auto: the rates it compared, averaged over ranks).
+  summary["kernels_gemm"] = {{"setting", gemm.setting},
+                             {"impl", kernels::to_string(gemm.impl)},
+                             {"reason", gemm.reason},
+                             {"precision", gemm.precision},
+                             {"native_tflops", gemm.native_tflops},
+                             {"vendor_tflops", gemm.vendor_tflops}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
   // Hardware FLOPs add the recomputed forward work (train.recompute): HFU beside MFU.
   const double hardware = achieved * ratio(per_iteration.hardware(), flops_rank);

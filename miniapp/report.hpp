@@ -10,6 +10,7 @@
 #include "ceiling.hpp"
 #include "comm/mesh.hpp"
 #include "config.hpp"
+#include "gemm_choice.hpp"
 #include "json_file.hpp"
 #include "trainer.hpp"
 
@@ -20,6 +21,6 @@ nlohmann::json platform_json(int world);
 
 // Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
 nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
-                            const Trainer& trainer, const GemmCeiling& ceiling);
+                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm);
 
 }  // namespace kformer

@@ -94,7 +94,9 @@ std::vector<KeySpec> make_schema() {
              "one stream (default: $KFORMER_COMM_STRICT, which the test suite sets)"),
       integer("straggler.rank", -1, -1, kInt, "world rank whose compute is stretched; -1 = none"),
       real("straggler.slowdown", 1.0, 1.0, 1000, "factor by which the straggler's compute is stretched"),
-      choice("kernels.gemm", {"native", "vendor"}, "GEMM: portable Kokkos or the vendor library (BLAS, cuBLAS)"),
+      choice("kernels.gemm", {"auto", "native", "vendor"},
+             "GEMM: portable Kokkos (native), the vendor library (BLAS, cuBLAS), or auto: the faster of the two "
+             "timed at start-up at a layer's shape in the run's precision"),
       choice("kernels.attention", {"naive", "fused"}, "attention: materialised scores or tiled online softmax"),
       text("checkpoint.save", "", "directory to save universal checkpoints into; empty = none"),
       text("checkpoint.load", "", "checkpoint directory to resume from; empty = start fresh"),

@@ -87,6 +87,10 @@ std::string format_summary(const nlohmann::json& s) {
     out += fmt("  ceilings         GEMM native %.4g, vendor %.4g TFLOP/s (0: not built); FMA peak %.4g TFLOP/s\n",
                num(s, "gemm_ceiling", "native_tflops"), num(s, "gemm_ceiling", "vendor_tflops"),
                num(s, "fma_peak_tflops"));
+  if (has(s, "kernels_gemm", "impl") && s["kernels_gemm"]["impl"].is_string())
+    out += "  GEMM used        " + s["kernels_gemm"]["impl"].get<std::string>() + " (kernels.gemm=" +
+           s["kernels_gemm"].value("setting", std::string("?")) + ": " +
+           s["kernels_gemm"].value("reason", std::string("?")) + ")\n";
   return out;
 }
 

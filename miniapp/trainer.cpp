@@ -17,7 +17,7 @@
 namespace kformer {
 
 Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
-                 std::shared_ptr<comm::TraceLog> trace)
+                 std::shared_ptr<comm::TraceLog> trace, kernels::GemmImpl gemm)
     : cfg_(cfg), world_(world), mesh_(mesh), trace_(std::move(trace)), shape_(model_shape(cfg)),
       micro_batch_(cfg.i32("train.micro_batch")), seq_len_(cfg.i32("train.seq_len")),
       global_batch_(cfg.i32("train.global_batch")), microbatches_(cfg.i32("parallel.microbatches")),
@@ -31,7 +31,7 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
                                          shards_gradients(zero_, mesh.shape.dp, cfg.str("parallel.schedule")),
                                          bf16_reduce);
   params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
-  KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
+  KernelChoice k{gemm,
                  kernels::attention_kind_from_string(cfg.str("kernels.attention")), bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = mesh.pp_rank; c < S; c += pp)

@@ -24,7 +24,9 @@ namespace kformer {
 
 class Trainer {
  public:
-  Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace);
+  // `gemm`: kernels.gemm resolved (gemm_choice.hpp; the deck may say auto).
+  Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace,
+          kernels::GemmImpl gemm);
 
   // Continue from a checkpoint: the next iteration is at.iteration + 1, at sample at.consumed_samples.
   void resume(const TrainingPosition& at);

@@ -14,6 +14,7 @@
 #include "ceiling.hpp"
 #include "comm/allocation_registry.hpp"
 #include "deck_for_prediction.hpp"
+#include "gemm_choice.hpp"
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu_placement.hpp"
@@ -41,7 +42,7 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
   comm::AllocationRegistry::install();  // before any View: comm.strict's checks know them all
   PredictionDeck deck = read_prediction_deck("calibrate", args, true);
   if (deck.cli.exit_now) return deck.cli.exit_code;
-  const Config& cfg = deck.cfg;
+  Config& cfg = deck.cfg;
   const bool root = runtime.world_rank() == 0;
   const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
 
@@ -70,8 +71,16 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
     std::cout << std::flush;
   }
   world->barrier();
-  measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
-                       cfg.str("train.precision") == "bf16");
+  const GemmCeiling ceiling =
+      measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
+                           cfg.str("train.precision") == "bf16");
+  // kernels.gemm=auto: the kernels are calibrated on the GEMM a run would take here, the faster of
+  // that timing (gemm_choice.hpp; this rank's own figures: the GEMMs involve no other rank).
+  if (cfg.str("kernels.gemm") == "auto")
+    cfg.set("kernels.gemm",
+            kernels::to_string(
+                choose_gemm("auto", ceiling.native_tflops, ceiling.vendor_tflops, ceiling.precision).impl),
+            "derived");
   const double baseline = measured_peak_bytes();
   MachineProfile p;
   struct stat st {};

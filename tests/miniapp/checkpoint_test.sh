@@ -12,13 +12,14 @@
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# kernels.gemm=native: the runs are compared bit for bit, and auto could take another GEMM in each.
 deck=$src/input/tiny.yaml
 fails=0
 
 run() {  # name ranks overrides...   (train.steps=20 always: the schedule's length)
   local name=$1 np=$2; shift 2
   # shellcheck disable=SC2086  # the flags are a list
-  if ! "$mpiexec" -n "$np" $mpiflags "$kformer" "$deck" train.steps=20 output.json="$tmp/$name.json" "$@" \
+  if ! "$mpiexec" -n "$np" $mpiflags "$kformer" "$deck" kernels.gemm=native train.steps=20 output.json="$tmp/$name.json" "$@" \
       >"$tmp/$name.log" 2>&1; then
     echo "FAIL: $name ($*) did not run:"; tail -5 "$tmp/$name.log"; fails=$((fails + 1)); return 1
   fi
@@ -60,7 +61,7 @@ run linter 4 "${llama[@]}" parallel.pp=2 parallel.dp=2 parallel.zero=2 parallel.
 # of iteration 5 stays as an uninterrupted run wrote it, `latest` names it, and it resumes.
 run full 4 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/full"
 # shellcheck disable=SC2086
-KFORMER_TEST_SAVE_FAULT=kill:1@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" \
+KFORMER_TEST_SAVE_FAULT=kill:1@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" kernels.gemm=native \
   train.steps=20 parallel.tp=2 parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/killed" \
   >"$tmp/killed.log" 2>&1
 rc=$?
@@ -86,7 +87,7 @@ PY
 # the previous checkpoint is untouched.
 cp -r "$tmp/full" "$tmp/failing"
 # shellcheck disable=SC2086
-KFORMER_TEST_SAVE_FAULT=fail:0@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" train.steps=20 parallel.tp=2 \
+KFORMER_TEST_SAVE_FAULT=fail:0@10 "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" kernels.gemm=native train.steps=20 parallel.tp=2 \
   parallel.pp=2 train.stop_at=10 checkpoint.every=5 checkpoint.save="$tmp/failing" >"$tmp/failing.log" 2>&1
 rc=$?
 msg=$(grep "kformer: error" "$tmp/failing.log")
@@ -105,7 +106,7 @@ expect() {  # name "pattern" overrides...
   local name=$1 pattern=$2; shift 2
   local before after
   before=$(cat "$tmp"/bad/*/* 2>/dev/null | sha256sum)
-  "$kformer" "$deck" train.steps=20 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  "$kformer" "$deck" kernels.gemm=native train.steps=20 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
   local rc=$?
   after=$(cat "$tmp"/bad/*/* 2>/dev/null | sha256sum)
   local msg; msg=$(grep -v "^$" "$tmp/$name.err")

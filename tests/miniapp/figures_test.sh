@@ -8,7 +8,9 @@
 # - stdout carries the readable block, its FOM line first with the report's tokens/s, and no raw
 #   JSON line;
 # - MFU is against the faster of the native and vendor GEMMs measured, and against the measured
-#   FMA peak, and the best GEMM does not exceed that peak.
+#   FMA peak, and the best GEMM does not exceed that peak;
+# - kernels.gemm=auto (tiny.yaml's) takes the faster of the two rates it reports, and the start-up
+#   print and the summary block say which and why.
 # One rank: ratios inside one run, never absolute speed. Two of the checks compare timings, and a
 # machine loaded by other tests can stall one start-up measurement by orders of magnitude (seen:
 # an FMA peak of 1.6e-5 TFLOP/s beside a 2.6e-4 GEMM while 4-rank tests ran), so the run gets up to
@@ -74,6 +76,16 @@ if not (p > 0 and abs(s["mfu_fma_peak"] - s["model_tflops_per_rank"] / p) < 1e-1
 # (no FMA, a narrower vector); 1.5x leaves room for load moving between the two start-up runs.
 if best > 1.5 * p:
     fails.append(f"the best GEMM ({best:.4g} TFLOP/s) beats the FMA peak ({p:.4g}): the peak benchmark is not one")
+# kernels.gemm=auto: the faster by its own two figures (one rank: the ceiling's), said at start-up.
+k = s.get("kernels_gemm", {})
+want = "vendor" if k.get("vendor_tflops", 0) > k.get("native_tflops", 0) else "native"
+if not (k.get("setting") == "auto" and k.get("impl") == want and k.get("native_tflops") == g["native_tflops"]
+        and k.get("vendor_tflops") == g["vendor_tflops"]):
+    fails.append(f"kernels.gemm=auto did not take the faster GEMM by its figures: {k}, ceiling {g}")
+elif not re.search(r"^  kernels\.gemm +\= auto -> " + want + r" \((fp32 [0-9.e+-]+ vs (vendor|native) [0-9.e+-]+ TFLOP/s|no vendor GEMM in this build)\)", out, re.M):
+    fails.append(f"the start-up print lacks 'kernels.gemm = auto -> {want} (...)'")
+elif f"GEMM used        {want} (kernels.gemm=auto: " not in out:
+    fails.append("the summary block lacks the GEMM used")
 print(f"forward {t['forward']:.2f} ms, backward {t['backward']:.2f} ms; {fom[:1]}; GEMM native {g['native_tflops']:.4g} "
       f"vendor {g['vendor_tflops']:.4g}, FMA peak {p:.4g} TFLOP/s")
 for f in fails:
