@@ -16,6 +16,7 @@
 #include "device_reduce.hpp"
 #include "errors.hpp"
 #include "kformer_config.hpp"
+#include "kformer_version.hpp"
 #include "posix_file.hpp"
 
 namespace kformer {

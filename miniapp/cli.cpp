@@ -8,6 +8,7 @@
 
 #include "errors.hpp"
 #include "kformer_config.hpp"
+#include "kformer_version.hpp"
 #include "schema.hpp"
 
 namespace kformer {

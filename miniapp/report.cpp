@@ -9,6 +9,7 @@
 #include "comm/allocation_registry.hpp"
 #include "device_reduce.hpp"
 #include "kformer_config.hpp"
+#include "kformer_version.hpp"
 #include "memory.hpp"
 #include "schedule.hpp"
 

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "kformer_config.hpp"
+#include "kformer_version.hpp"
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);  // takes the --kokkos-* flags out of argv
