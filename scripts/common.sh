@@ -1,10 +1,18 @@
 # shellcheck shell=bash
-# Sourced by run.sh and test.sh: set-up when needed, then configure and build a preset.
+# Sourced by run.sh and test.sh: set-up when needed, then configure and build a preset, each phase
+# reported in one line on stderr (the build's progress as it goes, the full logs in build/); and
+# kformer_mpirun, the local launch.
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Seconds since $1 (date +%s), as "12 s" or "4 min 05 s".
+kformer_took() {
+  local s=$(( $(date +%s) - $1 ))
+  if [ $s -lt 60 ]; then echo "$s s"; else printf '%d min %02d s' $((s / 60)) $((s % 60)); fi
+}
 
 # The Kokkos install the preset points at; a user's Kokkos_ROOT overrides it.
 kformer_configure() {  # $1 = preset
-  local preset=$1 extra=() setup=() arch=${KFORMER_CUDA_ARCH:-}
+  local preset=$1 extra=() setup=() arch=${KFORMER_CUDA_ARCH:-} t0
   # The preset names the Kokkos setup.sh must provide: cuda = 3.4.01 CUDA for AMPERE80,
   # cuda-<arch> for another arch, kokkos46 = 4.6.01 OpenMP+Serial.
   case "$preset" in
@@ -12,36 +20,66 @@ kformer_configure() {  # $1 = preset
     cuda-*) setup+=(--cuda); arch=$(echo "${preset#cuda-}" | tr '[:lower:]' '[:upper:]') ;;
     kokkos46) setup+=(--kokkos 4.6.01) ;;
   esac
+  t0=$(date +%s)
   KFORMER_CUDA_ARCH=$arch "$top/scripts/setup.sh" "${setup[@]}"
+  echo "setup: Debian packages and Kokkos ready ($(kformer_took "$t0"))" >&2
   [ -n "${Kokkos_ROOT:-}" ] && extra+=("-DKokkos_ROOT=$Kokkos_ROOT")
   # A configure that failed leaves CMakeCache.txt behind: the generated build system (Makefile or
   # build.ninja, written last) is what says a configure completed.
   local b=$top/build/$preset
   if { [ ! -f "$b/Makefile" ] && [ ! -f "$b/build.ninja" ]; } || [ ${#extra[@]} -gt 0 ]; then
+    echo "configure: preset $preset into build/$preset (log: build/$preset.configure.log) ..." >&2
+    t0=$(date +%s)
+    mkdir -p "$top/build"
     (cd "$top" && cmake --preset "$preset" "${extra[@]}" >"$top/build/$preset.configure.log" 2>&1) || {
-      mkdir -p "$top/build"; cat "$top/build/$preset.configure.log" >&2
+      cat "$top/build/$preset.configure.log" >&2
       echo "kformer: configure of preset '$preset' failed (log above)" >&2; exit 1; }
+    echo "configure: done ($(kformer_took "$t0"))" >&2
+  else
+    echo "configure: build/$preset is configured" >&2
   fi
 }
 
 kformer_build() {  # $1 = preset, rest = targets (none: all)
   local preset=$1; shift
-  local targets=()
+  local targets=() what=${*:-everything} t0 rc
   for t in "$@"; do targets+=(--target "$t"); done
-  (cd "$top" && cmake --build --preset "$preset" "${targets[@]}" >"$top/build/$preset.build.log" 2>&1) || {
+  local log=$top/build/$preset.build.log
+  t0=$(date +%s)
+  # The compiler's progress on stderr as it goes (build_progress.sh); every line in the log.
+  { (cd "$top" && cmake --build --preset "$preset" "${targets[@]}" 2>&1) |
+      "$top/scripts/build_progress.sh" "build: $what" "$log"; rc=${PIPESTATUS[0]}; } || true
+  if [ "$rc" -ne 0 ]; then
     # The compiler's errors, else (make's own complaints carry no 'error') the log's end.
-    { grep -E "error|Error" "$top/build/$preset.build.log" || tail -n 20 "$top/build/$preset.build.log"; } | head -40 >&2
-    echo "kformer: build of preset '$preset' failed (full log: build/$preset.build.log)" >&2; exit 1; }
+    { grep -E "error|Error" "$log" || tail -n 20 "$log"; } | head -40 >&2
+    echo "kformer: build of preset '$preset' failed (full log: build/$preset.build.log)" >&2; exit 1
+  fi
+  if grep -qE '^\[[ 0-9/%]+\] (Building|Linking)' "$log"; then
+    echo "build: $what built ($(kformer_took "$t0"); log: build/$preset.build.log)" >&2
+  else
+    echo "build: $what up to date" >&2
+  fi
 }
 
-# mpirun with what Open MPI needs here: oversubscription on a 2-core machine, root allowed.
+# The ranks this machine runs without sharing a core: at most $1, at least 1.
+kformer_ranks() {
+  local cores; cores=$(nproc 2>/dev/null || echo 1)
+  echo $(( cores < $1 ? cores : $1 ))
+}
+
+# mpirun as this machine needs it: Open MPI's oversubscription (a 2-core machine) and root, and
+# per rank OMP_NUM_THREADS = cores / ranks (at least 1; a user's OMP_NUM_THREADS wins) with
+# OMP_PROC_BIND=false (Kokkos warns when it is unset; there is no binding to keep to).
 kformer_mpirun() {
   local np=$1; shift
-  local flags=()
+  local flags=() cores threads=${OMP_NUM_THREADS:-}
+  cores=$(nproc 2>/dev/null || echo 1)
+  [[ $threads =~ ^[1-9][0-9]*$ ]] || threads=$(( cores / np > 1 ? cores / np : 1 ))
   if mpirun --version 2>/dev/null | grep -q "Open MPI"; then
     flags+=(--oversubscribe)
     [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+    # Open MPI binds each of 1 or 2 ranks to a single core: threads of a rank would share it.
+    [ "$threads" -gt 1 ] && flags+=(--bind-to none)
   fi
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_PROC_BIND=${OMP_PROC_BIND:-false} \
-    mpirun -n "$np" "${flags[@]}" "$@"
+  OMP_NUM_THREADS=$threads OMP_PROC_BIND=${OMP_PROC_BIND:-false} mpirun -n "$np" "${flags[@]}" "$@"
 }
