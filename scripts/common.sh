@@ -70,16 +70,62 @@ kformer_ranks() {
 # mpirun as this machine needs it: Open MPI's oversubscription (a 2-core machine) and root, and
 # per rank OMP_NUM_THREADS = cores / ranks (at least 1; a user's OMP_NUM_THREADS wins) with
 # OMP_PROC_BIND=false (Kokkos warns when it is unset; there is no binding to keep to).
+#
+# Walltime and interrupt signals: kformer stops cleanly on its first SIGTERM, SIGUSR1 or SIGINT
+# (every rank finishes the iteration, saves, exits 0), but Open MPI's mpirun (4.1) answers SIGTERM,
+# SIGINT or SIGHUP by killing the ranks: SIGCONT, then SIGTERM and SIGKILL odls_base_sigkill_timeout
+# (1 s) apart, and exit 1. It forwards SIGUSR1 instead. So mpirun runs in a session of its own,
+# where a terminal's Ctrl-C does not reach it (its ranks have process groups of their own), and
+# SIGTERM, SIGINT or SIGHUP to this shell is handed on to mpirun as SIGUSR1: every rank saves and
+# exits 0, and so does this function. A second signal is handed on too and ends the ranks at once.
 kformer_mpirun() {
   local np=$1; shift
   local flags=() cores threads=${OMP_NUM_THREADS:-}
   cores=$(nproc 2>/dev/null || echo 1)
   [[ $threads =~ ^[1-9][0-9]*$ ]] || threads=$(( cores / np > 1 ? cores / np : 1 ))
-  if mpirun --version 2>/dev/null | grep -q "Open MPI"; then
-    flags+=(--oversubscribe)
-    [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
-    # Open MPI binds each of 1 or 2 ranks to a single core: threads of a rank would share it.
-    [ "$threads" -gt 1 ] && flags+=(--bind-to none)
+  local env=(OMP_NUM_THREADS="$threads" OMP_PROC_BIND="${OMP_PROC_BIND:-false}")
+  if ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
+    env "${env[@]}" mpirun -n "$np" "$@"
+    return
   fi
-  OMP_NUM_THREADS=$threads OMP_PROC_BIND=${OMP_PROC_BIND:-false} mpirun -n "$np" "${flags[@]}" "$@"
+  flags+=(--oversubscribe)
+  [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+  # Open MPI binds each of 1 or 2 ranks to a single core: threads of a rank would share it.
+  [ "$threads" -gt 1 ] && flags+=(--bind-to none)
+  # setsid gives mpirun a session of its own; under job control (an interactive shell that
+  # sourced this) a background job has its own process group already, and setsid would fork.
+  local detach=(setsid)
+  [[ $- == *m* ]] && detach=()
+  env "${env[@]}" "${detach[@]}" mpirun -n "$np" "${flags[@]}" "$@" </dev/null &
+  local pid=$! caught="" stops=0 saved sig r last=""
+  saved=$(trap -p TERM INT HUP)
+  for sig in TERM INT HUP; do
+    # shellcheck disable=SC2064  # the pid and the signal's name are fixed now
+    trap "caught=1; kformer_mpirun_stop $sig $pid" "$sig"
+  done
+  # A trapped signal ends wait early (status > 128): wait again for mpirun's own status. (If the
+  # signal came just before wait, wait got the status and the next one answers 127: keep it.)
+  while :; do
+    caught=""
+    wait "$pid" 2>/dev/null && r=0 || r=$?
+    if [ -z "$caught" ]; then
+      [ "$r" -eq 127 ] && [ -n "$last" ] && r=$last
+      break
+    fi
+    last=$r
+  done
+  trap - TERM INT HUP
+  eval "$saved"
+  return "$r"
+}
+
+# kformer_mpirun's trap: hands SIG$1 on to mpirun ($2) as SIGUSR1. Counts in the caller's $stops.
+kformer_mpirun_stop() {
+  stops=$((stops + 1))
+  if [ "$stops" -eq 1 ]; then
+    echo "kformer_mpirun: SIG$1: handed on to mpirun as SIGUSR1: every rank finishes its iteration, saves (with checkpoint.save) and exits 0; a second signal stops them at once" >&2
+  else
+    echo "kformer_mpirun: SIG$1 again: handed on; the ranks stop at once, without a checkpoint" >&2
+  fi
+  kill -USR1 "$2" 2>/dev/null || true  # mpirun may have ended already (a trap must not fail under set -e)
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on this machine: set-up if needed, build the default preset, run a deck under
 # mpirun on 4 ranks (one per core on a machine with fewer cores; KFORMER_NP to choose) and print
-# the report. Each phase says what it does on stderr.
+# the report. Each phase says what it does on stderr; SIGTERM or Ctrl-C stops the run cleanly
+# (kformer_mpirun in common.sh).
 #   scripts/run.sh                       input/tiny.yaml on 4 ranks
 #   scripts/run.sh input/gpt3-small.yaml parallel.tp=2 train.steps=3
 set -euo pipefail
