@@ -20,8 +20,9 @@ kformer_build default kformer
 report=$top/build/report.json
 args=("$@")
 printf '%s\n' "${args[@]+"${args[@]}"}" | grep -q '^output.json=' || args+=("output.json=$report")
-note=""
+note="" cores=$(nproc 2>/dev/null || echo 1)
 [ -n "${KFORMER_NP:-}" ] || [ "$np" -ge 4 ] || note=", one per core (KFORMER_NP=4 for 4)"
+[ "$np" -le "$cores" ] || note=" on $cores cores: they take turns, which Kokkos warns about once per rank"
 echo "run: kformer on $np MPI rank(s)$note" >&2
 kformer_mpirun "$np" "$top/build/default/bin/kformer" "$deck" "${args[@]}"
 for a in "${args[@]}"; do
