@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local launcher prefix of a sweep: `mpirun_local.sh NP kformer DECK ...` runs mpirun with
-# the flags this machine needs (scripts/common.sh: oversubscription, root, one thread per rank).
+# the flags this machine needs (scripts/common.sh: oversubscription, root, cores / ranks threads
+# per rank; SIGTERM and Ctrl-C handed on to mpirun as SIGUSR1, so that every rank saves).
 # It exists so that sweep.py, which starts plain commands, can reuse kformer_mpirun.
 set -euo pipefail
 # shellcheck source=scripts/common.sh

@@ -46,16 +46,25 @@ train_run() {  # $1 site, $2 default binary, rest = launcher prefix (kformer and
   [ -x "$bin" ] || train_die "kformer binary not found at $bin: build it (README.md) or set KFORMER_BIN"
   mkdir -p "$out"
   "$@" "$bin" "${args[@]}" &
-  local pid=$! timer=""
+  local pid=$! timer="" caught=""
   # The scheduler's warning (or a user's scancel --signal / qsig) goes to the launcher as SIGUSR1.
-  trap 'echo "train: walltime signal: asking kformer to checkpoint and stop"; kill -USR1 $pid 2>/dev/null' USR1 TERM
+  # (kill fails once the launcher has ended; a trap that fails ends the script under set -e)
+  trap 'caught=1; echo "train: walltime signal: asking kformer to checkpoint and stop"; kill -USR1 $pid 2>/dev/null || true' USR1 TERM
   if [ -n "${SIGNAL_AT_S:-}" ]; then
     "$KFORMER_HOME/scripts/walltime_signal.sh" "$pid" "$SIGNAL_AT_S" USR1 &
     timer=$!
   fi
-  local status=0
-  while kill -0 "$pid" 2>/dev/null; do  # a trapped signal interrupts wait: wait again
-    wait "$pid"; status=$?
+  # A trapped signal ends wait early (status > 128): wait again for the launcher's own status
+  # (127 from that wait: the one before had it after all, the signal having come just before it).
+  local status=0 last=""
+  while :; do
+    caught=""
+    wait "$pid" 2>/dev/null && status=0 || status=$?
+    if [ -z "$caught" ]; then
+      [ "$status" -eq 127 ] && [ -n "$last" ] && status=$last
+      break
+    fi
+    last=$status
   done
   [ -n "$timer" ] && kill "$timer" 2>/dev/null
   trap - USR1 TERM

@@ -187,8 +187,11 @@ build_kokkos() {  # $1 = name of the install, $2 = file in scripts/patches/ ("" 
   cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
         "${std[@]}" "$@" >"$deps/$name.configure.log" 2>&1 \
     || { echo "setup: Kokkos configure failed, see $deps/$name.configure.log" >&2; exit 1; }
-  cmake --build "$bdir" -j "$(nproc)" >"$deps/$name.build.log" 2>&1 \
-    || { echo "setup: Kokkos build failed, see $deps/$name.build.log" >&2; exit 1; }
+  # The compiler's progress on stderr as it goes; every line in the log.
+  local rc
+  { cmake --build "$bdir" -j "$(nproc)" 2>&1 |
+      "$top/scripts/build_progress.sh" "setup: Kokkos $kokkos_version" "$deps/$name.build.log"; rc=${PIPESTATUS[0]}; } || true
+  [ "$rc" -eq 0 ] || { echo "setup: Kokkos build failed, see $deps/$name.build.log" >&2; exit 1; }
   cmake --install "$bdir" >/dev/null
   rm -rf "$bdir"
   printf '%s' "$stamp" >"$prefix/.complete"
