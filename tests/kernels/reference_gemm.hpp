@@ -30,20 +30,25 @@ inline Vec abs_of(Vec v) {
   for (auto& e : v) e = std::fabs(e);
   return v;
 }
-// ||got - ref|| / ||the same sum over absolute values||: with beta C and a bias added, a small
-// matrix's entries can cancel far below their terms (1x1x1 failed a plain relative error now and
-// then), which is the conditioning of the sum, not an error of the GEMM.
-inline double scaled_err(const Vec& got, bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a,
-                         const Vec& b, double beta, const Vec& c, const Vec& bias) {
-  const Vec ref = ref_gemm(ta, tb, M, N, K, alpha, a, b, beta, c, bias);
-  const Vec scale =
-      ref_gemm(ta, tb, M, N, K, std::fabs(alpha), abs_of(a), abs_of(b), std::fabs(beta), abs_of(c), abs_of(bias));
+// ||got - ref|| / ||scale||, scale being the same sums over absolute values: with beta C and a bias
+// added, a small matrix's entries can cancel far below their terms (1x1x1 failed a plain relative
+// error now and then), which is the conditioning of the sum, not an error of the GEMM. An fp32 sum
+// of K terms is within (K + 1) 2^-24 of scale per element, whatever the signs and the order.
+inline double scaled_err(const Vec& got, const Vec& ref, const Vec& scale) {
+  if (got.size() != ref.size() || ref.size() != scale.size()) return INFINITY;
   double e = 0, s = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
     e += (got[i] - ref[i]) * (got[i] - ref[i]);
     s += scale[i] * scale[i];
   }
   return s > 0 ? std::sqrt(e / s) : std::sqrt(e);
+}
+inline double scaled_err(const Vec& got, bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a,
+                         const Vec& b, double beta, const Vec& c, const Vec& bias) {
+  return scaled_err(got, ref_gemm(ta, tb, M, N, K, alpha, a, b, beta, c, bias),
+                    ref_gemm(ta, tb, M, N, K, std::fabs(alpha), abs_of(a), abs_of(b), std::fabs(beta), abs_of(c),
+                             abs_of(bias)));
 }
 
 // Elements of got outside the error bound of fp32 accumulation: products of bf16 values are
