@@ -54,18 +54,10 @@ train_run() {  # $1 site, $2 default binary, rest = launcher prefix (kformer and
     "$KFORMER_HOME/scripts/walltime_signal.sh" "$pid" "$SIGNAL_AT_S" USR1 &
     timer=$!
   fi
-  # A trapped signal ends wait early (status > 128): wait again for the launcher's own status
-  # (127 from that wait: the one before had it after all, the signal having come just before it).
-  local status=0 last=""
-  while :; do
-    caught=""
-    wait "$pid" 2>/dev/null && status=0 || status=$?
-    if [ -z "$caught" ]; then
-      [ "$status" -eq 127 ] && [ -n "$last" ] && status=$last
-      break
-    fi
-    last=$status
-  done
+  local status=0
+  # shellcheck source=scripts/wait_launcher.sh
+  source "$KFORMER_HOME/scripts/wait_launcher.sh"
+  kformer_wait_launcher "$pid" && status=0 || status=$?  # the launcher's own status, through the signals
   [ -n "$timer" ] && kill "$timer" 2>/dev/null
   trap - USR1 TERM
   echo "train: kformer exited with $status; checkpoints in $CHECKPOINTS (submit again to continue)"

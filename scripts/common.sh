@@ -3,6 +3,8 @@
 # reported in one line on stderr (the build's progress as it goes, the full logs in build/); and
 # kformer_mpirun, the local launch.
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/wait_launcher.sh
+source "$top/scripts/wait_launcher.sh"
 
 # Seconds since $1 (date +%s), as "12 s" or "4 min 05 s".
 kformer_took() {
@@ -97,23 +99,13 @@ kformer_mpirun() {
   local detach=(setsid)
   [[ $- == *m* ]] && detach=()
   env "${env[@]}" "${detach[@]}" mpirun -n "$np" "${flags[@]}" "$@" </dev/null &
-  local pid=$! caught="" stops=0 saved sig r last=""
+  local pid=$! caught="" stops=0 saved sig r
   saved=$(trap -p TERM INT HUP)
   for sig in TERM INT HUP; do
     # shellcheck disable=SC2064  # the pid and the signal's name are fixed now
     trap "caught=1; kformer_mpirun_stop $sig $pid" "$sig"
   done
-  # A trapped signal ends wait early (status > 128): wait again for mpirun's own status. (If the
-  # signal came just before wait, wait got the status and the next one answers 127: keep it.)
-  while :; do
-    caught=""
-    wait "$pid" 2>/dev/null && r=0 || r=$?
-    if [ -z "$caught" ]; then
-      [ "$r" -eq 127 ] && [ -n "$last" ] && r=$last
-      break
-    fi
-    last=$r
-  done
+  kformer_wait_launcher "$pid" && r=0 || r=$?  # mpirun's own status, through the signals
   trap - TERM INT HUP
   eval "$saved"
   return "$r"
