@@ -53,8 +53,7 @@ std::string gpu_lines(const std::vector<GpuSeat>& gpus, bool every_rank) {
 
 // kernels.gemm resolved from the start-up ceiling's timings; for `auto` each rate is averaged over
 // the ranks first, so that every rank takes the same GEMM.
-GemmChoice resolve_gemm(const Config& cfg, const GemmCeiling& ceiling, comm::Communicator& world) {
-  const std::string setting = cfg.str("kernels.gemm");
+GemmChoice resolve_gemm(const std::string& setting, const GemmCeiling& ceiling, comm::Communicator& world) {
   std::vector<double> rates{ceiling.native_tflops, ceiling.vendor_tflops};
   if (setting == "auto" && world.size() > 1) {
     DeviceReduce().allreduce(world, rates, comm::ReduceOp::sum);
@@ -90,13 +89,14 @@ int run_app(const CliArgs& args, const Config& cfg, comm::Runtime& runtime, cons
 
   // The ceilings (and kernels.gemm=auto's choice, from the same timings) are measured before the
   // trainer allocates, at its first stage's layer shape; a dry run times them only for auto.
-  const bool automatic = cfg.str("kernels.gemm") == "auto";
+  const std::string gemm_setting = cfg.str("kernels.gemm");
+  const bool automatic = gemm_setting == "auto";
   GemmCeiling ceiling;
   if (!args.dry_run || automatic)
     ceiling = measure_gemm_ceiling(
         block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
         cfg.str("train.precision") == "bf16");
-  const GemmChoice gemm = resolve_gemm(cfg, ceiling, *world);
+  const GemmChoice gemm = resolve_gemm(gemm_setting, ceiling, *world);
   std::map<std::string, std::string> resolved;
   if (automatic) resolved["kernels.gemm"] = describe(gemm);
 
