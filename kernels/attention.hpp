@@ -6,20 +6,12 @@
 #include "attention_fused.hpp"
 #include "attention_fused_backward.hpp"
 #include "attention_naive.hpp"
+#include "kernel_choice.hpp"
 
 #include <string>
 #include <type_traits>
 
 namespace kformer::kernels {
-
-enum class AttentionKind { naive, fused };
-
-// "naive" or "fused"; throws naming the valid values otherwise.
-inline AttentionKind attention_kind_from_string(const std::string& s) {
-  if (s == "naive") return AttentionKind::naive;
-  if (s == "fused") return AttentionKind::fused;
-  throw std::invalid_argument("kernels.attention: '" + s + "' is not one of naive, fused");
-}
 
 // Saved state of one attention layer (`att` or `lse`) and the backward's scratch (`datt` or
 // `delta`). Scratch may be shared between layers: copy the view into each layer's state.

@@ -31,19 +31,11 @@
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
 #include "gemm_workspace.hpp"
+#include "kernel_choice.hpp"
 #include "kformer_config.hpp"
 #include "view_types.hpp"
 
 namespace kformer::kernels {
-
-enum class GemmImpl { native, vendor };
-
-inline GemmImpl parse_gemm_impl(const std::string& name) {
-  if (name == "native") return GemmImpl::native;
-  if (name == "vendor") return GemmImpl::vendor;
-  throw std::invalid_argument("unknown GEMM implementation '" + name + "': use native or vendor");
-}
-inline const char* to_string(GemmImpl impl) { return impl == GemmImpl::native ? "native" : "vendor"; }
 
 // Whether `vendor` can run on ExecSpace in this build.
 template <class ExecSpace>

@@ -16,20 +16,6 @@
 namespace kformer {
 namespace kk = kernels;
 
-BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
-  BlockDims d;
-  d.B = micro_batch;
-  d.T = seq_len;
-  d.C = s.d_model;
-  d.Hl = s.n_heads / s.tp;
-  d.KVl = s.n_kv_heads / s.tp;
-  d.hd = s.head_dim;
-  d.Fl = s.ffn_dim / s.tp;
-  d.gpt = s.gpt;
-  d.sp = s.sequence_parallel ? s.tp : 1;
-  return d;
-}
-
 namespace {
 template <class T>
 DV<T**> typed_view(const std::string& label, std::int64_t rows, std::int64_t cols) {

@@ -9,6 +9,7 @@
 
 #include "attention.hpp"
 #include "bf16.hpp"
+#include "block_dims.hpp"
 #include "comm/communicator.hpp"
 #include "device.hpp"
 #include "gemm.hpp"
@@ -17,17 +18,6 @@
 
 namespace kformer {
 
-struct BlockDims {
-  int B = 0, T = 0, C = 0, Hl = 0, KVl = 0, hd = 0, Fl = 0;
-  bool gpt = true;
-  int sp = 1;  // sequence parallelism: the TP degree over which the norms' and residuals' rows are split
-  int N() const { return B * T; }
-  int rows() const { return N() / sp; }  // the rows of x_in, x_mid, x_out, ln1, ln2 on this rank
-  int qkv_width() const { return (Hl + 2 * KVl) * hd; }
-  int q_width() const { return Hl * hd; }
-  int mlp_in_width() const { return gpt ? Fl : 2 * Fl; }  // llama: [gate | up]
-};
-BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len);
 
 // The activations a block keeps whose element type follows train.precision (T = float or bf16):
 // the GEMMs' inputs and attention's. In bf16 the GEMMs still write fp32, rounded once into these.

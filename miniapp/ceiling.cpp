@@ -40,7 +40,8 @@ GemmCeiling time_gemms(const DV<T**>& a, const DV<T**>& b) {
 
 }  // namespace
 
-GemmCeiling measure_gemm_ceiling(const BlockDims& d, bool bf16) {
+GemmCeiling measure_gemm_ceiling(const BlockDims& d, Precision precision) {
+  const bool bf16 = precision == Precision::bf16;
   const int M = d.N(), K = d.C, N = d.mlp_in_width();
   DV<float**> a("ceiling_a", M, K), b("ceiling_b", N, K);
   Exec exec;
@@ -55,7 +56,7 @@ GemmCeiling measure_gemm_ceiling(const BlockDims& d, bool bf16) {
   } else {
     g = time_gemms(a, b);
   }
-  g.precision = bf16 ? "bf16" : "fp32";
+  g.precision = precision;
   g.shape = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N);
   g.fma = measure_fma_peak();
   return g;

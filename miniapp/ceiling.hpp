@@ -18,11 +18,11 @@ namespace kformer {
 struct GemmCeiling {
   double tflops = 0;                          // the best GEMM: max(native, vendor)
   std::string impl, shape;                    // the faster one, "native" or "vendor"; "2048x768x3072"
-  std::string precision;                      // of the timed GEMMs: "fp32" or "bf16"
+  Precision precision = Precision::fp32;     // of the timed GEMMs
   double native_tflops = 0, vendor_tflops = 0;  // 0: not built
   FmaPeak fma;
 };
 
-GemmCeiling measure_gemm_ceiling(const BlockDims& d, bool bf16 = false);
+GemmCeiling measure_gemm_ceiling(const BlockDims& d, Precision precision = Precision::fp32);
 
 }  // namespace kformer

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "comm/mesh.hpp"
-#include "config.hpp"
 #include "optimizer.hpp"
 #include "param_store.hpp"
+#include "settings/run_settings.hpp"
 
 namespace kformer {
 
@@ -24,7 +24,7 @@ struct TrainingPosition {
 };
 
 struct CheckpointContext {
-  const Config& cfg;
+  const RunSettings& settings;
   const comm::Mesh& mesh;
   comm::Communicator& world;
   ParamStore& params;

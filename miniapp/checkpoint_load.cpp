@@ -24,8 +24,8 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
 }
 
 // "model.d_model is 64 in the checkpoint, 128 in the deck; ..." or a generic hint.
-std::string model_difference(const nlohmann::json& saved_deck, const Config& cfg) {
-  const nlohmann::json saved = model_keys(saved_deck), now = model_keys(cfg.to_json());
+std::string model_difference(const nlohmann::json& saved_deck, const RunSettings& s) {
+  const nlohmann::json saved = model_keys(saved_deck), now = model_keys(s.deck.json);
   std::string out;
   for (auto it = saved.begin(); it != saved.end(); ++it)
     if (now.contains(it.key()) && now[it.key()] != *it)
@@ -78,8 +78,8 @@ TrainingPosition load_checkpoint(const std::string& path, const CheckpointContex
                       ": use the kformer that wrote it");
 
   // Both files' headers: present, whole, and holding this model's tensors at their full shapes.
-  const std::vector<ParamSpec> specs = model_params(model_shape(c.cfg));
-  const std::string hint = model_difference(meta.value("deck", nlohmann::json::object()), c.cfg);
+  const std::vector<ParamSpec> specs = model_params(model_shape(c.settings));
+  const std::string hint = model_difference(meta.value("deck", nlohmann::json::object()), c.settings);
   const std::string paths[2] = {dir + "/" + kModelFile, dir + "/" + kOptimizerFile};
   SafetensorsLayout layouts[2];
   for (int f = 0; f < 2; ++f) {

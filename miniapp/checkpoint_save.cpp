@@ -58,7 +58,7 @@ void fault_here(int rank, int iteration) {
 }
 
 nlohmann::json metadata(const TrainingPosition& at, const CheckpointContext& c) {
-  const Config& cfg = c.cfg;
+  const RunSettings& cfg = c.settings;
   const OptimizerSettings& s = c.optimizer.settings();
   const kernels::AdamWHyper h;
   return {
@@ -70,19 +70,19 @@ nlohmann::json metadata(const TrainingPosition& at, const CheckpointContext& c) 
       {"consumed_samples", at.consumed_samples},
       {"consumed_tokens", at.consumed_tokens},
       {"counters", {{"skipped", at.skipped}, {"nan", at.nan}}},
-      {"data", {{"source", cfg.str("data.source")}, {"seed", cfg.i64("train.seed")}, {"next_sample", at.consumed_samples},
+      {"data", {{"source", cfg.data_source}, {"seed", cfg.train.seed}, {"next_sample", at.consumed_samples},
                 {"note", "samples are drawn by global index: iteration i+1 reads [next_sample, next_sample + global_batch)"}}},
       {"lr_schedule", {{"kind", "linear warm-up, then cosine to lr/10 at train.steps"}, {"lr", s.lr}, {"warmup", s.warmup},
                        {"steps", s.steps}, {"lr_at_iteration", learning_rate(s, std::max(1, at.iteration))}}},
       {"optimizer", {{"kind", "AdamW"}, {"beta1", h.beta1}, {"beta2", h.beta2}, {"eps", h.eps},
                      {"weight_decay", s.weight_decay}, {"step", at.iteration},
                      {"decay", "on matrices (weights, embeddings); not on norms and biases"}}},
-      {"rng", {{"seed", cfg.i64("train.seed")},
+      {"rng", {{"seed", cfg.train.seed},
                {"note", "counter-based: initial values keyed by (seed, tensor name, element); no generator state"}}},
       {"saved_layout", {{"world", c.world.size()}, {"tp", c.mesh.shape.tp}, {"pp", c.mesh.shape.pp},
-                        {"dp", c.mesh.shape.dp}, {"zero", cfg.i32("parallel.zero")},
-                        {"schedule", cfg.str("parallel.schedule")}, {"virtual_stages", cfg.i32("parallel.virtual_stages")}}},
-      {"deck", cfg.to_json()},
+                        {"dp", c.mesh.shape.dp}, {"zero", cfg.parallel.zero},
+                        {"schedule", name_of(cfg.parallel.schedule)}, {"virtual_stages", cfg.parallel.virtual_stages}}},
+      {"deck", cfg.deck.json},
       {"checksum", {{"name", "xsum64"},
                     {"definition", "sum mod 2^64 over elements i (row-major index in the full tensor) of "
                                    "splitmix64_finaliser((i << 32) | float32_bits(x_i))"}}},
@@ -190,7 +190,7 @@ std::string save_checkpoint(const std::string& root, const TrainingPosition& at,
   const bool root_rank = world.rank() == 0;
   const std::string dir = root + "/" + iteration_dir_name(at.iteration), tmp = dir + ".tmp";
   SavePlan plan;
-  plan.specs = model_params(model_shape(c.cfg));
+  plan.specs = model_params(model_shape(c.settings));
   for (std::size_t i = 0; i < plan.specs.size(); ++i) plan.index[plan.specs[i].name] = i;
   const nlohmann::json st_meta = {{"format", "pt"}, {"producer", "kformer"}, {"iteration", std::to_string(at.iteration)}};
   plan.layouts[0] = model_file_layout(plan.specs, st_meta);

@@ -322,20 +322,15 @@ nlohmann::json Config::to_json() const {
   return j;
 }
 
-std::string Config::to_text(const std::map<std::string, std::string>& resolved) const {
-  std::ostringstream os;
-  std::size_t width = 0;
-  for (const auto& k : schema()) width = std::max(width, k.name.size());
+DeckEcho Config::echo() const {
+  DeckEcho e;
   for (const auto& k : schema()) {
     const auto chosen = auto_.find(k.name);
-    os << "  " << k.name << std::string(width - k.name.size(), ' ') << " = "
-       << (chosen == auto_.end() ? "" : "auto -> ") << format_value(values_.at(k.name))
-       << (chosen == auto_.end() ? "" : " (" + chosen->second + ")");
-    if (resolved.count(k.name)) os << " -> " << resolved.at(k.name);  // chosen at start-up (kernels.gemm)
-    if (origins_.at(k.name) != "default") os << "   (" << origins_.at(k.name) << ")";
-    os << '\n';
+    e.lines.push_back({k.name, format_value(values_.at(k.name)), origins_.at(k.name),
+                       chosen == auto_.end() ? "" : chosen->second});
   }
-  return os.str();
+  e.json = to_json();
+  return e;
 }
 
 }  // namespace kformer

@@ -14,6 +14,7 @@ class Node;
 }
 
 #include "schema.hpp"
+#include "settings/deck_echo.hpp"
 
 namespace kformer {
 
@@ -46,9 +47,8 @@ class Config {
   std::string auto_reason(const std::string& key) const;
 
   nlohmann::json to_json() const;  // nested, as a deck would be written
-  // "key = value   (origin)", one per line; "key = value -> what   (origin)" for the keys in
-  // `resolved` (a value such as auto and what it became: "native (fp32 0.41 vs ...)").
-  std::string to_text(const std::map<std::string, std::string>& resolved = {}) const;
+  DeckEcho echo() const;           // every key's value, origin and auto reason (settings/deck_echo.hpp)
+  std::string to_text() const { return echo().text(); }
 
  private:
   void load_tree(const YAML::Node& root, const std::string& origin);

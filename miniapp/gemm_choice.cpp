@@ -5,15 +5,14 @@
 
 namespace kformer {
 
-GemmChoice choose_gemm(const std::string& setting, double native_tflops, double vendor_tflops,
-                       const std::string& precision) {
+GemmChoice choose_gemm(GemmSetting setting, double native_tflops, double vendor_tflops, Precision precision) {
   GemmChoice c;
   c.setting = setting;
   c.native_tflops = native_tflops;
   c.vendor_tflops = vendor_tflops;
   c.precision = precision;
-  if (setting != "auto") {
-    c.impl = kernels::parse_gemm_impl(setting);
+  if (setting != GemmSetting::automatic) {
+    c.impl = setting == GemmSetting::vendor ? kernels::GemmImpl::vendor : kernels::GemmImpl::native;
     c.reason = "set in the deck";
     return c;
   }
@@ -24,7 +23,7 @@ GemmChoice choose_gemm(const std::string& setting, double native_tflops, double 
   }
   const bool native = c.impl == kernels::GemmImpl::native;
   char text[128];
-  std::snprintf(text, sizeof(text), "%s %.3g vs %s %.3g TFLOP/s", precision.c_str(),
+  std::snprintf(text, sizeof(text), "%s %.3g vs %s %.3g TFLOP/s", name_of(precision),
                 native ? native_tflops : vendor_tflops, native ? "vendor" : "native",
                 native ? vendor_tflops : native_tflops);
   c.reason = text;
@@ -32,7 +31,7 @@ GemmChoice choose_gemm(const std::string& setting, double native_tflops, double 
 }
 
 std::string describe(const GemmChoice& c) {
-  if (c.setting != "auto") return "";
+  if (c.setting != GemmSetting::automatic) return "";
   return std::string(kernels::to_string(c.impl)) + " (" + c.reason + ")";
 }
 

@@ -6,24 +6,24 @@
 
 #include <string>
 
-#include "gemm.hpp"
+#include "kernels/kernel_choice.hpp"
+#include "settings/choices.hpp"
 
 namespace kformer {
 
 struct GemmChoice {
-  std::string setting;                        // kernels.gemm: "auto", "native" or "vendor"
+  GemmSetting setting = GemmSetting::automatic;  // kernels.gemm
   kernels::GemmImpl impl = kernels::GemmImpl::native;  // what the run uses
   double native_tflops = 0, vendor_tflops = 0;          // the timings `auto` compared (0: not built)
-  std::string precision;                      // of those timings: "fp32" or "bf16"
+  Precision precision = Precision::fp32;      // of those timings
   std::string reason;                         // "fp32 0.41 vs vendor 0.17 TFLOP/s"; "set in the deck"
 };
 
 // `setting` as kernels.gemm says it; the rates are what `auto` compares (ignored otherwise).
 // auto takes vendor where it measured faster, native otherwise (ties and no vendor built).
-GemmChoice choose_gemm(const std::string& setting, double native_tflops, double vendor_tflops,
-                       const std::string& precision);
+GemmChoice choose_gemm(GemmSetting setting, double native_tflops, double vendor_tflops, Precision precision);
 
-// What `auto` became, for the start-up print (Config::to_text's `resolved`) and the summary:
+// What `auto` became, for the start-up print (DeckEcho::text's `gemm_choice`) and the summary:
 // "native (fp32 0.41 vs vendor 0.17 TFLOP/s)"; empty where the deck set native or vendor.
 std::string describe(const GemmChoice& c);
 

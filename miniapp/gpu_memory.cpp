@@ -20,8 +20,8 @@ double gpu_memory_bytes() {
   return 0;
 }
 
-void check_fits_gpus(const Config& cfg, comm::Communicator& world, double my_gpu_bytes) {
-  if (cfg.f64("memory.limit_gb") > 0) return;  // every rank: the user's own limit, checked before
+void check_fits_gpus(const RunPlan& plan, comm::Communicator& world, double my_gpu_bytes) {
+  if (plan.settings.memory_limit_gb > 0) return;  // every rank: the user's own limit, checked before
   // The smallest GPU as the largest of the negated sizes (the communicator reduces sum and max);
   // a rank without one offers the most negative number, which never wins. In the execution
   // space's memory: NCCL takes no host buffers.
@@ -32,7 +32,7 @@ void check_fits_gpus(const Config& cfg, comm::Communicator& world, double my_gpu
   double neg = 0;
   Kokkos::deep_copy(neg, Kokkos::subview(v, 0));
   if (neg <= kNone) return;
-  check_estimate_fits(cfg, -neg, "of the smallest GPU of the job", "or set memory.limit_gb to override this check");
+  check_estimate_fits(plan.settings, plan.memory, -neg, "of the smallest GPU of the job", "or set memory.limit_gb to override this check");
 }
 
 }  // namespace kformer

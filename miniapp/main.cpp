@@ -47,12 +47,12 @@ int main(int argc, char** argv) {
       if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
       return 0;
     }
-    const kformer::Config cfg = kformer::load_config(args, runtime.world_size(), runtime.ranks_on_node());
+    const kformer::RunPlan plan = kformer::load_plan(args, runtime.world_size(), runtime.ranks_on_node());
     // CUDA builds: each rank's own GPU, told to Kokkos before it starts (host builds: none).
     const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
     kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));
     Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
-    rc = kformer::run_app(args, cfg, runtime, gpus);
+    rc = kformer::run_app(args, plan, runtime, gpus);
   } catch (const kformer::CollectiveError& e) {
     // Every rank reached the same verdict: one line, from rank 0.
     if (root) std::cerr << "kformer: error: " << e.what() << std::endl;

@@ -5,6 +5,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -40,11 +41,11 @@ double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
   return std::min(most, double(std::int64_t(8) << 20));
 }
 
-MemoryEstimate estimate_stage(const Config& cfg, int stage) {
-  const ModelShape s = model_shape(cfg);
-  const int pp = cfg.i32("parallel.pp"), dp = cfg.i32("parallel.dp"), zero = cfg.i32("parallel.zero");
-  const int v = cfg.i32("parallel.virtual_stages");
-  const auto chunks = chunk_layers(cfg);
+MemoryEstimate estimate_stage(const RunSettings& rs, int stage) {
+  const ModelShape s = model_shape(rs);
+  const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = rs.parallel.zero;
+  const int v = rs.parallel.virtual_stages;
+  const auto chunks = chunk_layers(rs);
   int count = 0;  // blocks on this pipeline rank, over its chunks
   for (std::size_t c = stage; c < chunks.size(); c += pp) count += chunks[c].second;
   double P = 0, largest_unit = 0;
@@ -55,7 +56,7 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   }
   for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
   MemoryEstimate e;
-  e.bf16 = cfg.str("train.precision") == "bf16";
+  e.bf16 = rs.bf16();
   const double shards = zero >= 1 ? dp : 1;
   // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
   const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
@@ -63,17 +64,17 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
   // whole-unit buffers (ParamStore's kGradBuffers). A bf16 gradient reduction adds bf16 copies of
   // what travels: all of it, or the whole-unit buffers.
-  const bool bf16_reduce = cfg.str("parallel.grad_reduce_dtype") == "bf16" && dp > 1;
-  if (shards_gradients(zero, dp, cfg.str("parallel.schedule"))) {
+  const bool bf16_reduce = rs.parallel.grad_reduce_dtype == Precision::bf16 && dp > 1;
+  if (shards_gradients(zero, dp, rs.parallel.schedule)) {
     const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
     e.grads = kFloat * (P / shards + buffers) + (bf16_reduce ? kHalf * buffers : 0);
   } else {
     e.grads = kFloat * P + (bf16_reduce ? kHalf * P : 0);
   }
   e.optimizer = 2 * kFloat * P / shards;
-  const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
-  const bool naive = cfg.str("kernels.attention") == "naive";
-  const Recompute recompute = parse_recompute(cfg.str("train.recompute"));
+  const BlockDims d = block_dims(s, rs.train.micro_batch, rs.train.seq_len);
+  const bool naive = rs.kernels.attention == AttentionKind::naive;
+  const Recompute recompute = rs.train.recompute;
   // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
   const double N = d.N(), R = d.rows(), C = d.C;
   const double att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
@@ -92,18 +93,18 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const double recompute_set = recompute == Recompute::full                     ? block_all
                                : recompute == Recompute::selective && naive   ? tb * att_saved
                                                                                : 0;
-  const int m = cfg.i32("parallel.microbatches");
-  const std::string sched = cfg.str("parallel.schedule");
+  const int m = rs.parallel.microbatches;
+  const ScheduleKind sched = rs.parallel.schedule;
   // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
   // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
   // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
   // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
   // ZB-H1 holds a micro-batch from its F to its W: up to p on every stage (schedule.cpp).
-  const int back = sched == "interleaved" || stage > 0 ? 1 : 0;
+  const int back = sched == ScheduleKind::interleaved || stage > 0 ? 1 : 0;
   const int in_flight = pp == 1                ? 1
-                        : sched == "gpipe"     ? m * v
-                        : sched == "zb-h1"     ? std::min(m, pp)
-                        : sched == "1f1b"      ? std::min(m, pp - stage + back)
+                        : sched == ScheduleKind::gpipe ? m * v
+                        : sched == ScheduleKind::zb_h1 ? std::min(m, pp)
+                        : sched == ScheduleKind::one_f_one_b ? std::min(m, pp - stage + back)
                                                : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
   e.micro_batches_in_flight = in_flight;
   // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
@@ -125,7 +126,7 @@ MemoryEstimate estimate_stage(const Config& cfg, int stage) {
   const double scratch = 4 * N * C + tp_grads + att_scratch + (d.sp > 1 ? N * C : 0);
   const bool last = int(chunks.size() - 1) % pp == stage;
   // kernels.gemm=auto is decided after this estimate: counted as native, the larger.
-  const double gemm = cfg.str("kernels.gemm") != "vendor" ? gemm_workspace_floats(d, Vl, last) : 0;
+  const double gemm = rs.kernels.gemm != GemmSetting::vendor ? gemm_workspace_floats(d, Vl, last) : 0;
   e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
   if (e.bf16)  // the rounded gradients the backward's GEMMs read (and the bf16 all-gather buffer
                // under sequence parallelism), and the head's bf16 gradient
@@ -147,10 +148,11 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"micro_batches_in_flight", micro_batches_in_flight}};
 }
 
-MemoryEstimate estimate_memory(const Config& cfg) {
+MemoryEstimate estimate_memory(const RunSettings& s) {
+  estimates_made().fetch_add(1);
   MemoryEstimate worst;
-  for (int st = 0; st < cfg.i32("parallel.pp"); ++st) {
-    const MemoryEstimate e = estimate_stage(cfg, st);
+  for (int st = 0; st < s.parallel.pp; ++st) {
+    const MemoryEstimate e = estimate_stage(s, st);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -166,34 +168,34 @@ std::string describe(const MemoryEstimate& e) {
   return os.str();
 }
 
-void check_memory_limit(const Config& cfg) {
-  const double limit = cfg.f64("memory.limit_gb") * 1e9;
-  if (limit <= 0) return;
-  const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= limit) return;
+std::atomic<long>& estimates_made() {
+  static std::atomic<long> count{0};
+  return count;
+}
+
+void check_memory_limit(const RunSettings& s, const MemoryEstimate& e) {
+  const double limit = s.memory_limit_gb * 1e9;
+  if (limit <= 0 || e.total() <= limit) return;
   std::ostringstream msg;
   msg.precision(3);
-  msg << "memory.limit_gb=" << cfg.f64("memory.limit_gb") << " is below the estimate per rank of " << describe(e)
-      << ": ";
-  const int mb = cfg.i32("train.micro_batch");
+  msg << "memory.limit_gb=" << s.memory_limit_gb << " is below the estimate per rank of " << describe(e) << ": ";
   int fits = 0;
-  const std::int64_t per_dp = cfg.i64("train.global_batch") / cfg.i64("parallel.dp");
-  for (int b = mb - 1; b >= 1 && !fits; --b) {
+  const std::int64_t per_dp = std::int64_t(s.train.global_batch) / s.parallel.dp;
+  for (int b = s.train.micro_batch - 1; b >= 1 && !fits; --b) {
     if (per_dp % b) continue;  // micro-batches must divide the rank's share of the batch
-    Config c = cfg;
-    c.set_i64("train.micro_batch", b);
-    c.set_i64("parallel.microbatches", per_dp / b);
-    if (estimate_memory(c).total() <= limit) fits = b;
+    RunSettings smaller = s;  // what if: the same layout at micro-batch b
+    smaller.train.micro_batch = b;
+    smaller.parallel.microbatches = static_cast<int>(per_dp / b);
+    if (estimate_memory(smaller).total() <= limit) fits = b;
   }
   if (fits) msg << "the largest train.micro_batch that fits is " << fits;
   else msg << "no train.micro_batch fits; raise parallel.zero, parallel.tp or parallel.pp, or memory.limit_gb";
   throw ConfigError(msg.str());
 }
 
-void check_estimate_fits(const Config& cfg, double bytes, const std::string& what, const std::string& other_fix) {
-  if (cfg.f64("memory.limit_gb") > 0) return;
-  const MemoryEstimate e = estimate_memory(cfg);
-  if (e.total() <= bytes) return;
+void check_estimate_fits(const RunSettings& s, const MemoryEstimate& e, double bytes, const std::string& what,
+                         const std::string& other_fix) {
+  if (s.memory_limit_gb > 0 || e.total() <= bytes) return;
   std::ostringstream msg;
   msg.precision(3);
   msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << bytes / 1e9 << " GB " << what

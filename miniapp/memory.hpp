@@ -3,12 +3,13 @@
 // check against memory.limit_gb, and the high-water mark measured after the run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "config.hpp"
+#include "settings/run_settings.hpp"
 
 namespace kformer {
 
@@ -27,17 +28,20 @@ struct MemoryEstimate {
 std::string describe(const MemoryEstimate& e);
 
 // The largest rank of the layout (the first pipeline stage holds the embedding, the last the head).
-MemoryEstimate estimate_memory(const Config& cfg);
+// A run makes it once (RunPlan); estimates_made() counts the calls, for the test that says so.
+MemoryEstimate estimate_memory(const RunSettings& s);
+std::atomic<long>& estimates_made();
 
-// Throws ConfigError when the estimate exceeds memory.limit_gb, naming the largest
+// Throws ConfigError when `e` (the run's estimate) exceeds memory.limit_gb, naming the largest
 // train.micro_batch that would fit (or what to change when none does).
-void check_memory_limit(const Config& cfg);
+void check_memory_limit(const RunSettings& s, const MemoryEstimate& e);
 
-// With memory.limit_gb unset, throws ConfigError when the estimate per rank exceeds `bytes`, the
+// With memory.limit_gb unset, throws ConfigError when the estimate per rank `e` exceeds `bytes`, the
 // memory a rank can count on, described as "the <bytes> GB <what>" in the message, which ends in
 // the usual fixes plus `other_fix`. The checks of the node's memory (validate.cpp) and of the
 // GPUs (gpu_memory.cpp) share it; memory.limit_gb, when set, is checked by check_memory_limit.
-void check_estimate_fits(const Config& cfg, double bytes, const std::string& what, const std::string& other_fix);
+void check_estimate_fits(const RunSettings& s, const MemoryEstimate& e, double bytes, const std::string& what,
+                         const std::string& other_fix);
 
 // The process's high-water mark: device memory in use under CUDA, else the peak resident set.
 double measured_peak_bytes();

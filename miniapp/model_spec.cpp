@@ -5,22 +5,26 @@
 
 namespace kformer {
 
-ModelShape model_shape(const Config& cfg) {
+ModelShape model_shape(const ModelSettings& m, int tp, bool sequence_parallel) {
   ModelShape s;
-  s.gpt = cfg.str("model.family") == "gpt";
-  s.n_layers = cfg.i32("model.n_layers");
-  s.d_model = cfg.i32("model.d_model");
-  s.n_heads = cfg.i32("model.n_heads");
-  s.n_kv_heads = cfg.i32("model.n_kv_heads");
+  s.gpt = m.family == Family::gpt;
+  s.n_layers = m.n_layers;
+  s.d_model = m.d_model;
+  s.n_heads = m.n_heads;
+  s.n_kv_heads = m.n_kv_heads;
   s.head_dim = s.d_model / s.n_heads;
-  s.ffn_dim = cfg.i32("model.ffn_dim");
-  s.vocab = cfg.i32("model.vocab_size");
-  s.tp = cfg.i32("parallel.tp");
-  s.sequence_parallel = cfg.str("parallel.sequence_parallel") == "true" && s.tp > 1;
+  s.ffn_dim = m.ffn_dim;
+  s.vocab = m.vocab_size;
+  s.tp = tp;
+  s.sequence_parallel = sequence_parallel && s.tp > 1;
   const int pad = 64 * s.tp;
   s.vocab_padded = (s.vocab + pad - 1) / pad * pad;
-  s.max_seq_len = cfg.i32("model.max_seq_len");
+  s.max_seq_len = m.max_seq_len;
   return s;
+}
+
+ModelShape model_shape(const RunSettings& s) {
+  return model_shape(s.model, s.parallel.tp, s.parallel.sequence_parallel);
 }
 
 std::vector<ParamSpec> model_params(const ModelShape& s) {
@@ -79,13 +83,13 @@ std::vector<ParamSpec> model_params(const ModelShape& s) {
   return p;
 }
 
-std::vector<std::pair<int, int>> chunk_layers(const Config& cfg) {
-  const int L = cfg.i32("model.n_layers"), S = cfg.i32("parallel.pp") * cfg.i32("parallel.virtual_stages");
-  const auto& given = cfg.ints("parallel.stage_layers");
+std::vector<std::pair<int, int>> chunk_layers(const RunSettings& s) {
+  const int L = s.model.n_layers, S = s.parallel.pp * s.parallel.virtual_stages;
+  const auto& given = s.parallel.stage_layers;
   std::vector<std::pair<int, int>> out;
   int first = 0;
   for (int c = 0; c < S; ++c) {
-    const int n = given.empty() ? L / S + (c < L % S) : static_cast<int>(given[c]);
+    const int n = given.empty() ? L / S + (c < L % S) : given[c];
     out.emplace_back(first, n);
     first += n;
   }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "settings/run_settings.hpp"
 
 namespace kformer {
 
@@ -24,7 +24,9 @@ struct ModelShape {
   int tp = 1;
   bool sequence_parallel = false;  // parallel.sequence_parallel (with tp > 1)
 };
-ModelShape model_shape(const Config& cfg);
+// The model of `m` cut for `tp` tensor-parallel ranks.
+ModelShape model_shape(const ModelSettings& m, int tp, bool sequence_parallel);
+ModelShape model_shape(const RunSettings& s);  // at the run's tp
 
 enum class Split { none, rows, cols };
 enum class Init { normal, ones, zeros };
@@ -52,7 +54,7 @@ std::vector<ParamSpec> model_params(const ModelShape& s);
 
 // The model cut into pp * v chunks: (first layer, layer count) of each, from
 // parallel.stage_layers or as even as possible.
-std::vector<std::pair<int, int>> chunk_layers(const Config& cfg);
+std::vector<std::pair<int, int>> chunk_layers(const RunSettings& s);
 
 // The parameters a pipeline rank holds: the blocks of its chunks (rank r: chunks r, r+pp, ...),
 // the embedding with chunk 0, the final norm and head with the last chunk, and, for gpt, a copy

@@ -46,8 +46,8 @@ struct ParamUnit {
 // Whether ZeRO-3 shards the gradients too (reduce-scattered as each unit's backward ends): over
 // dp > 1, and not under zb-h1, whose deferred W keeps every unit's gradient open across the
 // micro-batches in flight (the whole buffer stays there).
-inline bool shards_gradients(int zero, int dp, const std::string& schedule) {
-  return zero >= 3 && dp > 1 && schedule != "zb-h1";
+inline bool shards_gradients(int zero, int dp, ScheduleKind schedule) {
+  return zero >= 3 && dp > 1 && schedule != ScheduleKind::zb_h1;
 }
 // Whole-unit gradient buffers a rank holds under shards_gradients(): one being written while the
 // other's reduce-scatter is in flight (a one-stage gpt keeps its tied table's open through the

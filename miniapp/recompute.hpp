@@ -7,20 +7,4 @@
 // before its backward. The extra forward work is counted apart (hardware vs model FLOPs).
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
-namespace kformer {
-
-enum class Recompute { none, selective, full };
-
-// "none", "selective" or "full" (inline: the memory estimate and the deck fuzzer use it without
-// the stage code).
-inline Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::none;
-  if (name == "selective") return Recompute::selective;
-  if (name == "full") return Recompute::full;
-  throw std::invalid_argument("train.recompute=" + name + " is not one of none, selective, full");
-}
-
-}  // namespace kformer
+#include "settings/choices.hpp"  // enum class Recompute

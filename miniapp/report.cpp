@@ -43,10 +43,11 @@ nlohmann::json platform_json(int world) {
           {"threads_per_rank", Exec().concurrency()}};
 }
 
-nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
+nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::Communicator& world,
                             const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm) {
+  const RunSettings& cfg = plan.settings;
   const auto& recs = trainer.records();
-  const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
+  const std::int64_t tokens = std::int64_t(cfg.train.global_batch) * cfg.train.seq_len;
   const Flops per_iteration = trainer.flops_per_iteration();
   const double flops_rank = per_iteration.total();
   const double peak_rank = measured_peak_bytes();  // before the reduction's buffer is allocated
@@ -57,19 +58,19 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   nlohmann::json summary = summarize(recs, flops_rank, tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-  summary["precision"] = cfg.str("train.precision");  // FLOPs are counted the same in both
+  summary["precision"] = name_of(cfg.train.precision);  // FLOPs are counted the same in both
   summary["gemm_ceiling_tflops"] = ceiling.tflops;
   summary["gemm_ceiling"] = {{"impl", ceiling.impl},
-                             {"precision", ceiling.precision},
+                             {"precision", name_of(ceiling.precision)},
                              {"shape", ceiling.shape},
                              {"native_tflops", ceiling.native_tflops},
                              {"vendor_tflops", ceiling.vendor_tflops},
                              {"of_fma_peak", ratio(ceiling.tflops, ceiling.fma.tflops)}};
   // The GEMM the run used and why (kernels.gemm=auto: the rates it compared, averaged over ranks).
-  summary["kernels_gemm"] = {{"setting", gemm.setting},
+  summary["kernels_gemm"] = {{"setting", name_of(gemm.setting)},
                              {"impl", kernels::to_string(gemm.impl)},
                              {"reason", gemm.reason},
-                             {"precision", gemm.precision},
+                             {"precision", name_of(gemm.precision)},
                              {"native_tflops", gemm.native_tflops},
                              {"vendor_tflops", gemm.vendor_tflops}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
@@ -83,23 +84,23 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
                          {"work_items", ceiling.fma.work_items},
                          {"launch_ms", ceiling.fma.seconds * 1e3}};
   summary["mfu_fma_peak"] = ratio(achieved, ceiling.fma.tflops);
-  if (cfg.f64("output.peak_tflops") > 0) summary["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
+  if (cfg.output.peak_tflops > 0) summary["mfu_peak"] = achieved / cfg.output.peak_tflops;
   summary["flops"] = {{"counted_per_iteration_rank", flops_rank},
                       {"counted_per_iteration_all_ranks", flops_all},
                       {"recompute_per_iteration_rank", per_iteration.recompute},
-                      {"closed_form_per_iteration", closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) *
+                      {"closed_form_per_iteration", closed_form_flops_per_token(plan.shape, cfg.train.seq_len) *
                                                         double(tokens)}};
-  const int pp = cfg.i32("parallel.pp"), v = cfg.i32("parallel.virtual_stages");
+  const int pp = cfg.parallel.pp, v = cfg.parallel.virtual_stages, m = cfg.parallel.microbatches;
   std::size_t slots = 0;
   for (const auto& st : trainer.stages()) slots = std::max(slots, st->slots_allocated());
   const double slots_all = reduce.allreduce(world, double(slots), comm::ReduceOp::max);
-  summary["pipeline"].update({{"schedule", cfg.str("parallel.schedule")},
+  summary["pipeline"].update({{"schedule", name_of(cfg.parallel.schedule)},
                               {"stages", pp},
                               {"virtual_stages", v},
-                              {"microbatches", cfg.i64("parallel.microbatches")},
-                              {"bubble_analytic", analytic_bubble(cfg.str("parallel.schedule"), pp, cfg.i32("parallel.microbatches"), v)},
+                              {"microbatches", m},
+                              {"bubble_analytic", analytic_bubble(cfg.parallel.schedule, pp, m, v)},
                               {"micro_batches_in_flight_measured", slots_all}});
-  nlohmann::json memory = estimate_memory(cfg).to_json();
+  nlohmann::json memory = plan.memory.to_json();
   memory["peak_bytes"] = peak;
   // What the estimate predicts: the high-water mark of kformer's own allocations (Kokkos Views).
   memory["allocated_peak_bytes"] =
@@ -113,12 +114,12 @@ nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Com
   for (const auto& r : recs) iters.push_back(iteration_json(r));
   nlohmann::json platform = platform_json(world.size());
   // Which backend ran and why (comm.backend=auto picks it: comm/backend_choice.hpp).
-  const std::string why = cfg.auto_reason("comm.backend");
-  platform["comm"] = {{"backend", cfg.str("comm.backend")},
-                      {"requested", why.empty() ? cfg.str("comm.backend") : "auto"},
+  const std::string& why = cfg.comm.auto_reason;
+  platform["comm"] = {{"backend", cfg.comm.backend},
+                      {"requested", why.empty() ? cfg.comm.backend : "auto"},
                       {"reason", why.empty() ? "as asked" : why},
                       {"communicator", world.backend()}};
-  return {{"config", cfg.to_json()},
+  return {{"config", cfg.deck.json},
           {"mesh", mesh_json(mesh, world.size())},
           {"platform", platform},
           {"iterations", iters},

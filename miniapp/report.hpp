@@ -9,9 +9,9 @@
 
 #include "ceiling.hpp"
 #include "comm/mesh.hpp"
-#include "config.hpp"
 #include "gemm_choice.hpp"
 #include "json_file.hpp"
+#include "plan/run_plan.hpp"
 #include "trainer.hpp"
 
 namespace kformer {
@@ -20,7 +20,7 @@ nlohmann::json mesh_json(const comm::Mesh& m, int world);
 nlohmann::json platform_json(int world);
 
 // Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
-nlohmann::json build_report(const Config& cfg, const comm::Mesh& mesh, comm::Communicator& world,
+nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::Communicator& world,
                             const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm);
 
 }  // namespace kformer

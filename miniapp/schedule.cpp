@@ -68,23 +68,20 @@ std::vector<Action> zb_h1(int r, int pp, int m) {
 
 }  // namespace
 
-bool splits_backward(const std::string& kind) { return kind == "zb-h1"; }
+bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1; }
 
-Schedule make_schedule(const std::string& kind, int pp, int m, int v) {
-  Schedule s(pp);
-  for (int r = 0; r < pp; ++r) {
-    if (kind == "gpipe") s[r] = gpipe(r, m);
-    else if (kind == "1f1b") s[r] = one_f_one_b(r, pp, m);
-    else if (kind == "zb-h1") s[r] = zb_h1(r, pp, m);
-    else if (kind == "interleaved") {
-      if (m % pp) throw std::invalid_argument("parallel.schedule=interleaved needs parallel.microbatches a multiple of parallel.pp");
-      s[r] = interleaved(r, pp, m, v);
-    } else {
-      throw std::invalid_argument("parallel.schedule=" + kind + " is not one of gpipe, 1f1b, interleaved, zb-h1");
-    }
-  }
-  if (kind != "interleaved" && v != 1)
+Schedule make_schedule(ScheduleKind kind, int pp, int m, int v) {
+  if (kind == ScheduleKind::interleaved && m % pp)
+    throw std::invalid_argument("parallel.schedule=interleaved needs parallel.microbatches a multiple of parallel.pp");
+  if (kind != ScheduleKind::interleaved && v != 1)
     throw std::invalid_argument("parallel.virtual_stages > 1 needs parallel.schedule=interleaved");
+  Schedule s(pp);
+  for (int r = 0; r < pp; ++r) switch (kind) {
+      case ScheduleKind::gpipe: s[r] = gpipe(r, m); break;
+      case ScheduleKind::one_f_one_b: s[r] = one_f_one_b(r, pp, m); break;
+      case ScheduleKind::zb_h1: s[r] = zb_h1(r, pp, m); break;
+      case ScheduleKind::interleaved: s[r] = interleaved(r, pp, m, v); break;
+    }
   return s;
 }
 
@@ -145,7 +142,7 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v) {
 
 double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
 
-double analytic_bubble(const std::string& kind, int pp, int m, int v) {
+double analytic_bubble(ScheduleKind kind, int pp, int m, int v) {
   return splits_backward(kind) ? double(pp - 1) / (3.0 * m + pp - 1) : analytic_bubble(pp, m, v);
 }
 

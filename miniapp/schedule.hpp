@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "settings/choices.hpp"
+
 namespace kformer {
 
 // backward: the whole backward, or under zb-h1 its input-gradient part B; weight: zb-h1's W.
@@ -23,11 +25,11 @@ struct Action {
 
 using Schedule = std::vector<std::vector<Action>>;  // [pipeline rank] -> actions in order
 
-// kind: "gpipe", "1f1b", "interleaved" (v chunks per rank; m must be a multiple of pp) or "zb-h1".
-Schedule make_schedule(const std::string& kind, int pp, int m, int v);
+// interleaved: v chunks per rank, m a multiple of pp (else std::invalid_argument); the others v = 1.
+Schedule make_schedule(ScheduleKind kind, int pp, int m, int v);
 
 // Whether the schedule splits backward into B and W actions.
-bool splits_backward(const std::string& kind);
+bool splits_backward(ScheduleKind kind);
 
 // Every (micro, chunk) forwarded and backwarded exactly once (and, when any W appears, W'd once
 // after its B), each forward before its backward on
@@ -40,6 +42,6 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v);
 double analytic_bubble(int pp, int m, int v);
 // The same for a named schedule. zb-h1 with F, B and W of equal time (Qi et al.): the idle time
 // is (p-1)(F+B-W) against m(F+B+W) of work, so (p-1)/(3m+p-1).
-double analytic_bubble(const std::string& kind, int pp, int m, int v);
+double analytic_bubble(ScheduleKind kind, int pp, int m, int v);
 
 }  // namespace kformer

@@ -16,23 +16,22 @@
 
 namespace kformer {
 
-Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
+Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mesh,
                  std::shared_ptr<comm::TraceLog> trace, kernels::GemmImpl gemm)
-    : cfg_(cfg), world_(world), mesh_(mesh), trace_(std::move(trace)), shape_(model_shape(cfg)),
-      micro_batch_(cfg.i32("train.micro_batch")), seq_len_(cfg.i32("train.seq_len")),
-      global_batch_(cfg.i32("train.global_batch")), microbatches_(cfg.i32("parallel.microbatches")),
-      zero_(cfg.i32("parallel.zero")) {
-  const int pp = mesh.shape.pp, v = cfg.i32("parallel.virtual_stages");
-  const auto chunks = chunk_layers(cfg);
-  const bool bf16 = cfg.str("train.precision") == "bf16";
-  const bool bf16_reduce = cfg.str("parallel.grad_reduce_dtype") == "bf16";
+    : cfg_(plan.settings), world_(world), mesh_(mesh), trace_(std::move(trace)), shape_(plan.shape),
+      micro_batch_(cfg_.train.micro_batch), seq_len_(cfg_.train.seq_len), global_batch_(cfg_.train.global_batch),
+      microbatches_(cfg_.parallel.microbatches), zero_(cfg_.parallel.zero) {
+  const RunSettings& cfg = cfg_;
+  const int pp = mesh.shape.pp;
+  const auto& chunks = plan.chunks;
+  const bool bf16 = cfg.bf16();
+  const bool bf16_reduce = cfg.parallel.grad_reduce_dtype == Precision::bf16;
   params_ = std::make_unique<ParamStore>(rank_params(shape_, chunks, pp, mesh.pp_rank), shape_.tp, mesh.tp_rank,
                                          mesh.dp.get(), zero_, bf16,
-                                         shards_gradients(zero_, mesh.shape.dp, cfg.str("parallel.schedule")),
+                                         plan.shards_grads(),
                                          bf16_reduce);
-  params_->initialize(static_cast<std::uint64_t>(cfg.i64("train.seed")));
-  KernelChoice k{gemm,
-                 kernels::attention_kind_from_string(cfg.str("kernels.attention")), bf16};
+  params_->initialize(cfg.train.seed);
+  KernelChoice k{gemm, cfg.kernels.attention, bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = mesh.pp_rank; c < S; c += pp)
     stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
@@ -40,12 +39,11 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
   scalars_ = scratch<double*>("kformer::step_scalars", 3);
   scalars_host_ = Kokkos::create_mirror_view(scalars_);
   for (auto& st : stages_) {
-    st->set_recompute(parse_recompute(cfg.str("train.recompute")));
-    st->set_phase_timing(cfg.str("output.phase_timing") == "true");
+    st->set_recompute(cfg.train.recompute);
+    st->set_phase_timing(cfg.output.phase_timing);
     if (st->chunk().last()) st->set_loss_sums(Kokkos::subview(scalars_, std::make_pair(0, 2)));
   }
-  const Schedule schedule = make_schedule(cfg.str("parallel.schedule"), pp, microbatches_, v);
-  pipeline_ = std::make_unique<Pipeline>(stages_, schedule[mesh.pp_rank], mesh.pp.get());
+  pipeline_ = std::make_unique<Pipeline>(stages_, plan.schedule[mesh.pp_rank], mesh.pp.get());
 
   // The tied table (gpt) lives on the first and the last stage: one group per (dp, tp) pair of
   // them sums its gradient; the last stage's copy is left out of the gradient norm.
@@ -57,12 +55,11 @@ Trainer::Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh,
     embedding_group_->set_name("tied-embedding");
   else
     embedding_group_.reset();
-  OptimizerSettings os{cfg.f64("train.lr"), cfg.f64("train.weight_decay"), cfg.i32("train.warmup"),
-                       cfg.i32("train.steps"), zero_};
+  OptimizerSettings os{cfg.train.lr, cfg.train.weight_decay, cfg.train.warmup, cfg.train.steps, zero_};
   optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
                                            tied && mesh.pp_rank != 0 ? -1 : Optimizer::kNoMirror);
   sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_, bf16_reduce);
-  data_ = make_data_source(cfg.str("data.source"), shape_.vocab, static_cast<std::uint64_t>(cfg.i64("train.seed")));
+  data_ = make_data_source(cfg.data_source, shape_.vocab, cfg.train.seed);
 }
 
 Flops Trainer::flops_per_iteration() const {
@@ -92,8 +89,8 @@ TrainingPosition Trainer::position(int it) const {
 }
 
 void Trainer::run() {
-  const int steps = cfg_.i32("train.steps"), log_every = cfg_.i32("output.log_every");
-  const int stop_at = cfg_.i32("train.stop_at"), every = cfg_.i32("checkpoint.every");
+  const int steps = cfg_.train.steps, log_every = cfg_.output.log_every;
+  const int stop_at = cfg_.train.stop_at, every = cfg_.checkpoint.every;
   const int last = stop_at > 0 ? std::min(stop_at, steps) : steps;
   for (int it = first_iteration_; it <= last; ++it) {
     IterationRecord r = iterate(it);
@@ -101,9 +98,9 @@ void Trainer::run() {
     if (after_iteration) after_iteration(r);
     const bool end = it == last || r.stop_signal != 0;
     if (world_.rank() == 0 && (it % log_every == 0 || end)) std::cout << format_log_line(r) << std::endl;
-    if (nan_in_a_row_ >= cfg_.i64("train.max_nan"))
+    if (nan_in_a_row_ >= cfg_.train.max_nan)
       throw TrainingStopped("the loss or gradient norm was not finite for " + std::to_string(nan_in_a_row_) +
-                            " iterations in a row (train.max_nan=" + std::to_string(cfg_.i64("train.max_nan")) +
+                            " iterations in a row (train.max_nan=" + std::to_string(cfg_.train.max_nan) +
                             "), each skipped on every rank: lower train.lr or raise train.warmup");
     if (save_checkpoint && (end || (every > 0 && it % every == 0))) {
       const ProfilingRegion region("kformer::checkpoint");
@@ -113,7 +110,7 @@ void Trainer::run() {
       if (world_.rank() == 0)
         std::cout << "kformer: stopped after iteration " << it << " of " << steps << " on " << signal_name(r.stop_signal)
                   << " (rank " << r.stop_rank << " got it first)"
-                  << (save_checkpoint ? "; resume with checkpoint.load=" + cfg_.str("checkpoint.save")
+                  << (save_checkpoint ? "; resume with checkpoint.load=" + cfg_.checkpoint.save
                                       : std::string("; no checkpoint.save was set, so nothing was saved"))
                   << std::endl;
       return;
@@ -138,7 +135,7 @@ IterationRecord Trainer::iterate(int it) {
   if (trace_) trace_->clear();
   IterationRecord r;
   r.iteration = it;
-  r.total = cfg_.i64("train.steps");
+  r.total = cfg_.train.steps;
   r.global_batch = global_batch_;
   const int T = seq_len_, dp = mesh_.shape.dp;
   const std::int64_t tokens_per_iter = std::int64_t(global_batch_) * T;
@@ -160,9 +157,9 @@ IterationRecord Trainer::iterate(int it) {
     r.forward_ms += s->forward_ms;
     r.backward_ms += s->backward_ms;
   }
-  if (cfg_.i64("straggler.rank") == world_.rank() && cfg_.f64("straggler.slowdown") > 1) {
+  if (cfg_.straggler.rank == world_.rank() && cfg_.straggler.slowdown > 1) {
     // Stretch this rank's compute by waiting: the same numbers, later.
-    const double extra = (cfg_.f64("straggler.slowdown") - 1) * busy_ms;
+    const double extra = (cfg_.straggler.slowdown - 1) * busy_ms;
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(extra));
     busy_ms += extra;
   }
@@ -195,7 +192,7 @@ IterationRecord Trainer::iterate(int it) {
   const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (finite) {
     const ProfilingRegion region("kformer::optimizer");
-    const double clip = cfg_.f64("train.grad_clip");
+    const double clip = cfg_.train.grad_clip;
     optimizer_->step(it, clip > 0 && r.grad_norm > clip ? clip / (r.grad_norm + 1e-6) : 1.0);
     // The step's one fence: the optimizer's time and the iteration's elapsed time are the device's.
     kernels::fence(exec, "kformer::optimizer_end");

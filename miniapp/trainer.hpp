@@ -11,13 +11,13 @@
 #include "checkpoint.hpp"
 #include "comm/mesh.hpp"
 #include "comm/trace_log.hpp"
-#include "config.hpp"
 #include "data.hpp"
 #include "device_reduce.hpp"
 #include "grad_sync.hpp"
 #include "metrics.hpp"
 #include "optimizer.hpp"
 #include "pipeline.hpp"
+#include "plan/run_plan.hpp"
 #include "stage.hpp"
 
 namespace kformer {
@@ -25,7 +25,7 @@ namespace kformer {
 class Trainer {
  public:
   // `gemm`: kernels.gemm resolved (gemm_choice.hpp; the deck may say auto).
-  Trainer(const Config& cfg, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace,
+  Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace,
           kernels::GemmImpl gemm);
 
   // Continue from a checkpoint: the next iteration is at.iteration + 1, at sample at.consumed_samples.
@@ -56,7 +56,7 @@ class Trainer {
   IterationRecord iterate(int it);
   void sync_tied_embedding();
 
-  const Config& cfg_;
+  const RunSettings& cfg_;
   comm::Communicator& world_;
   comm::Mesh& mesh_;
   std::shared_ptr<comm::TraceLog> trace_;

@@ -8,7 +8,6 @@
 
 #include "comm/backend_choice.hpp"
 #include "errors.hpp"
-#include "memory.hpp"
 
 namespace kformer {
 namespace {
@@ -141,29 +140,13 @@ void validate_products(const Config& cfg) {
                                      "give at least 0.001, or 0 for no limit");
 }
 
-// With memory.limit_gb unset the node's memory, shared by its ranks, is the limit: a layout bigger
-// than that would only fail later, in the middle of allocating (or be killed by the kernel's or
-// the batch system's out-of-memory killer), with no clear line.
-void check_fits_node(const Config& cfg, const NodeMemory& node) {
-  if (node.bytes <= 0) return;
-  std::ostringstream what;
-  what.precision(3);
-  what << "per rank of this node (" << node.bytes / 1e9 << " GB " << node.source << " / " << node.ranks
-       << (node.ranks == 1 ? " rank)" : " ranks)");
-  check_estimate_fits(cfg, node.per_rank(), what.str(),
-                      "start fewer ranks per node, or set memory.limit_gb to the memory per rank of the machine "
-                      "you plan for");
-}
-
 }  // namespace
 
-void resolve_and_validate(Config& cfg, int world_size, const NodeMemory& node) {
+void resolve_and_validate(Config& cfg, int world_size) {
   if (world_size < 1) throw std::logic_error("resolve_and_validate: a job has at least one rank");
   validate_model(cfg);
   validate_layout(cfg, world_size);
   validate_products(cfg);
-  check_memory_limit(cfg);
-  check_fits_node(cfg, node);
   if (cfg.str("comm.backend") == "auto") {  // backend_choice.hpp; printed as "auto -> mpi (why)"
     const comm::BackendChoice b = comm::resolve_backend("auto", world_size);
     cfg.resolve_auto("comm.backend", b.backend, b.reason);

@@ -13,7 +13,6 @@
 #include "calibrate_stage.hpp"
 #include "ceiling.hpp"
 #include "comm/allocation_registry.hpp"
-#include "deck_for_prediction.hpp"
 #include "gemm_choice.hpp"
 #include "device.hpp"
 #include "errors.hpp"
@@ -21,16 +20,17 @@
 #include "memory.hpp"
 #include "node_memory.hpp"
 #include "posix_file.hpp"
+#include "settings/prediction_deck.hpp"
 
 namespace kformer::predict {
 namespace {
 
 // The tensor-parallel degrees whose shapes are measured: 1, 2 and powers of two up to the job,
 // where they divide the heads and the MLP.
-std::vector<int> tp_degrees(const Config& cfg, int world) {
+std::vector<int> tp_degrees(const ModelSettings& m, int world) {
   std::vector<int> out;
   for (int tp = 1; tp <= std::max(2, world); tp *= 2)
-    if (cfg.i64("model.n_heads") % tp == 0 && cfg.i64("model.n_kv_heads") % tp == 0 && cfg.i64("model.ffn_dim") % tp == 0)
+    if (m.n_heads % tp == 0 && m.n_kv_heads % tp == 0 && m.ffn_dim % tp == 0)
       out.push_back(tp);
   return out;
 }
@@ -42,45 +42,41 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
   comm::AllocationRegistry::install();  // before any View: comm.strict's checks know them all
   PredictionDeck deck = read_prediction_deck("calibrate", args, true);
   if (deck.cli.exit_now) return deck.cli.exit_code;
-  Config& cfg = deck.cfg;
+  const RunSettings& cfg = deck.settings;
   const bool root = runtime.world_rank() == 0;
-  const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
+  const std::string path = cfg.predict.machine.empty() ? default_profile_path() : cfg.predict.machine;
 
   // What a rank holds beside its model: the runtime, Kokkos, the communicator's buffers and what
   // a run's start-up leaves in the peak (the GEMM ceiling it measures at the deck's shapes, with
   // the BLAS library's own buffers), all before the kernels below allocate theirs.
   // A run's communicator (the deck's backend, comm.strict, the watchdog), without emulation: the
   // network measured is the real one.
-  comm::WorldOptions options = world_options(cfg);
+  comm::WorldOptions options = world_options(cfg.comm);
   options.emulate = {};
   const bool one = runtime.world_size() == 1;
   std::unique_ptr<comm::Communicator> world;
   try {
-    world = comm::make_world(one ? "self" : cfg.str("comm.backend"), runtime, options);
+    world = comm::make_world(one ? "self" : cfg.comm.backend, runtime, options);
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // the same verdict on every rank: report it once
   }
   if (root) {
-    const std::string why = cfg.auto_reason("comm.backend");
+    const std::string& why = cfg.comm.auto_reason;
     std::cout << "kformer calibrate: " << runtime.world_size() << " rank(s), comm " << world->backend() << " ("
               << (one ? "one rank: no network to measure"
-                      : "comm.backend = " + (why.empty() ? cfg.str("comm.backend")
-                                                         : "auto -> " + cfg.str("comm.backend") + " (" + why + ")"))
+                      : "comm.backend = " + (why.empty() ? cfg.comm.backend
+                                                         : "auto -> " + cfg.comm.backend + " (" + why + ")"))
               << "), Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n";
     if (!gpus.empty()) std::cout << "gpu: " << describe_seat(gpus.front()) << "\n";
     std::cout << std::flush;
   }
   world->barrier();
-  const GemmCeiling ceiling =
-      measure_gemm_ceiling(block_dims(model_shape(cfg), cfg.i32("train.micro_batch"), cfg.i32("train.seq_len")),
-                           cfg.str("train.precision") == "bf16");
+  const BlockDims dims = block_dims(model_shape(cfg), cfg.train.micro_batch, cfg.train.seq_len);
+  const GemmCeiling ceiling = measure_gemm_ceiling(dims, cfg.train.precision);
   // kernels.gemm=auto: the kernels are calibrated on the GEMM a run would take here, the faster of
   // that timing (gemm_choice.hpp; this rank's own figures: the GEMMs involve no other rank).
-  if (cfg.str("kernels.gemm") == "auto")
-    cfg.set("kernels.gemm",
-            kernels::to_string(
-                choose_gemm("auto", ceiling.native_tflops, ceiling.vendor_tflops, ceiling.precision).impl),
-            "derived");
+  const kernels::GemmImpl gemm =
+      choose_gemm(cfg.kernels.gemm, ceiling.native_tflops, ceiling.vendor_tflops, ceiling.precision).impl;
   const double baseline = measured_peak_bytes();
   MachineProfile p;
   struct stat st {};
@@ -98,8 +94,8 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
            " rank(s), calibrated)";
   p.process_baseline_gb = baseline / 1e9;
   p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
-  calibrate_kernels(cfg, tp_degrees(cfg, runtime.world_size()), p);
-  p.compute_scale = measure_compute_scale(cfg, p);
+  calibrate_kernels(cfg, gemm, tp_degrees(cfg.model, runtime.world_size()), p);
+  p.compute_scale = measure_compute_scale(cfg, gemm, p);
 
   if (runtime.world_size() > 1) {
     calibrate_comm(*world, p);

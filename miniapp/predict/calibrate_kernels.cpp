@@ -198,24 +198,21 @@ void fit_gemm_curve(MachineProfile& p) {
 
 }  // namespace
 
-void calibrate_kernels(const Config& cfg, const std::vector<int>& tps, MachineProfile& p) {
+void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vector<int>& tps, MachineProfile& p) {
   Exec exec;
   const DV<float*> one("one", 1);
   p.launch_us = median_us([&] { kk::residual_forward(exec, as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1), as_matrix(one.data(), 1, 1)); }, 21);
   p.fma_peak_tflops = measure_fma_peak().tflops;
-  const kk::GemmImpl impl = kk::parse_gemm_impl(cfg.str("kernels.gemm"));
   for (int tp : tps) {
-    Config c = cfg;
-    c.set_i64("parallel.tp", tp);
-    const ModelShape s = model_shape(c);
-    const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
+    const ModelShape s = model_shape(cfg.model, tp, cfg.parallel.sequence_parallel);
+    const BlockDims d = block_dims(s, cfg.train.micro_batch, cfg.train.seq_len);
     for (const auto& g : std::set<std::tuple<int, int, int>>{{d.N(), d.qkv_width(), d.C},
                                                              {d.N(), d.C, d.q_width()},
                                                              {d.N(), d.mlp_in_width(), d.C},
                                                              {d.N(), d.C, d.Fl},
                                                              {d.N(), s.vocab_padded / s.tp, d.C}})
       measure_gemm(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p);
-    measure_attention(d, cfg.str("kernels.attention"), p);
+    measure_attention(d, name_of(cfg.kernels.attention), p);
     if (tp == tps.front()) measure_memory_families(s, d, p);
   }
   for (const char* k : {"naive", "fused"})

@@ -8,12 +8,14 @@
 
 #include <vector>
 
-#include "config.hpp"
+#include "kernels/kernel_choice.hpp"
+#include "settings/run_settings.hpp"
 #include "machine_profile.hpp"
 
 namespace kformer::predict {
 
 // Fills the kernel fields of `p`; measured points replace those of the same shape already in it.
-void calibrate_kernels(const Config& cfg, const std::vector<int>& tps, MachineProfile& p);
+// `impl`: the GEMM a run of the deck takes on this machine (kernels.gemm, auto resolved).
+void calibrate_kernels(const RunSettings& cfg, kernels::GemmImpl impl, const std::vector<int>& tps, MachineProfile& p);
 
 }  // namespace kformer::predict

@@ -9,16 +9,14 @@
 
 namespace kformer::predict {
 
-double measure_compute_scale(const Config& cfg, const MachineProfile& p) {
-  Config c = cfg;
-  c.set_i64("parallel.tp", 1);
-  const ModelShape s = model_shape(c);
-  const int B = cfg.i32("train.micro_batch"), T = cfg.i32("train.seq_len");
-  ParamStore params(model_params(s), 1, 0);
+double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p) {
+  const ModelShape s = model_shape(cfg.model, 1, false);
+  const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
+  ParamStore params(model_params(s), 1, 0, nullptr, 0, cfg.bf16());
   params.initialize(1);
+  params.refresh_bf16();  // bf16: the weight copies the GEMMs read (a no-op in fp32)
   const ChunkSpec spec{0, 1, 0, s.n_layers};
-  KernelChoice k{kernels::parse_gemm_impl(cfg.str("kernels.gemm")),
-                 kernels::attention_kind_from_string(cfg.str("kernels.attention"))};
+  KernelChoice k{gemm, cfg.kernels.attention, cfg.bf16()};
   Stage stage(s, B, T, k, params, nullptr, spec);
   std::vector<std::int32_t> tokens(std::size_t(B) * (T + 1));
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 7919 + 13) % std::size_t(s.vocab));
@@ -38,7 +36,7 @@ double measure_compute_scale(const Config& cfg, const MachineProfile& p) {
 
   MachineProfile unscaled = p;
   unscaled.compute_scale = 1;
-  const ChunkWork w = chunk_work(unscaled, s, block_dims(s, B, T), spec, cfg.str("kernels.attention"), s.gpt);
+  const ChunkWork w = chunk_work(unscaled, s, block_dims(s, B, T), spec, name_of(cfg.kernels.attention), s.gpt);
   const double modelled = compute_us(w.forward) + compute_us(w.head_backward) + compute_us(w.backward);
   return modelled > 0 ? measured / modelled : 1.0;
 }

@@ -5,12 +5,13 @@
 // applies to every kernel: what the kernels timed one at a time miss in sequence.
 #pragma once
 
-#include "config.hpp"
+#include "kernels/kernel_choice.hpp"
+#include "settings/run_settings.hpp"
 #include "machine_profile.hpp"
 
 namespace kformer::predict {
 
 // Measured / modelled (with compute_scale 1) time of a forward and backward of one micro-batch.
-double measure_compute_scale(const Config& cfg, const MachineProfile& p);
+double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p);
 
 }  // namespace kformer::predict

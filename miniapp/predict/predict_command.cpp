@@ -7,8 +7,7 @@
 #include <iostream>
 
 #include "cli.hpp"
-#include "config.hpp"
-#include "deck_for_prediction.hpp"
+#include "settings/prediction_deck.hpp"
 #include "errors.hpp"
 #include "json_file.hpp"
 #include "memory.hpp"
@@ -27,33 +26,34 @@ int run_predict(const std::vector<std::string>& args) {
     std::cout << (cli.version ? version_text() : keys_text());
     return 0;
   }
-  const Config& cfg = deck.cfg;
+  const RunPlan plan = make_plan(deck.settings);
+  const RunSettings& cfg = plan.settings;
   const int world = deck.world;
 
-  const std::string path = cfg.str("predict.machine").empty() ? default_profile_path() : cfg.str("predict.machine");
+  const std::string path = cfg.predict.machine.empty() ? default_profile_path() : cfg.predict.machine;
   struct stat st {};
-  if (cfg.str("predict.machine").empty() && ::stat(path.c_str(), &st) != 0)
+  if (cfg.predict.machine.empty() && ::stat(path.c_str(), &st) != 0)
     throw ConfigError("no machine profile at " + path + ": run kformer calibrate DECK on this machine first, or give "
                       "predict.machine=FILE (e.g. input/machines/perlmutter-a100-40gb.yaml)");
   const MachineProfile profile = load_profile(path);
-  const StepPrediction p = predict_step(cfg, profile, !cfg.str("output.trace").empty());
-  const nlohmann::json report = predict_report(cfg, profile, p);
+  const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
+  const nlohmann::json report = predict_report(plan, profile, p);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.i64("parallel.dp")
-            << " pp=" << cfg.i64("parallel.pp") << " tp=" << cfg.i64("parallel.tp") << "), machine " << profile.name
+  std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
+            << " pp=" << cfg.parallel.pp << " tp=" << cfg.parallel.tp << "), machine " << profile.name
             << " (" << path << ")"
-            << (cfg.f64("comm.emulate.latency_us") > 0 || cfg.f64("comm.emulate.bandwidth_gbps") > 0
-                    ? ", emulated network " + format_value(cfg.f64("comm.emulate.latency_us")) + " us, " +
-                          format_value(cfg.f64("comm.emulate.bandwidth_gbps")) + " Gbit/s"
+            << (cfg.comm.latency_us > 0 || cfg.comm.bandwidth_gbps > 0
+                    ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
+                          format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"
                     : std::string())
-            << "\nmemory estimate per rank: " << describe(estimate_memory(cfg)) << "\n"
+            << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << "  predicted in " << took << " s\n"
             << std::flush;
-  if (!cfg.str("output.json").empty()) write_json(cfg.str("output.json"), report, "output.json", 2);
-  if (!cfg.str("output.trace").empty()) {
-    ::mkdir(cfg.str("output.trace").c_str(), 0755);
-    write_json(cfg.str("output.trace") + "/trace.json", predict_trace(p), "output.trace");
+  if (!cfg.output.json.empty()) write_json(cfg.output.json, report, "output.json", 2);
+  if (!cfg.output.trace.empty()) {
+    ::mkdir(cfg.output.trace.c_str(), 0755);
+    write_json(cfg.output.trace + "/trace.json", predict_trace(p), "output.trace");
   }
   return 0;
 }

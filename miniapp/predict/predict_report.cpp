@@ -24,12 +24,13 @@ double best_gemm_tflops(const MachineProfile& p) {
 
 }  // namespace
 
-nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, const StepPrediction& p) {
-  const int tp = cfg.i32("parallel.tp"), pp = cfg.i32("parallel.pp"), dp = cfg.i32("parallel.dp");
-  const int v = cfg.i32("parallel.virtual_stages"), m = cfg.i32("parallel.microbatches");
-  const std::int64_t tokens = cfg.i64("train.global_batch") * cfg.i64("train.seq_len");
+nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, const StepPrediction& p) {
+  const RunSettings& cfg = plan.settings;
+  const int tp = cfg.parallel.tp, pp = cfg.parallel.pp, dp = cfg.parallel.dp;
+  const int v = cfg.parallel.virtual_stages, m = cfg.parallel.microbatches;
+  const std::int64_t tokens = std::int64_t(cfg.train.global_batch) * cfg.train.seq_len;
   IterationRecord r;
-  r.iteration = 1, r.total = 1, r.global_batch = cfg.i64("train.global_batch");
+  r.iteration = 1, r.total = 1, r.global_batch = cfg.train.global_batch;
   r.elapsed_s = p.step_ms / 1e3;
   r.tokens_per_s = tokens / r.elapsed_s;
   r.samples_per_s = r.global_batch / r.elapsed_s;
@@ -47,29 +48,29 @@ nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, con
   s["mfu"] = ratio(achieved, gemm);
   s["fma_peak_tflops"] = prof.fma_peak_tflops;
   s["mfu_fma_peak"] = ratio(achieved, prof.fma_peak_tflops);
-  if (cfg.f64("output.peak_tflops") > 0) s["mfu_peak"] = achieved / cfg.f64("output.peak_tflops");
+  if (cfg.output.peak_tflops > 0) s["mfu_peak"] = achieved / cfg.output.peak_tflops;
   double flops_all = 0;  // every stage's FLOPs, over its dp*tp replicas: the rank-0 column times dp*tp
   {
-    const ModelShape shape = model_shape(cfg);
-    const BlockDims d = block_dims(shape, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
-    for (const auto& c : chunk_layers(cfg)) flops_all += block_flops(d).total() * c.second;
+    const ModelShape& shape = plan.shape;
+    const BlockDims& d = plan.dims;
+    for (const auto& c : plan.chunks) flops_all += block_flops(d).total() * c.second;
     flops_all += head_flops(d.N(), d.C, shape.vocab_padded / shape.tp).total();
     flops_all *= double(m) * dp * tp;
   }
   s["flops"] = {{"counted_per_iteration_rank", p.flops_rank0},
                 {"counted_per_iteration_all_ranks", flops_all},
                 {"closed_form_per_iteration",
-                 closed_form_flops_per_token(model_shape(cfg), cfg.i32("train.seq_len")) * double(tokens)}};
-  s["pipeline"].update({{"schedule", cfg.str("parallel.schedule")},
+                 closed_form_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens)}};
+  s["pipeline"].update({{"schedule", name_of(cfg.parallel.schedule)},
                         {"stages", pp},
                         {"virtual_stages", v},
                         {"microbatches", m},
-                        {"bubble_analytic", analytic_bubble(cfg.str("parallel.schedule"), pp, m, v)},
+                        {"bubble_analytic", analytic_bubble(cfg.parallel.schedule, pp, m, v)},
                         {"bubble_predicted", s["pipeline"]["bubble_measured"]}});
-  const MemoryEstimate e = estimate_memory(cfg);
+  const MemoryEstimate& e = plan.memory;
   nlohmann::json mem = e.to_json();
   const double peak = e.total() + prof.process_baseline_gb * 1e9;
-  const double limit = cfg.f64("memory.limit_gb") > 0 ? cfg.f64("memory.limit_gb") * 1e9 : prof.memory_gb * 1e9;
+  const double limit = cfg.memory_limit_gb > 0 ? cfg.memory_limit_gb * 1e9 : prof.memory_gb * 1e9;
   mem["peak_bytes"] = peak;
   mem["process_baseline_bytes"] = prof.process_baseline_gb * 1e9;
   mem["device_bytes"] = limit;
@@ -77,7 +78,7 @@ nlohmann::json predict_report(const Config& cfg, const MachineProfile& prof, con
   s["memory"] = mem;
   s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;
 
-  return {{"config", cfg.to_json()},
+  return {{"config", cfg.deck.json},
           {"mesh", {{"world", tp * pp * dp}, {"tp", tp}, {"pp", pp}, {"dp", dp}}},
           {"platform", {{"machine", prof.name}, {"profile", prof.source}, {"ranks", tp * pp * dp}}},
           {"predicted", {{"machine", prof.name}, {"profile", prof.source}, {"fits", mem["fits"]}}},

@@ -10,13 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config.hpp"
+#include "plan/run_plan.hpp"
 #include "machine_profile.hpp"
 #include "step_sim.hpp"
 
 namespace kformer::predict {
 
-nlohmann::json predict_report(const Config& cfg, const MachineProfile& profile, const StepPrediction& p);
+nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& profile, const StepPrediction& p);
 // format_summary's block with "measured" read as "predicted", and the memory verdict.
 std::string predict_summary_text(const nlohmann::json& report);
 // Chrome trace-event JSON of the simulated step (times in us from the step's start).

@@ -30,30 +30,31 @@ std::map<int, double> unit_bytes(const ModelShape& s, const std::vector<std::pai
 
 }  // namespace
 
-StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool record) {
-  const ModelShape s = model_shape(cfg);
-  Layout l{cfg.i32("parallel.tp"), cfg.i32("parallel.pp"), cfg.i32("parallel.dp"), 0, cfg.i32("parallel.zero"),
-           cfg.i32("parallel.microbatches"), cfg.i32("parallel.virtual_stages")};
+StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, bool record) {
+  const RunSettings& cfg = plan.settings;
+  const ModelShape& s = plan.shape;
+  const ParallelSettings& par = cfg.parallel;
+  Layout l{par.tp, par.pp, par.dp, 0, par.zero, par.microbatches, par.virtual_stages};
   l.world = l.tp * l.pp * l.dp;
-  const NetworkCost net(prof, {cfg.f64("comm.emulate.latency_us"), cfg.f64("comm.emulate.bandwidth_gbps")});
-  const BlockDims d = block_dims(s, cfg.i32("train.micro_batch"), cfg.i32("train.seq_len"));
-  const auto layers = chunk_layers(cfg);
+  const NetworkCost net(prof, {cfg.comm.latency_us, cfg.comm.bandwidth_gbps});
+  const BlockDims& d = plan.dims;
+  const auto& layers = plan.chunks;
   const int S = int(layers.size());
 
   PipelineSetup ps;
   ps.pp = l.pp, ps.n_chunks = S, ps.microbatches = l.m;
-  const Schedule sched = make_schedule(cfg.str("parallel.schedule"), l.pp, l.m, l.v);
+  const Schedule& sched = plan.schedule;
   for (int r = 0; r < l.pp; ++r) {
     ps.programs.push_back(comm_program(sched[r], l.pp, S));
     ps.unit_bytes.push_back(unit_bytes(s, layers, l, r));
   }
   for (int c = 0; c < S; ++c)
-    ps.chunks.push_back(chunk_work(prof, s, d, {c, S, layers[c].first, layers[c].second}, cfg.str("kernels.attention"),
-                                   s.gpt, splits_backward(cfg.str("parallel.schedule"))));
+    ps.chunks.push_back(chunk_work(prof, s, d, {c, S, layers[c].first, layers[c].second},
+                                   name_of(cfg.kernels.attention), s.gpt, splits_backward(par.schedule)));
   ps.message_bytes = 4.0 * d.N() * d.C;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
-  ps.fsdp_grads = shards_gradients(l.zero, l.dp, cfg.str("parallel.schedule"));
+  ps.fsdp_grads = plan.shards_grads();
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
 
@@ -62,8 +63,8 @@ StepPrediction predict_step(const Config& cfg, const MachineProfile& prof, bool 
   std::vector<double> t(l.world), exposed(l.world), commt(l.world), busy(l.world), opt(l.world), opt_start(l.world);
   std::vector<std::vector<std::pair<double, double>>> extra(l.world);  // comm intervals after the pipeline
   std::vector<std::vector<const char*>> extra_name(l.world);           // and their calls, for the trace
-  const int straggler = cfg.i32("straggler.rank");
-  const double slowdown = cfg.f64("straggler.slowdown");
+  const int straggler = cfg.straggler.rank;
+  const double slowdown = cfg.straggler.slowdown;
   for (int w = 0; w < l.world; ++w) {
     const StageTimeline& x = st[l.stage(w)];
     t[w] = x.wall_us;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "plan/run_plan.hpp"
 #include "machine_profile.hpp"
 #include "pipeline_sim.hpp"
 
@@ -32,6 +32,6 @@ struct StepPrediction {
 };
 
 // `record`: keep the events of each stage's first replica (and the straggler) for the trace.
-StepPrediction predict_step(const Config& cfg, const MachineProfile& profile, bool record);
+StepPrediction predict_step(const RunPlan& plan, const MachineProfile& profile, bool record);
 
 }  // namespace kformer::predict

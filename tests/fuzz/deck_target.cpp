@@ -13,8 +13,11 @@
 #include "errors.hpp"
 #include "memory.hpp"
 #include "model_spec.hpp"
+#include "node_memory.hpp"
+#include "plan/run_plan.hpp"
 #include "schedule.hpp"
 #include "schema.hpp"
+#include "settings/read_settings.hpp"
 #include "validate.hpp"
 
 namespace kformer::fuzz {
@@ -59,17 +62,12 @@ Parsed split(const std::string& input) {
 
 // What kformer computes from a valid deck before it allocates: every step must accept what
 // resolve_and_validate accepted.
-void after_validation(const Config& cfg) {
-  for (const auto& k : schema())
-    if (k.type == KeyType::integer && k.name != "train.seed") cfg.i32(k.name);  // the trainer keeps these in int
-  const ModelShape s = model_shape(cfg);
-  const auto chunks = chunk_layers(cfg);
-  for (int r = 0; r < cfg.i32("parallel.pp"); ++r) count_params(rank_params(s, chunks, cfg.i32("parallel.pp"), r));
-  describe(estimate_memory(cfg));
-  make_schedule(cfg.str("parallel.schedule"), cfg.i32("parallel.pp"), cfg.i32("parallel.microbatches"),
-                cfg.i32("parallel.virtual_stages"));
-  cfg.to_text();
-  cfg.to_json().dump();  // the report's "config" at the end of the run: it must not throw then
+void after_validation(const RunPlan& plan) {
+  const RunSettings& s = plan.settings;
+  for (int r = 0; r < s.parallel.pp; ++r) count_params(rank_params(plan.shape, plan.chunks, s.parallel.pp, r));
+  describe(plan.memory);
+  s.deck.text();
+  s.deck.json.dump();  // the report's "config" at the end of the run: it must not throw then
 }
 
 }  // namespace
@@ -77,11 +75,17 @@ void after_validation(const Config& cfg) {
 DeckOutcome run_deck_input(const std::string& input) {
   const Parsed p = split(input);
   Config cfg;
+  RunPlan plan;
   DeckOutcome out;
   try {
     cfg.load_deck_text(p.deck, "deck.yaml");
     for (const auto& o : p.overrides) cfg.apply_override(o);
     resolve_and_validate(cfg, p.world);
+    // The integers the settings keep in an int (all but train.seed) must fit one.
+    for (const auto& k : schema())
+      if (k.type == KeyType::integer && k.name != "train.seed" && k.name != "predict.world") cfg.i32(k.name);
+    plan = make_plan(read_settings(cfg));  // the estimate; the schedule of every rank
+    check_plan_fits(plan, probe_node_memory(1));
   } catch (const ConfigError& e) {
     out.message = e.what();
     if (out.message.empty()) bug("a ConfigError without a message", input);
@@ -95,7 +99,7 @@ DeckOutcome run_deck_input(const std::string& input) {
     bug(std::string("an exception other than ConfigError: ") + e.what(), input);
   }
   try {
-    after_validation(cfg);
+    after_validation(plan);
   } catch (const std::exception& e) {
     bug(std::string("a deck that passed validation fails later: ") + e.what(), input);
   }

@@ -74,7 +74,7 @@ TEST(Config, ARepeatedOverrideSaysTheLastWins) {
 TEST(Config, CommBackendAutoIsResolvedAndPrintedWithItsReason) {
   Config c;
   EXPECT_EQ(c.str("comm.backend"), "auto");
-  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
+  kformer::resolve_and_validate(c, 1);
   const std::string why = c.auto_reason("comm.backend");
   EXPECT_NE(why, "");
   if (!KFORMER_ENABLE_NCCL) EXPECT_EQ(c.str("comm.backend"), KFORMER_ENABLE_MPI ? "mpi" : "self");
@@ -84,7 +84,7 @@ TEST(Config, CommBackendAutoIsResolvedAndPrintedWithItsReason) {
   EXPECT_EQ(c.to_json()["comm"]["backend"], c.str("comm.backend"));
   Config named;
   named.apply_override("comm.backend=self");
-  kformer::resolve_and_validate(named, 1, kformer::NodeMemory{});
+  kformer::resolve_and_validate(named, 1);
   EXPECT_EQ(named.str("comm.backend"), "self");
   EXPECT_EQ(named.auto_reason("comm.backend"), "");
   EXPECT_EQ(named.to_text().find("auto ->"), std::string::npos) << named.to_text();

@@ -7,12 +7,14 @@
 
 using kformer::choose_gemm;
 using kformer::kernels::GemmImpl;
+using kformer::GemmSetting;
+using kformer::Precision;
 
 TEST(GemmChoice, AutoTakesTheFasterAndSaysWhy) {
-  auto c = choose_gemm("auto", 0.41, 0.17, "fp32");
+  auto c = choose_gemm(GemmSetting::automatic, 0.41, 0.17, Precision::fp32);
   EXPECT_EQ(c.impl, GemmImpl::native);
   EXPECT_EQ(kformer::describe(c), "native (fp32 0.41 vs vendor 0.17 TFLOP/s)");
-  c = choose_gemm("auto", 0.30, 0.42, "bf16");
+  c = choose_gemm(GemmSetting::automatic, 0.30, 0.42, Precision::bf16);
   EXPECT_EQ(c.impl, GemmImpl::vendor);
   EXPECT_EQ(kformer::describe(c), "vendor (bf16 0.42 vs native 0.3 TFLOP/s)");
   EXPECT_EQ(c.native_tflops, 0.30);
@@ -20,16 +22,16 @@ TEST(GemmChoice, AutoTakesTheFasterAndSaysWhy) {
 }
 
 TEST(GemmChoice, AutoWithoutAVendorGemmTakesNative) {
-  const auto c = choose_gemm("auto", 0.41, 0.0, "fp32");
+  const auto c = choose_gemm(GemmSetting::automatic, 0.41, 0.0, Precision::fp32);
   EXPECT_EQ(c.impl, GemmImpl::native);
   EXPECT_EQ(kformer::describe(c), "native (no vendor GEMM in this build)");
 }
 
 TEST(GemmChoice, ASettingIsHonouredWhateverTheRates) {
-  auto c = choose_gemm("native", 0.1, 0.9, "fp32");
+  auto c = choose_gemm(GemmSetting::native, 0.1, 0.9, Precision::fp32);
   EXPECT_EQ(c.impl, GemmImpl::native);
   EXPECT_EQ(kformer::describe(c), "");  // nothing to resolve: the print shows the value alone
-  c = choose_gemm("vendor", 0.9, 0.1, "fp32");
+  c = choose_gemm(GemmSetting::vendor, 0.9, 0.1, Precision::fp32);
   EXPECT_EQ(c.impl, GemmImpl::vendor);
   EXPECT_EQ(c.reason, "set in the deck");
 }

@@ -5,24 +5,23 @@
 
 #include <cmath>
 
-#include "config.hpp"
 #include "errors.hpp"
 #include "flops.hpp"
 #include "memory.hpp"
 #include "metrics.hpp"
 #include "optimizer.hpp"
 #include "summary_text.hpp"
-#include "validate.hpp"
+#include "plan/run_plan.hpp"
+#include "settings/read_settings.hpp"
 
 using namespace kformer;
 
 namespace {
-Config deck(std::vector<std::string> overrides, int world = 1) {
-  Config c;
-  c.load_deck_file(KFORMER_SOURCE_DIR "/input/tiny.yaml");
-  for (const auto& o : overrides) c.apply_override(o);
-  resolve_and_validate(c, world);
-  return c;
+// tiny.yaml with `overrides`, checked as a run checks it (its memory against the limit included).
+RunSettings deck(std::vector<std::string> overrides, int world = 1) {
+  const RunPlan plan = make_plan(load_settings(KFORMER_SOURCE_DIR "/input/tiny.yaml", overrides, world));
+  check_plan_fits(plan, NodeMemory{});
+  return plan.settings;
 }
 }  // namespace
 
@@ -30,7 +29,7 @@ TEST(Flops, CountedPerOperationEqualsTheClosedFormOnEveryTpSlice) {
   for (const char* family : {"gpt", "llama"})
     for (int tp : {1, 2, 4}) {
       const bool gpt = std::string(family) == "gpt";
-      Config c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4",
+      const RunSettings c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4",
                        "parallel.tp=" + std::to_string(tp)}, tp);
       const ModelShape s = model_shape(c);
       const BlockDims d = block_dims(s, 3, 32);

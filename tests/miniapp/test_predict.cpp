@@ -8,7 +8,7 @@
 
 #include "errors.hpp"
 #include "memory.hpp"
-#include "predict/deck_for_prediction.hpp"
+#include "settings/prediction_deck.hpp"
 #include "predict/machine_profile.hpp"
 #include "predict/pipeline_sim.hpp"
 #include "predict/predict_report.hpp"
@@ -24,13 +24,13 @@ const std::string kSource = KFORMER_SOURCE_DIR;
 
 kp::MachineProfile a100() { return kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml"); }
 
-kformer::Config deck(const std::string& file, std::vector<std::string> overrides) {
+kformer::RunPlan deck(const std::string& file, std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), kSource + "/input/" + file);
-  return kp::read_prediction_deck("predict", overrides, false).cfg;
+  return kformer::make_plan(kformer::read_prediction_deck("predict", overrides, false).settings);
 }
 
 // Every chunk costs F forward and B backward, nothing else; messages are free.
-std::vector<kp::StageTimeline> uniform(const std::string& kind, int pp, int m, int v, double F, double B,
+std::vector<kp::StageTimeline> uniform(kformer::ScheduleKind kind, int pp, int m, int v, double F, double B,
                                        double W = 0) {
   kp::MachineProfile free_net;
   free_net.intra_node.fallback = {0, 0, 0};
@@ -62,24 +62,24 @@ double makespan(const std::vector<kp::StageTimeline>& st) {
 }  // namespace
 
 TEST(PredictSchedule, UniformCostsGiveTheAnalyticBubble) {
-  for (const std::string kind : {"gpipe", "1f1b"})
+  for (kformer::ScheduleKind kind : {kformer::ScheduleKind::gpipe, kformer::ScheduleKind::one_f_one_b})
     for (int pp : {2, 3, 4})
       for (int m : {pp, 2 * pp, 8}) {
         const auto st = uniform(kind, pp, m, 1, 1.0, 2.0);
         for (int r = 0; r < pp; ++r)
           EXPECT_NEAR(1.0 - (st[r].forward_us + st[r].backward_us) / makespan(st), kformer::analytic_bubble(pp, m, 1), 1e-9)
-              << kind << " pp=" << pp << " m=" << m << " rank " << r;
+              << kformer::name_of(kind) << " pp=" << pp << " m=" << m << " rank " << r;
       }
 }
 
 TEST(PredictSchedule, ZeroBubbleH1WithEqualFBWGivesItsAnalyticBubble) {
   for (int pp : {2, 3, 4})
     for (int m : {pp, 2 * pp, 8}) {
-      const auto st = uniform("zb-h1", pp, m, 1, 1.0, 1.0, 1.0);  // F = B = W, as (p-1)/(3m+p-1) assumes
+      const auto st = uniform(kformer::ScheduleKind::zb_h1, pp, m, 1, 1.0, 1.0, 1.0);  // F = B = W, as (p-1)/(3m+p-1) assumes
       EXPECT_NEAR(makespan(st), 3.0 * m + pp - 1, 1e-9) << "pp=" << pp << " m=" << m;
       for (int r = 0; r < pp; ++r)
         EXPECT_NEAR(1.0 - (st[r].forward_us + st[r].backward_us) / makespan(st),
-                    kformer::analytic_bubble("zb-h1", pp, m, 1), 1e-9)
+                    kformer::analytic_bubble(kformer::ScheduleKind::zb_h1, pp, m, 1), 1e-9)
             << "pp=" << pp << " m=" << m << " rank " << r;
     }
 }
@@ -87,7 +87,7 @@ TEST(PredictSchedule, ZeroBubbleH1WithEqualFBWGivesItsAnalyticBubble) {
 TEST(PredictSchedule, InterleavingShrinksTheBubble) {
   for (int pp : {2, 4})
     for (int m : {pp, 2 * pp}) {
-      const auto plain = uniform("1f1b", pp, m, 1, 1.0, 2.0), inter = uniform("interleaved", pp, m, 2, 1.0, 2.0);
+      const auto plain = uniform(kformer::ScheduleKind::one_f_one_b, pp, m, 1, 1.0, 2.0), inter = uniform(kformer::ScheduleKind::interleaved, pp, m, 2, 1.0, 2.0);
       // Each rank computes the same either way: the interleaved makespan is shorter, and no
       // shorter than (p-1)/(v*m+p-1) allows.
       const double busy = plain[0].forward_us + plain[0].backward_us;
@@ -99,7 +99,7 @@ TEST(PredictSchedule, InterleavingShrinksTheBubble) {
 }
 
 TEST(PredictReport, HasTheRunsFieldsAndTheEstimatedMemory) {
-  const kformer::Config cfg = deck("gpt3-small.yaml", {"parallel.pp=2", "predict.world=8"});
+  const kformer::RunPlan cfg = deck("gpt3-small.yaml", {"parallel.pp=2", "predict.world=8"});
   const auto prof = a100();
   const nlohmann::json j = kp::predict_report(cfg, prof, kp::predict_step(cfg, prof, false));
   for (const char* k : {"config", "mesh", "iterations", "summary", "predicted"}) EXPECT_TRUE(j.contains(k)) << k;
@@ -111,7 +111,7 @@ TEST(PredictReport, HasTheRunsFieldsAndTheEstimatedMemory) {
     EXPECT_GT(s["time_split_ms"][k].get<double>(), 0) << k;
   EXPECT_GE(s["time_split_ms"]["backward"].get<double>(), s["time_split_ms"]["forward"].get<double>());
   EXPECT_GT(s["pipeline"]["bubble_measured"].get<double>(), 0);
-  EXPECT_EQ(s["memory"]["estimated_bytes"].get<double>(), kformer::estimate_memory(cfg).total());
+  EXPECT_EQ(s["memory"]["estimated_bytes"].get<double>(), cfg.memory.total());
   EXPECT_EQ(j["mesh"]["dp"].get<int>(), 4);
   // The FLOPs of every rank add up to the closed form (gpt3-small's head included).
   EXPECT_NEAR(s["flops"]["counted_per_iteration_all_ranks"].get<double>() /
@@ -120,28 +120,28 @@ TEST(PredictReport, HasTheRunsFieldsAndTheEstimatedMemory) {
 
 TEST(PredictReport, ALayoutTooBigForTheDeviceDoesNotFit) {
   const auto v100 = kp::load_profile(kSource + "/input/machines/v100-16gb-10gbe.yaml");
-  const kformer::Config big = deck("gpt3-small.yaml", {"parallel.dp=3", "parallel.zero=3", "train.global_batch=12", "kernels.attention=naive"});
+  const kformer::RunPlan big = deck("gpt3-small.yaml", {"parallel.dp=3", "parallel.zero=3", "train.global_batch=12", "kernels.attention=naive"});
   EXPECT_FALSE(kp::predict_report(big, v100, kp::predict_step(big, v100, false))["summary"]["memory"]["fits"].get<bool>());
-  const kformer::Config small = deck("tiny.yaml", {});
+  const kformer::RunPlan small = deck("tiny.yaml", {});
   EXPECT_TRUE(kp::predict_report(small, v100, kp::predict_step(small, v100, false))["summary"]["memory"]["fits"].get<bool>());
 }
 
 TEST(PredictStep, AStragglerAddsItsWaitAndLatencyAddsPerMessage) {
   const auto prof = a100();
-  const kformer::Config base = deck("tiny.yaml", {"parallel.dp=2"});
+  const kformer::RunPlan base = deck("tiny.yaml", {"parallel.dp=2"});
   const kp::StepPrediction p0 = kp::predict_step(base, prof, false);
   const kp::StepPrediction p1 = kp::predict_step(deck("tiny.yaml", {"parallel.dp=2", "straggler.rank=1", "straggler.slowdown=3"}), prof, false);
   const double busy = p0.rank_busy_ms[1] - p0.rank0.optimizer_ms;  // rank 1's forward and backward
   EXPECT_NEAR(p1.step_ms - p0.step_ms, 2 * busy, 0.05 * 2 * busy);
   // Each emulated millisecond of latency costs a pipeline step at least a millisecond per message
   // on its critical path; an emulated network never makes a step faster.
-  const kformer::Config pp = deck("tiny.yaml", {"parallel.pp=2"});
-  const kformer::Config slow = deck("tiny.yaml", {"parallel.pp=2", "comm.emulate.latency_us=1000"});
+  const kformer::RunPlan pp = deck("tiny.yaml", {"parallel.pp=2"});
+  const kformer::RunPlan slow = deck("tiny.yaml", {"parallel.pp=2", "comm.emulate.latency_us=1000"});
   EXPECT_GT(kp::predict_step(slow, prof, false).step_ms, kp::predict_step(pp, prof, false).step_ms + 4.0);
 }
 
 TEST(PredictStep, ScalesToLlama8BOn4096Ranks) {
-  const kformer::Config cfg = deck("llama3-8b.yaml", {"predict.world=4096", "parallel.tp=8", "parallel.pp=8", "parallel.dp=0",
+  const kformer::RunPlan cfg = deck("llama3-8b.yaml", {"predict.world=4096", "parallel.tp=8", "parallel.pp=8", "parallel.dp=0",
                                                      "parallel.schedule=interleaved", "parallel.virtual_stages=2",
                                                      "train.global_batch=1024", "train.micro_batch=1"});
   const auto prof = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");

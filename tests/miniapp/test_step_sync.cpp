@@ -17,10 +17,9 @@
 #include <vector>
 
 #include "comm/mesh.hpp"
-#include "config.hpp"
+#include "settings/read_settings.hpp"
 #include "test_env.hpp"
 #include "trainer.hpp"
-#include "validate.hpp"
 
 using namespace kformer;
 
@@ -143,16 +142,14 @@ struct StepRun {
   bool checkpoint_called = false;
 
   explicit StepRun(const std::vector<std::string>& overrides) {
-    Config cfg;
-    cfg.load_deck_file(KFORMER_SOURCE_DIR "/input/tiny.yaml");
-    cfg.apply_override("train.steps=3");
-    for (const auto& o : overrides) cfg.apply_override(o);
-    resolve_and_validate(cfg, 1);
-    microbatches = cfg.i32("parallel.microbatches");
+    std::vector<std::string> given = {"train.steps=3"};
+    given.insert(given.end(), overrides.begin(), overrides.end());
+    const RunPlan plan = make_plan(load_settings(KFORMER_SOURCE_DIR "/input/tiny.yaml", given, 1));
+    microbatches = plan.settings.parallel.microbatches;
     auto world = test::world();
     if (world->size() != 1) throw std::runtime_error("test_step_sync runs on one rank");
     comm::Mesh mesh = comm::build_mesh(*world, {1, 1, 1});
-    Trainer trainer(cfg, *world, mesh, nullptr, kernels::GemmImpl::native);  // no start-up timing: native
+    Trainer trainer(plan, *world, mesh, nullptr, kernels::GemmImpl::native);  // no start-up timing: native
     trainer.after_iteration = [&](const IterationRecord& r) {
       losses.push_back(r.loss);
       std::lock_guard<std::mutex> lock(seen.mutex);

@@ -13,6 +13,8 @@
 #include "memory.hpp"
 #include "node_memory.hpp"
 #include "test_env.hpp"
+#include "plan/run_plan.hpp"
+#include "settings/read_settings.hpp"
 #include "validate.hpp"
 
 using kformer::Config;
@@ -26,9 +28,16 @@ Config tiny() {
   return c;
 }
 
+// The deck validated for `world` ranks, read and planned as a run does.
+kformer::RunPlan plan_of(Config c, int world) {
+  kformer::resolve_and_validate(c, world);
+  return kformer::make_plan(kformer::read_settings(c));
+}
+
+// What a run says of the deck: validation, then its plan's memory against `node`.
 std::string verdict(Config c, int world, const kformer::NodeMemory& node = kformer::probe_node_memory(1)) {
   try {
-    kformer::resolve_and_validate(c, world, node);
+    kformer::check_plan_fits(plan_of(c, world), node);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -129,9 +138,7 @@ TEST(NodeMemory, CgroupV1LimitIgnoresTheUnsetValue) {
 }
 
 TEST(NodeMemory, TheNodeIsSharedByItsRanks) {
-  Config c = tiny();
-  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
-  const double need = kformer::estimate_memory(c).total();
+  const double need = plan_of(tiny(), 1).memory.total();
   // Room for three ranks' estimates on the node: three ranks fit, four do not.
   const kformer::NodeMemory three{3.5 * need, 3, "cgroup memory limit"}, four{3.5 * need, 4, "cgroup memory limit"};
   EXPECT_EQ(verdict(tiny(), 1, three), "");
@@ -149,9 +156,8 @@ TEST(NodeMemory, TheNodeIsSharedByItsRanks) {
 // (test_config runs as one process: the world is one rank.)
 TEST(GpuMemory, TheSmallestGpuOfTheJobDecidesAndNoGpuMeansNoCheck) {
   auto world = kformer::test::world();
-  Config c = tiny();
-  kformer::resolve_and_validate(c, 1, kformer::NodeMemory{});
-  const double need = kformer::estimate_memory(c).total();
+  const kformer::RunPlan c = plan_of(tiny(), 1);
+  const double need = c.memory.total();
   EXPECT_NO_THROW(kformer::check_fits_gpus(c, *world, 0.0));  // host builds: nothing to check
   EXPECT_NO_THROW(kformer::check_fits_gpus(c, *world, 2 * need));
   try {
@@ -160,9 +166,9 @@ TEST(GpuMemory, TheSmallestGpuOfTheJobDecidesAndNoGpuMeansNoCheck) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("GB of the smallest GPU of the job"), std::string::npos) << e.what();
   }
-  Config own = c;
-  own.apply_override("memory.limit_gb=1000");
-  EXPECT_NO_THROW(kformer::check_fits_gpus(own, *world, 0.5 * need));
+  Config with_limit = tiny();
+  with_limit.apply_override("memory.limit_gb=1000");
+  EXPECT_NO_THROW(kformer::check_fits_gpus(plan_of(with_limit, 1), *world, 0.5 * need));
 }
 
 // bf16 halves what the activations kept for backward cost (all but the fp32 residual stream and
@@ -177,10 +183,9 @@ TEST(Validate, MemoryEstimatePerPrecision) {
                            "train.global_batch=4"})
       c.apply_override(kv);
     c.apply_override(std::string("kernels.attention=") + attention);
-    kformer::resolve_and_validate(c, 1);
-    const auto fp32 = kformer::estimate_memory(c);
+    const auto fp32 = plan_of(c, 1).memory;
     c.apply_override("train.precision=bf16");
-    const auto bf16 = kformer::estimate_memory(c);
+    const auto bf16 = plan_of(c, 1).memory;
     EXPECT_LE(bf16.total(), (attention[0] == 'n' ? 0.8 : 0.9) * fp32.total()) << attention;
     // The residual stream, the norms' statistics and each slot's input and gradient stay fp32.
     EXPECT_LE(bf16.activations, 0.6 * fp32.activations) << attention;
@@ -192,8 +197,7 @@ TEST(Validate, MemoryEstimatePerPrecision) {
   Config w = tiny();  // weight-dominated: a wide vocabulary, one short sequence
   for (const char* kv : {"model.vocab_size=50257", "train.seq_len=8", "train.micro_batch=1", "train.global_batch=1"})
     w.apply_override(kv);
-  kformer::resolve_and_validate(w, 1);
-  const double fp32 = kformer::estimate_memory(w).total();
+  const double fp32 = plan_of(w, 1).memory.total();
   w.apply_override("train.precision=bf16");
-  EXPECT_GT(kformer::estimate_memory(w).total(), fp32);
+  EXPECT_GT(plan_of(w, 1).memory.total(), fp32);
 }

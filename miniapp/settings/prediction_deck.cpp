@@ -1,18 +1,19 @@
-// Decks for predict and calibrate (see deck_for_prediction.hpp).
-#include "deck_for_prediction.hpp"
+// Decks for predict and calibrate (see prediction_deck.hpp).
+#include "settings/prediction_deck.hpp"
 
 #include <algorithm>
 
+#include "config.hpp"
 #include "errors.hpp"
-#include "node_memory.hpp"
-#include "schema.hpp"
+#include "settings/read_settings.hpp"
 #include "validate.hpp"
 
-namespace kformer::predict {
+namespace kformer {
 
 PredictionDeck read_prediction_deck(const std::string& command, const std::vector<std::string>& args,
                                     bool deck_optional) {
   PredictionDeck d;
+  Config cfg;
   if (args.empty() && deck_optional) {
     d.cli.deck = "(schema defaults)";
   } else {
@@ -22,21 +23,17 @@ PredictionDeck read_prediction_deck(const std::string& command, const std::vecto
     for (auto& a : text) argv.push_back(a.data());
     d.cli = parse_cli(int(argv.size()), argv.data());
     if (d.cli.exit_now || d.cli.version || d.cli.keys) return d;
-    d.cfg.load_deck_file(d.cli.deck);
-    for (const auto& o : d.cli.overrides) d.cfg.apply_override(o);
+    cfg.load_deck_file(d.cli.deck);
+    for (const auto& o : d.cli.overrides) cfg.apply_override(o);
   }
-  Config& cfg = d.cfg;
   std::int64_t world = cfg.i64("predict.world");
   if (world == 0)
     world = cfg.i64("parallel.tp") * cfg.i64("parallel.pp") * std::max<std::int64_t>(1, cfg.i64("parallel.dp"));
   if (world > (1 << 24)) throw ConfigError("predict.world=" + std::to_string(world) + " exceeds 16777216 ranks");
   d.world = int(world);
-  const std::string limit = format_value(cfg.f64("memory.limit_gb"));
-  const std::string origin = cfg.origin("memory.limit_gb");
-  cfg.set("memory.limit_gb", "0", origin);
-  resolve_and_validate(cfg, d.world, NodeMemory{});
-  cfg.set("memory.limit_gb", limit, origin);
+  resolve_and_validate(cfg, d.world);
+  d.settings = read_settings(cfg);
   return d;
 }
 
-}  // namespace kformer::predict
+}  // namespace kformer

@@ -1,0 +1,41 @@
+// The plan of a run, built once from its settings before anything is allocated: the model's shape
+// at the run's tensor parallelism, a block's sizes on one rank, the layers of each pipeline chunk,
+// the pipeline schedule of every rank, and the memory estimate per rank. The trainer, the report,
+// checkpoints, predict and calibrate all take it, so that none of them derives these again (and
+// none can derive them differently).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "block_dims.hpp"
+#include "memory.hpp"
+#include "model_spec.hpp"
+#include "node_memory.hpp"
+#include "schedule.hpp"
+#include "settings/run_settings.hpp"
+
+namespace kformer {
+
+struct RunPlan {
+  RunSettings settings;
+  ModelShape shape;                         // at parallel.tp
+  BlockDims dims;                           // one micro-batch through one block on one TP rank
+  std::vector<std::pair<int, int>> chunks;  // (first layer, layers) of each of the pp*v chunks
+  Schedule schedule;                        // [pipeline rank] -> its actions, in order
+  MemoryEstimate memory;                    // per rank: the largest pipeline stage's
+
+  int stages() const { return static_cast<int>(chunks.size()); }
+  bool shards_grads() const;  // ZeRO-3 reduce-scatters gradients unit by unit (param_store.hpp)
+};
+
+// Throws std::invalid_argument for settings validation would have refused (a schedule that
+// cannot take the micro-batches).
+RunPlan make_plan(RunSettings settings);
+
+// The plan's estimate against memory.limit_gb, or with none against the share of `node`'s memory
+// each of its ranks can count on. Throws ConfigError naming the fix.
+void check_plan_fits(const RunPlan& plan, const NodeMemory& node);
+
+}  // namespace kformer

@@ -1,0 +1,67 @@
+// The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
+// kernels.gemm, kernels.attention) as enums, with their names. The names are the schema's choices
+// in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
+// the schema without its enum value fails a test rather than a run.
+#pragma once
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/kernel_choice.hpp"
+
+namespace kformer {
+
+enum class Family { gpt, llama };
+enum class Precision { fp32, bf16 };  // train.precision and parallel.grad_reduce_dtype
+// Activation recomputation (train.recompute): see recompute.hpp for what each keeps.
+enum class Recompute { none, selective, full };
+enum class ScheduleKind { one_f_one_b, gpipe, interleaved, zb_h1 };
+enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before start-up resolves auto
+using kernels::AttentionKind;
+
+// The deck's names, indexed by the enum's value.
+template <class E>
+struct Names;
+template <>
+struct Names<Family> {
+  static constexpr std::array<const char*, 2> list{"gpt", "llama"};
+};
+template <>
+struct Names<Precision> {
+  static constexpr std::array<const char*, 2> list{"fp32", "bf16"};
+};
+template <>
+struct Names<Recompute> {
+  static constexpr std::array<const char*, 3> list{"none", "selective", "full"};
+};
+template <>
+struct Names<ScheduleKind> {
+  static constexpr std::array<const char*, 4> list{"1f1b", "gpipe", "interleaved", "zb-h1"};
+};
+template <>
+struct Names<GemmSetting> {
+  static constexpr std::array<const char*, 3> list{"auto", "native", "vendor"};
+};
+template <>
+struct Names<AttentionKind> {
+  static constexpr std::array<const char*, 2> list{"naive", "fused"};
+};
+
+template <class E>
+const char* name_of(E e) {
+  return Names<E>::list.at(static_cast<std::size_t>(e));
+}
+
+// The enum value named `name`; throws std::invalid_argument listing the valid names.
+template <class E>
+E parse_choice(const std::string& name) {
+  std::string valid;
+  for (std::size_t i = 0; i < Names<E>::list.size(); ++i) {
+    if (name == Names<E>::list[i]) return static_cast<E>(i);
+    valid += (i ? ", " : "") + std::string(Names<E>::list[i]);
+  }
+  throw std::invalid_argument("'" + name + "' is not one of " + valid);
+}
+
+}  // namespace kformer

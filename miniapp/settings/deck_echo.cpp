@@ -1,0 +1,23 @@
+// The deck echo's text (see deck_echo.hpp).
+#include "settings/deck_echo.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace kformer {
+
+std::string DeckEcho::text(const std::string& gemm_choice) const {
+  std::size_t width = 0;
+  for (const auto& l : lines) width = std::max(width, l.key.size());
+  std::ostringstream os;
+  for (const auto& l : lines) {
+    os << "  " << l.key << std::string(width - l.key.size(), ' ') << " = "
+       << (l.auto_reason.empty() ? l.value : "auto -> " + l.value + " (" + l.auto_reason + ")");
+    if (l.key == "kernels.gemm" && !gemm_choice.empty()) os << " -> " << gemm_choice;
+    if (l.origin != "default") os << "   (" << l.origin << ")";
+    os << '\n';
+  }
+  return os.str();
+}
+
+}  // namespace kformer
