@@ -4,25 +4,32 @@ and compares two such records (issue 25, "Behaviour unchanged").
 
 `run` trains every deck in input/ at a reduced size, both families and precisions, each pipeline
 schedule at pp=2, ZeRO 0-3 at dp=2, tp=2, recompute none/selective/full, sequence parallelism, a bf16
-gradient reduce, a checkpoint saved at tp=2 and resumed at pp=2, and runs `--dry-run` and `kformer
-predict` (shipped machine profiles). Each case's record holds the command, the exit code, the
-resolved deck and mesh and memory-estimate text, every field of the JSON report (per-iteration
-losses and gradient norms as exact doubles) except the timings and machine measurements listed in
-EXCLUDED below, and for checkpoints the checkpoint.json (per-tensor checksums). Runs are made
-deterministic: kernels.gemm=native (auto picks by start-up timing), OMP_NUM_THREADS=1, fixed rank
-counts, and relative paths inside the output folder so no temporary path leaks into the record.
+gradient reduce, a checkpoint saved at tp=2 and resumed at pp=2 and at dp=2 ZeRO-3, and runs
+`--dry-run` and `kformer predict` (shipped machine profiles): 41 cases, about 1 minute on the 2-core
+development machine. Each case's record holds the command, the exit code, the stdout up to the
+first iteration (the resolved deck with each value's source, the mesh, the memory estimate; all of
+it for dry-run and predict), stderr's `kformer` lines, every field of the JSON report (per-iteration
+losses and gradient norms as exact doubles) except the timings and machine measurements in EXCLUDED,
+and for a saved checkpoint its checkpoint.json (per-tensor checksums) and each file's sha256. Runs
+are made deterministic: kernels.gemm=native (auto picks by start-up timing), OMP_NUM_THREADS=1,
+fixed rank counts, KFORMER_MACHINE and KFORMER_COMM_STRICT unset, and relative paths inside the
+output folder, so no temporary path reaches the record. The decks are this checkout's input/, so
+two binaries are run on the same decks.
 
-`compare` prints one row per case: identical, or which fields differ; exit 1 if any differs.
+`compare` prints one row per case: identical, or which fields differ (-v: each differing value);
+exit 1 if any case differs.
 
-  scripts/behaviour_matrix.py run --kformer build/default/bin/kformer --out /tmp/bm_before
-  scripts/behaviour_matrix.py run --kformer NEW_BINARY --out /tmp/bm_after [--only REGEX] [-- key=value ...]
+  scripts/behaviour_matrix.py run --kformer BEFORE_BINARY --out /tmp/bm_before
+  scripts/behaviour_matrix.py run --kformer AFTER_BINARY --out /tmp/bm_after [--only REGEX]
   scripts/behaviour_matrix.py compare /tmp/bm_before/record.json /tmp/bm_after/record.json
   scripts/behaviour_matrix.py list
+  scripts/behaviour_matrix.py run --kformer BIN --out /tmp/bm_lr -- train.lr=2e-3   # plant a difference
 
-Extra key=value arguments after `--` are added to every training and dry-run case (to plant a difference,
-e.g. `-- train.lr=2e-3`). The whole matrix takes a few minutes on a 2-core machine.
+Extra key=value arguments after `--` are added to every training and dry-run case. To re-derive
+the exclusions, record one binary twice with --no-exclude and compare the two records.
 """
 import argparse
+import difflib
 import hashlib
 import json
 import os
@@ -293,7 +300,7 @@ def cmd_run(ns):
     total = time.time() - t0
     path = os.path.join(ns.out, "record.json")
     with open(path, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
+        json.dump(record, f, indent=1)  # cases in matrix order, fields in report order
     print(f"{len(sel)} cases in {total:.0f} s; record: {path}")
     bad = [n for n, r in record["cases"].items() if r["exit"] != 0]
     if bad:
@@ -315,12 +322,19 @@ def diff_fields(a, b):
 
 
 def summarise(fields, width):
-    """Collapse iterations[i].x into iterations[*].x (with the count) to keep a row readable."""
-    groups = {}
+    """One line: report fields with iterations[i] collapsed to iterations[*] (and a count), the
+    checkpoint's differing fields as one count."""
+    groups, nck = {}, 0
     for f in fields:
-        g = re.sub(r"\[\d+\]", "[*]", f)
+        if f.startswith("checkpoint:"):
+            nck += 1
+            continue
+        g = re.sub(r"\[\d+\]", "[*]", f.removeprefix("report:"))
         groups[g] = groups.get(g, 0) + 1
-    s = ", ".join(g + (f" (x{n})" if n > 1 else "") for g, n in groups.items())
+    parts = [g + (f" (x{n})" if n > 1 else "") for g, n in groups.items()]
+    if nck:
+        parts.append(f"checkpoint ({nck} fields)")
+    s = ", ".join(parts)
     return s if len(s) <= width else s[:width - 3] + "..."
 
 
@@ -347,18 +361,25 @@ def cmd_compare(ns):
             if n in a and n in b:
                 for fld in diff_fields(a[n], b[n]):
                     part, _, key = fld.partition(":")
-                    va = a[n].get(part, {}).get(key) if key else a[n].get(part)
-                    vb = b[n].get(part, {}).get(key) if key else b[n].get(part)
-                    print(f"  {n} | {fld}: {va!r} -> {vb!r}")
+                    if key:
+                        print(f"  {n} | {fld}: {a[n][part].get(key)!r} -> {b[n][part].get(key)!r}")
+                        continue
+                    va, vb = a[n].get(part), b[n].get(part)
+                    if isinstance(va, list) and isinstance(vb, list):
+                        for ln in difflib.unified_diff(va, vb, lineterm="", n=0):
+                            if ln[:1] in "-+" and ln[:3] not in ("---", "+++"):
+                                print(f"  {n} | {part}: {ln}")
+                    else:
+                        print(f"  {n} | {part}: {va!r} -> {vb!r}")
     return 1 if ndiff else 0
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the matrix with one binary and write OUT/record.json")
-    r.add_argument("--kformer", default=os.path.join(REPO, "build/default/bin/kformer"))
+    r.add_argument("--kformer", default=os.path.join(REPO, "build/default/bin/kformer"),
+                   help="the binary to record (default: this checkout's build/default/bin/kformer)")
     r.add_argument("--out", required=True, help="folder for record.json and each case's files")
     r.add_argument("--only", help="regular expression: run only the cases whose name matches")
     r.add_argument("--no-exclude", action="store_true",
@@ -368,7 +389,7 @@ def main():
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("-v", "--verbose", action="store_true", help="print each differing value")
-    c.add_argument("--width", type=int, default=100, help="longest field list per row")
+    c.add_argument("--width", type=int, default=140, help="longest field list per row")
     sub.add_parser("list", help="list the cases")
     ns = ap.parse_args()
     if ns.cmd == "run":
