@@ -1,0 +1,40 @@
+// The run plan is made once per run: a whole run of the driver's library (load_plan, then
+// run_app to its report) makes one memory estimate, which the start-up lines, the report and the
+// memory checks all read. A second estimate_memory call anywhere in a run's path fails this.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app.hpp"
+#include "memory.hpp"
+#include "test_env.hpp"
+
+namespace {
+
+kformer::CliArgs tiny_run(const std::string& report) {
+  kformer::CliArgs args;
+  args.deck = KFORMER_SOURCE_DIR "/input/tiny.yaml";
+  args.overrides = {"train.steps=2", "kernels.gemm=native", "output.json=" + report};
+  return args;
+}
+
+}  // namespace
+
+TEST(RunPlan, ARunMakesOneMemoryEstimateAndReportsIt) {
+  const std::string report = ::testing::TempDir() + "kformer_run_plan.json";
+  std::remove(report.c_str());
+  const kformer::CliArgs args = tiny_run(report);
+  const long before = kformer::estimates_made().load();
+  const kformer::RunPlan plan = kformer::load_plan(args, 1, 1);
+  EXPECT_EQ(kformer::run_app(args, plan, kformer::test::runtime()), 0);
+  EXPECT_EQ(kformer::estimates_made().load() - before, 1) << "estimates made by one run";
+  std::ifstream in(report);
+  ASSERT_TRUE(in.good()) << report;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["summary"]["memory"]["estimated_bytes"].get<double>(), plan.memory.total());
+  EXPECT_EQ(j["iterations"].size(), 2u);
+}
