@@ -1,8 +1,9 @@
 // The one interface through which every part of kformer communicates. Backends (self, mpi,
 // nccl) implement a small type-erased core (run / start / start_group on an Op, split,
-// barrier); decorators (network emulation, tracing) wrap any backend by overriding the same
-// core, so each of them sees every call in one place. The typed calls below are thin
-// non-virtual wrappers that validate and build the Op; views.hpp adds Kokkos::View forms.
+// barrier); decorators (network emulation, tracing, comm.strict, the watchdog) wrap any backend
+// by overriding the same core, so each of them sees every call in one place (they derive from
+// ForwardingCommunicator, forwarding_comm.hpp, which passes on the rest). The typed calls below
+// are thin non-virtual wrappers that validate and build the Op; views.hpp adds Kokkos::View forms.
 //
 // Buffer rules, the same for every backend (they are NCCL's, which is the strictest):
 //   allreduce       send[count] -> recv[count]; in place when send == recv.

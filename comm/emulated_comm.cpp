@@ -46,7 +46,7 @@ class DelayedRequest final : public Request::Impl {
 }  // namespace
 
 EmulatedComm::EmulatedComm(std::unique_ptr<Communicator> inner, NetworkModel model)
-    : inner_(std::move(inner)), model_(model) {
+    : ForwardingCommunicator(std::move(inner)), model_(model) {
   check_network_model(model_);
 }
 

@@ -8,23 +8,17 @@
 #include <memory>
 
 #include "alpha_beta.hpp"
-#include "communicator.hpp"
+#include "forwarding_comm.hpp"
 
 namespace kformer::comm {
 
-class EmulatedComm final : public Communicator {
+class EmulatedComm final : public ForwardingCommunicator {
  public:
   // Throws (check_network_model) on a negative or non-finite setting.
   EmulatedComm(std::unique_ptr<Communicator> inner, NetworkModel model);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::string backend() const override { return "emulated(" + inner_->backend() + ")"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
-  std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
-  void abort_calls() noexcept override { inner_->abort_calls(); }
-  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
-  void set_name(const std::string& name) override { inner_->set_name(name); }
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;
@@ -33,7 +27,6 @@ class EmulatedComm final : public Communicator {
   const NetworkModel& model() const { return model_; }
 
  private:
-  std::unique_ptr<Communicator> inner_;
   NetworkModel model_;
 };
 

@@ -30,7 +30,7 @@ Regions regions(const Op& op, int n) {
 }  // namespace
 
 StrictComm::StrictComm(std::unique_ptr<Communicator> inner, std::shared_ptr<StreamQueue> stream)
-    : inner_(std::move(inner)), stream_(std::move(stream)) {
+    : ForwardingCommunicator(std::move(inner)), stream_(std::move(stream)) {
   if (!inner_ || !stream_) throw std::invalid_argument("StrictComm: needs a communicator and a stream");
   AllocationRegistry::install();
 }

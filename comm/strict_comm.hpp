@@ -15,25 +15,20 @@
 #include <string>
 #include <vector>
 
-#include "communicator.hpp"
+#include "forwarding_comm.hpp"
 #include "stream_queue.hpp"
 
 namespace kformer::comm {
 
-class StrictComm final : public Communicator {
+class StrictComm final : public ForwardingCommunicator {
  public:
   // Installs the AllocationRegistry if nobody has (needs Kokkos initialised).
   explicit StrictComm(std::unique_ptr<Communicator> inner,
                       std::shared_ptr<StreamQueue> stream = std::make_shared<StreamQueue>());
   ~StrictComm() override;
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::string backend() const override { return "strict(" + inner_->backend() + ")"; }
-  std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
-  void abort_calls() noexcept override { inner_->abort_calls(); }
   void set_name(const std::string& name) override;
-  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
   void run(const Op& op) override;
@@ -43,7 +38,6 @@ class StrictComm final : public Communicator {
  private:
   void check_buffers(const Op& op) const;
 
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<StreamQueue> stream_;
   std::string name_;  // the group's axis, for the buffer rule's line
 };

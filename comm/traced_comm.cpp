@@ -37,7 +37,7 @@ class TracedRequest final : public Request::Impl {
 }  // namespace
 
 TracedComm::TracedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<TraceLog> log)
-    : inner_(std::move(inner)), log_(std::move(log)) {
+    : ForwardingCommunicator(std::move(inner)), log_(std::move(log)) {
   if (!log_) throw std::invalid_argument("TracedComm: no TraceLog given: pass std::make_shared<TraceLog>()");
   comm_id_ = log_->next_comm_id();
 }

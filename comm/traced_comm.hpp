@@ -8,23 +8,17 @@
 
 #include <memory>
 
-#include "communicator.hpp"
+#include "forwarding_comm.hpp"
 #include "trace_log.hpp"
 
 namespace kformer::comm {
 
-class TracedComm final : public Communicator {
+class TracedComm final : public ForwardingCommunicator {
  public:
   TracedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<TraceLog> log);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::string backend() const override { return "traced(" + inner_->backend() + ")"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
-  std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
-  void abort_calls() noexcept override { inner_->abort_calls(); }
-  void set_name(const std::string& name) override { inner_->set_name(name); }
-  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;
@@ -38,7 +32,6 @@ class TracedComm final : public Communicator {
   // Fences the compute queued so far (fence_compute), then opens the call's record.
   std::size_t open(const char* op, std::size_t bytes, bool blocking);
 
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<TraceLog> log_;
   int comm_id_;
 };

@@ -42,7 +42,7 @@ Activity plain(const char* what, std::shared_ptr<const GroupInfo> group) {
 }  // namespace
 
 WatchedComm::WatchedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<Watchdog> dog)
-    : inner_(std::move(inner)), dog_(std::move(dog)) {
+    : ForwardingCommunicator(std::move(inner)), dog_(std::move(dog)) {
   if (!inner_ || !dog_) throw std::invalid_argument("WatchedComm: needs a communicator and a Watchdog");
   group_ = group_of(*inner_, dog_->world_rank());
   dog_->enlist(inner_.get());

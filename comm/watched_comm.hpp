@@ -10,35 +10,29 @@
 #include <string>
 #include <vector>
 
-#include "communicator.hpp"
+#include "forwarding_comm.hpp"
 #include "watchdog.hpp"
 
 namespace kformer::comm {
 
 // The decorator (see the top of this file). Splits are watched by the same Watchdog.
-class WatchedComm final : public Communicator {
+class WatchedComm final : public ForwardingCommunicator {
  public:
   WatchedComm(std::unique_ptr<Communicator> inner, std::shared_ptr<Watchdog> dog);
   ~WatchedComm() override;
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend() const override { return inner_->backend(); }
   std::vector<int> world_ranks() const override { return group_->world_ranks; }
   std::unique_ptr<Communicator> split(int color, int key) override;
   void barrier() override;
   void run(const Op& op) override;
   Request start(const Op& op) override;
   Request start_group(const std::vector<Op>& ops) override;
-  void abort_calls() noexcept override { inner_->abort_calls(); }
-  void fence_compute(bool blocking) override { inner_->fence_compute(blocking); }
   void set_name(const std::string& name) override { group_ = describe_group(group_->world_ranks, group_->size, name); }
 
   Watchdog& watchdog() { return *dog_; }
   const GroupInfo& group() const { return *group_; }
 
  private:
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<Watchdog> dog_;
   std::shared_ptr<const GroupInfo> group_;
 };
