@@ -8,20 +8,21 @@
 
 #include "comm/allocation_registry.hpp"
 #include "comm/mesh.hpp"
-#include "checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "settings/read_settings.hpp"
-#include "device_reduce.hpp"
-#include "errors.hpp"
-#include "gemm_choice.hpp"
-#include "gpu_memory.hpp"
-#include "gpu_placement.hpp"
-#include "memory.hpp"
-#include "reference_export.hpp"
-#include "report.hpp"
-#include "stop_signals.hpp"
-#include "summary_text.hpp"
-#include "timeline.hpp"
-#include "trainer.hpp"
+#include "settings/world_options.hpp"
+#include "platform/device_reduce.hpp"
+#include "platform/errors.hpp"
+#include "measure/gemm_choice.hpp"
+#include "plan/gpu_memory.hpp"
+#include "platform/gpu_placement.hpp"
+#include "plan/memory.hpp"
+#include "report/reference_export.hpp"
+#include "report/report.hpp"
+#include "platform/stop_signals.hpp"
+#include "report/summary_text.hpp"
+#include "report/timeline.hpp"
+#include "train/trainer.hpp"
 
 namespace kformer {
 RunPlan load_plan(const CliArgs& args, int world_size, int ranks_on_node) {
@@ -60,14 +61,6 @@ GemmChoice resolve_gemm(GemmSetting setting, const GemmCeiling& ceiling, comm::C
 }
 
 }  // namespace
-
-comm::WorldOptions world_options(const CommSettings& c) {
-  comm::WorldOptions options;
-  options.emulate = {c.latency_us, c.bandwidth_gbps};
-  options.timeout_s = c.timeout_s;
-  options.strict = c.strict;
-  return options;
-}
 
 int run_app(const CliArgs& args, const RunPlan& plan, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
   const RunSettings& cfg = plan.settings;

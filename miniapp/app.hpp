@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "cli.hpp"
+#include "settings/cli.hpp"
 #include "comm/runtime.hpp"
-#include "gpu_choice.hpp"
+#include "platform/gpu_choice.hpp"
 #include "plan/run_plan.hpp"
 
 namespace kformer {
@@ -15,10 +15,6 @@ namespace kformer {
 // source opened included): called before Kokkos starts, so bad input gets only its own line.
 // `ranks_on_node` ranks share this node's memory (the memory check without memory.limit_gb).
 RunPlan load_plan(const CliArgs& args, int world_size, int ranks_on_node);
-
-// The decorators a run's communicator gets from the deck: comm.strict, comm.timeout_s and the
-// emulated network (comm.emulate.*); the caller adds tracing. kformer calibrate uses the same.
-comm::WorldOptions world_options(const CommSettings& c);
 
 // `gpus`: every rank's seat from place_gpus (empty in host builds), for the start-up lines.
 int run_app(const CliArgs& args, const RunPlan& plan, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus = {});

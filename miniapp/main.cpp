@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "app.hpp"
-#include "cli.hpp"
+#include "settings/cli.hpp"
 #include "comm/runtime.hpp"
-#include "errors.hpp"
-#include "gpu_placement.hpp"
+#include "platform/errors.hpp"
+#include "platform/gpu_placement.hpp"
 #include "predict/calibrate_command.hpp"
 #include "predict/predict_command.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "param_store.hpp"
+#include "model/param_store.hpp"
 
 namespace kformer {
 

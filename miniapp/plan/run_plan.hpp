@@ -9,11 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "block_dims.hpp"
-#include "memory.hpp"
-#include "model_spec.hpp"
-#include "node_memory.hpp"
-#include "schedule.hpp"
+#include "model/block_dims.hpp"
+#include "plan/memory.hpp"
+#include "model/model_spec.hpp"
+#include "platform/node_memory.hpp"
+#include "parallel/schedule.hpp"
 #include "settings/run_settings.hpp"
 
 namespace kformer {

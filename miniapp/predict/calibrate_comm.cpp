@@ -1,13 +1,13 @@
 // Communicator calibration (see calibrate_comm.hpp).
-#include "calibrate_comm.hpp"
+#include "predict/calibrate_comm.hpp"
 
 #include <Kokkos_Timer.hpp>
 
 #include <algorithm>
 
 #include "comm/alpha_beta.hpp"
-#include "device.hpp"
-#include "device_reduce.hpp"
+#include "platform/device.hpp"
+#include "platform/device_reduce.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "machine_profile.hpp"
+#include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
 

@@ -1,5 +1,5 @@
 // The calibrate command (see calibrate_command.hpp).
-#include "calibrate_command.hpp"
+#include "predict/calibrate_command.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,20 +7,20 @@
 #include <Kokkos_Core.hpp>
 #include <iostream>
 
-#include "app.hpp"
-#include "calibrate_comm.hpp"
-#include "calibrate_kernels.hpp"
-#include "calibrate_stage.hpp"
-#include "ceiling.hpp"
+#include "predict/calibrate_comm.hpp"
+#include "predict/calibrate_kernels.hpp"
+#include "predict/calibrate_stage.hpp"
+#include "measure/ceiling.hpp"
 #include "comm/allocation_registry.hpp"
-#include "gemm_choice.hpp"
-#include "device.hpp"
-#include "errors.hpp"
-#include "gpu_placement.hpp"
-#include "memory.hpp"
-#include "node_memory.hpp"
-#include "posix_file.hpp"
+#include "measure/gemm_choice.hpp"
+#include "platform/device.hpp"
+#include "platform/errors.hpp"
+#include "platform/gpu_placement.hpp"
+#include "plan/memory.hpp"
+#include "platform/node_memory.hpp"
+#include "io/posix_file.hpp"
 #include "settings/prediction_deck.hpp"
+#include "settings/world_options.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/runtime.hpp"
-#include "gpu_choice.hpp"
+#include "platform/gpu_choice.hpp"
 
 namespace kformer::predict {
 

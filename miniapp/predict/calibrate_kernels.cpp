@@ -1,5 +1,5 @@
 // Kernel calibration (see calibrate_kernels.hpp).
-#include "calibrate_kernels.hpp"
+#include "predict/calibrate_kernels.hpp"
 
 #include <Kokkos_Timer.hpp>
 
@@ -10,16 +10,16 @@
 #include "activations.hpp"
 #include "adamw.hpp"
 #include "attention.hpp"
-#include "block.hpp"
+#include "model/block.hpp"
 #include "counter_rng.hpp"
 #include "cross_entropy.hpp"
-#include "device.hpp"
+#include "platform/device.hpp"
 #include "embedding.hpp"
-#include "fma_peak.hpp"
+#include "measure/fma_peak.hpp"
 #include "gemm.hpp"
-#include "kernel_costs.hpp"
+#include "predict/kernel_costs.hpp"
 #include "layernorm.hpp"
-#include "model_spec.hpp"
+#include "model/model_spec.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"

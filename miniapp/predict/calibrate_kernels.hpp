@@ -10,7 +10,7 @@
 
 #include "kernels/kernel_choice.hpp"
 #include "settings/run_settings.hpp"
-#include "machine_profile.hpp"
+#include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
 

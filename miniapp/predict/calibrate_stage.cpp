@@ -1,11 +1,11 @@
 // The whole-model check of calibrate (see calibrate_stage.hpp).
-#include "calibrate_stage.hpp"
+#include "predict/calibrate_stage.hpp"
 
 #include <Kokkos_Timer.hpp>
 
-#include "chunk_work.hpp"
-#include "param_store.hpp"
-#include "stage.hpp"
+#include "predict/chunk_work.hpp"
+#include "model/param_store.hpp"
+#include "model/stage.hpp"
 
 namespace kformer::predict {
 

@@ -1,10 +1,10 @@
 // A chunk's work list (see chunk_work.hpp), mirroring stage.cpp and block.cpp call by call.
-#include "chunk_work.hpp"
+#include "predict/chunk_work.hpp"
 
 #include <utility>
 
-#include "flops.hpp"
-#include "kernel_costs.hpp"
+#include "model/flops.hpp"
+#include "predict/kernel_costs.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "block.hpp"
-#include "machine_profile.hpp"
-#include "stage.hpp"
+#include "model/block.hpp"
+#include "predict/machine_profile.hpp"
+#include "model/stage.hpp"
 
 namespace kformer::predict {
 

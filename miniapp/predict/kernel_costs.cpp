@@ -1,5 +1,5 @@
 // Kernel costs from a machine profile (see kernel_costs.hpp).
-#include "kernel_costs.hpp"
+#include "predict/kernel_costs.hpp"
 
 namespace kformer::predict {
 

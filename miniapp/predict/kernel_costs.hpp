@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "machine_profile.hpp"
+#include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
 

@@ -1,5 +1,5 @@
 // Machine profiles: reading, checking and writing (see machine_profile.hpp).
-#include "machine_profile.hpp"
+#include "predict/machine_profile.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "errors.hpp"
+#include "platform/errors.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -1,5 +1,5 @@
 // Communication costs of a predicted run (see network_cost.hpp).
-#include "network_cost.hpp"
+#include "predict/network_cost.hpp"
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "comm/alpha_beta.hpp"
-#include "machine_profile.hpp"
+#include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
 

@@ -1,5 +1,5 @@
 // The timed pipeline simulation (see pipeline_sim.hpp).
-#include "pipeline_sim.hpp"
+#include "predict/pipeline_sim.hpp"
 
 #include <algorithm>
 #include <cmath>

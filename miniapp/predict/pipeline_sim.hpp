@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "chunk_work.hpp"
-#include "network_cost.hpp"
-#include "pipeline_program.hpp"
+#include "predict/chunk_work.hpp"
+#include "predict/network_cost.hpp"
+#include "parallel/pipeline_program.hpp"
 
 namespace kformer::predict {
 

@@ -1,19 +1,19 @@
 // The predict command (see predict_command.hpp).
-#include "predict_command.hpp"
+#include "predict/predict_command.hpp"
 
 #include <sys/stat.h>
 
 #include <chrono>
 #include <iostream>
 
-#include "cli.hpp"
+#include "settings/cli.hpp"
 #include "settings/prediction_deck.hpp"
-#include "errors.hpp"
-#include "json_file.hpp"
-#include "memory.hpp"
-#include "predict_report.hpp"
-#include "schema.hpp"
-#include "step_sim.hpp"
+#include "platform/errors.hpp"
+#include "io/json_file.hpp"
+#include "plan/memory.hpp"
+#include "predict/predict_report.hpp"
+#include "settings/schema.hpp"
+#include "predict/step_sim.hpp"
 
 namespace kformer::predict {
 

@@ -1,15 +1,15 @@
 // The predicted report, summary text and trace (see predict_report.hpp).
-#include "predict_report.hpp"
+#include "predict/predict_report.hpp"
 
 #include <algorithm>
 #include <sstream>
 
-#include "flops.hpp"
-#include "memory.hpp"
-#include "metrics.hpp"
-#include "model_spec.hpp"
-#include "schedule.hpp"
-#include "summary_text.hpp"
+#include "model/flops.hpp"
+#include "plan/memory.hpp"
+#include "train/metrics.hpp"
+#include "model/model_spec.hpp"
+#include "parallel/schedule.hpp"
+#include "report/summary_text.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/run_plan.hpp"
-#include "machine_profile.hpp"
-#include "step_sim.hpp"
+#include "predict/machine_profile.hpp"
+#include "predict/step_sim.hpp"
 
 namespace kformer::predict {
 

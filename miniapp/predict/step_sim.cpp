@@ -1,14 +1,14 @@
 // One predicted training step (see step_sim.hpp).
-#include "step_sim.hpp"
+#include "predict/step_sim.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
-#include "kernel_costs.hpp"
-#include "model_spec.hpp"
-#include "param_store.hpp"
-#include "schedule.hpp"
+#include "predict/kernel_costs.hpp"
+#include "model/model_spec.hpp"
+#include "model/param_store.hpp"
+#include "parallel/schedule.hpp"
 
 namespace kformer::predict {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "plan/run_plan.hpp"
-#include "machine_profile.hpp"
-#include "pipeline_sim.hpp"
+#include "predict/machine_profile.hpp"
+#include "predict/pipeline_sim.hpp"
 
 namespace kformer::predict {
 

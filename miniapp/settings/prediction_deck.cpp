@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "config.hpp"
-#include "errors.hpp"
+#include "settings/config.hpp"
+#include "platform/errors.hpp"
 #include "settings/read_settings.hpp"
-#include "validate.hpp"
+#include "settings/validate.hpp"
 
 namespace kformer {
 

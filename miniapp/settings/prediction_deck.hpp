@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
+#include "settings/cli.hpp"
 #include "settings/run_settings.hpp"
 
 namespace kformer {

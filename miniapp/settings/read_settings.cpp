@@ -1,8 +1,8 @@
 // Config -> RunSettings (see read_settings.hpp).
 #include "settings/read_settings.hpp"
 
-#include "errors.hpp"
-#include "validate.hpp"
+#include "platform/errors.hpp"
+#include "settings/validate.hpp"
 
 namespace kformer {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "settings/config.hpp"
 #include "settings/run_settings.hpp"
 
 namespace kformer {

@@ -9,16 +9,16 @@
 #include <sstream>
 #include <vector>
 
-#include "config.hpp"
-#include "errors.hpp"
-#include "memory.hpp"
-#include "model_spec.hpp"
-#include "node_memory.hpp"
+#include "settings/config.hpp"
+#include "platform/errors.hpp"
+#include "plan/memory.hpp"
+#include "model/model_spec.hpp"
+#include "platform/node_memory.hpp"
 #include "plan/run_plan.hpp"
-#include "schedule.hpp"
-#include "schema.hpp"
+#include "parallel/schedule.hpp"
+#include "settings/schema.hpp"
 #include "settings/read_settings.hpp"
-#include "validate.hpp"
+#include "settings/validate.hpp"
 
 namespace kformer::fuzz {
 namespace {

@@ -9,9 +9,9 @@
 #include <random>
 #include <stdexcept>
 
-#include "checkpoint_format.hpp"
-#include "checksum.hpp"
-#include "safetensors.hpp"
+#include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checksum.hpp"
+#include "io/safetensors.hpp"
 
 namespace {
 

@@ -2,10 +2,10 @@
 // bad input (unknown keys with a suggestion, wrong types, out-of-range values, bad YAML).
 #include <gtest/gtest.h>
 
-#include "config.hpp"
-#include "errors.hpp"
+#include "settings/config.hpp"
+#include "platform/errors.hpp"
 #include "kformer_config.hpp"
-#include "validate.hpp"
+#include "settings/validate.hpp"
 
 using kformer::Config;
 using kformer::ConfigError;

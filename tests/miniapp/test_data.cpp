@@ -8,8 +8,8 @@
 
 #include <unistd.h>
 
-#include "data.hpp"
-#include "errors.hpp"
+#include "io/data.hpp"
+#include "platform/errors.hpp"
 
 using kformer::make_data_source;
 

@@ -3,7 +3,7 @@
 // which and by what figures; native and vendor are honoured whatever the rates.
 #include <gtest/gtest.h>
 
-#include "gemm_choice.hpp"
+#include "measure/gemm_choice.hpp"
 
 using kformer::choose_gemm;
 using kformer::kernels::GemmImpl;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu_choice.hpp"
+#include "platform/gpu_choice.hpp"
 
 using kformer::GpuSeat;
 

@@ -5,12 +5,12 @@
 
 #include <cmath>
 
-#include "errors.hpp"
-#include "flops.hpp"
-#include "memory.hpp"
-#include "metrics.hpp"
-#include "optimizer.hpp"
-#include "summary_text.hpp"
+#include "platform/errors.hpp"
+#include "model/flops.hpp"
+#include "plan/memory.hpp"
+#include "train/metrics.hpp"
+#include "model/optimizer.hpp"
+#include "report/summary_text.hpp"
 #include "plan/run_plan.hpp"
 #include "settings/read_settings.hpp"
 

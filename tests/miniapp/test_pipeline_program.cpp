@@ -5,7 +5,7 @@
 // lone send after each action, then a blocking receive) deadlocks there, so the simulator can fail.
 #include <gtest/gtest.h>
 
-#include "pipeline_program.hpp"
+#include "parallel/pipeline_program.hpp"
 
 using namespace kformer;
 

@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <fstream>
 
-#include "errors.hpp"
-#include "memory.hpp"
+#include "platform/errors.hpp"
+#include "plan/memory.hpp"
 #include "settings/prediction_deck.hpp"
 #include "predict/machine_profile.hpp"
 #include "predict/pipeline_sim.hpp"
 #include "predict/predict_report.hpp"
 #include "predict/step_sim.hpp"
-#include "schedule.hpp"
+#include "parallel/schedule.hpp"
 
 namespace kp = kformer::predict;
 using kformer::Phase;

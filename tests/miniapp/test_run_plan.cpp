@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
-#include "memory.hpp"
+#include "plan/memory.hpp"
 #include "test_env.hpp"
 
 namespace {

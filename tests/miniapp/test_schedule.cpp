@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "schedule.hpp"
+#include "parallel/schedule.hpp"
 
 using namespace kformer;
 

@@ -19,7 +19,7 @@
 #include "comm/mesh.hpp"
 #include "settings/read_settings.hpp"
 #include "test_env.hpp"
-#include "trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace kformer;
 

@@ -7,15 +7,15 @@
 #include <utility>
 #include <vector>
 
-#include "config.hpp"
-#include "errors.hpp"
-#include "gpu_memory.hpp"
-#include "memory.hpp"
-#include "node_memory.hpp"
+#include "settings/config.hpp"
+#include "platform/errors.hpp"
+#include "plan/gpu_memory.hpp"
+#include "plan/memory.hpp"
+#include "platform/node_memory.hpp"
 #include "test_env.hpp"
 #include "plan/run_plan.hpp"
 #include "settings/read_settings.hpp"
-#include "validate.hpp"
+#include "settings/validate.hpp"
 
 using kformer::Config;
 using kformer::ConfigError;

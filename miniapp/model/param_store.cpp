@@ -1,0 +1,219 @@
+// A rank's parameters in flat buffers, ZeRO-3 gathers (see param_store.hpp).
+#include "model/param_store.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "convert.hpp"
+#include "counter_rng.hpp"
+
+namespace kformer {
+namespace {
+// Gathered units kept at once under ZeRO-3: a block's own, and at the ends of the model the
+// embedding, the final norm and the (tied) head, which are needed together.
+constexpr std::size_t kPoolSize = 3;
+}  // namespace
+
+ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero,
+                       bool bf16, bool shard_grads, bool bf16_grad_reduce)
+    : dp_(dp), bf16_(bf16) {
+  if (zero >= 1 && dp && dp->size() > 1) {
+    shards_ = dp->size();
+    shard_rank_ = dp->rank();
+    sharded_ = zero >= 3;
+    grads_sharded_ = sharded_ && shard_grads;
+    bf16_grad_reduce_ = bf16_grad_reduce;
+  }
+  auto close_unit = [&] {
+    ParamUnit& u = units_.back();
+    u.size = (size_ - u.offset + shards_ - 1) / shards_ * shards_;
+    size_ = u.offset + u.size;
+  };
+  for (const auto& s : specs) {
+    if (units_.empty() || units_.back().layer != s.layer) {
+      if (!units_.empty()) close_unit();
+      unit_of_layer_[s.layer] = units_.size();
+      units_.push_back({s.layer, size_, 0, slots_.size(), 0});
+    }
+    ParamSlot p{s, size_, s.local_rows(tp), s.local_cols(tp), s.row0(tp, tp_rank), s.col0(tp, tp_rank),
+                units_.size() - 1};
+    index_[s.name] = slots_.size();
+    slots_.push_back(p);
+    ++units_.back().n_slots;
+    size_ += p.rows * p.cols;
+  }
+  if (!units_.empty()) close_unit();
+  values_ = device_buffer<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
+  grads_ = device_buffer<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
+  if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
+  if (sharded_) {
+    std::int64_t largest = 0;
+    for (const auto& u : units_) largest = std::max(largest, u.size);
+    pool_.resize(std::min(kPoolSize, units_.size()));
+    for (auto& g : pool_) {
+      g.buf = device_buffer<float*>("kformer::gathered_params", largest);
+      if (bf16_) g.buf16 = device_buffer<kernels::bf16*>("kformer::gathered_params_bf16", largest);
+    }
+    if (grads_sharded_) {
+      grad_pool_.resize(std::min(kGradBuffers, units_.size()));
+      for (auto& g : grad_pool_) {
+        g.buf = device_buffer<float*>("kformer::unit_grads", largest);
+        if (bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
+      }
+    }
+  }
+}
+
+const ParamSlot& ParamStore::slot(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) throw std::logic_error("kformer: no parameter named " + name + " on this rank");
+  return slots_[it->second];
+}
+
+float* ParamStore::shard_values(std::size_t u) const {
+  const ParamUnit& unit = units_[u];
+  if (sharded_) return values_.data() + unit.offset / shards_;
+  return values_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+}
+
+float* ParamStore::unit_values(std::size_t u) const {
+  if (!sharded_) return values_.data() + units_[u].offset;
+  for (auto& g : pool_)
+    if (g.valid && g.unit == u) return g.buf.data();
+  throw std::logic_error("kformer: layer " + std::to_string(units_[u].layer) +
+                         " read under ZeRO-3 without require()");
+}
+
+void ParamStore::require(int layer) const {
+  if (!sharded_) return;
+  const std::size_t u = unit_of_layer_.at(layer);
+  ++clock_;
+  for (auto& g : pool_)
+    if (g.valid && g.unit == u) {
+      g.last_use = clock_;
+      return;
+    }
+  auto victim = std::min_element(pool_.begin(), pool_.end(), [](const Gathered& a, const Gathered& b) {
+    return a.valid != b.valid ? !a.valid : a.last_use < b.last_use;
+  });
+  const std::int64_t n = units_[u].size / shards_;
+  if (!bf16_) {
+    dp_->allgather(shard_values(u), victim->buf.data(), n, comm::DType::f32);
+  } else {
+    // FSDP in mixed precision gathers the bf16 copies (half the traffic, as torch's FSDP with a
+    // bf16 param_dtype); the fp32 buffer gets them widened for the norms and biases.
+    dp_->allgather(values16_.data() + units_[u].offset / shards_, victim->buf16.data(), n, comm::DType::bf16);
+    Exec exec;
+    const auto all = std::make_pair(std::int64_t(0), units_[u].size);
+    kernels::convert(exec, Kokkos::subview(victim->buf, all), Kokkos::subview(victim->buf16, all));
+  }
+  *victim = {u, true, clock_, victim->buf, victim->buf16};
+}
+
+void ParamStore::refresh_bf16() const {
+  if (!bf16_) return;
+  kernels::convert(Exec(), values16_, values_);  // no fence: the GEMMs read it on the same execution space
+}
+
+DV<kernels::bf16**> ParamStore::w16(const std::string& first, int count) const {
+  if (!bf16_) throw std::logic_error("kformer: bf16 weights read from an fp32 parameter store");
+  const ParamSlot& s = slots_[index_.at(first)];
+  kernels::bf16* base = nullptr;
+  if (!sharded_) {
+    base = values16_.data() + units_[s.unit].offset;
+  } else {
+    unit_values(s.unit);  // throws unless gathered
+    for (auto& g : pool_)
+      if (g.valid && g.unit == s.unit) base = g.buf16.data();
+  }
+  return Kokkos::View<kernels::bf16**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+      base + (s.offset - units_[s.unit].offset), block(first, count).second, s.cols);
+}
+
+void ParamStore::drop_gathered() const {
+  for (auto& g : pool_) g.valid = false;
+}
+
+void ParamStore::allgather_values() const {
+  if (sharded_ || shards_ == 1) return;
+  for (std::size_t u = 0; u < units_.size(); ++u)  // in place: this rank's shard is at its offset
+    dp_->allgather(shard_values(u), unit_values(u), units_[u].size / shards_, comm::DType::f32);
+}
+
+std::pair<std::int64_t, std::int64_t> ParamStore::block(const std::string& first, int count) const {
+  const std::size_t i0 = index_.at(first);
+  const ParamSlot& s = slots_[i0];
+  std::int64_t rows = 0;
+  for (int k = 0; k < count; ++k) {
+    const ParamSlot& t = slots_.at(i0 + k);
+    if (t.cols != s.cols || t.unit != s.unit)
+      throw std::logic_error("kformer: tensors packed from " + first + " differ in width or layer");
+    rows += t.rows;
+  }
+  return {s.offset, rows};
+}
+
+float* ParamStore::value_ptr(const std::string& first) const {
+  const ParamSlot& s = slots_[index_.at(first)];
+  return unit_values(s.unit) + (s.offset - units_[s.unit].offset);
+}
+
+DV<float**> ParamStore::w(const std::string& first, int count) const {
+  return as_matrix(value_ptr(first), block(first, count).second, slot(first).cols);
+}
+DV<float**> ParamStore::dw(const std::string& first, int count) const {
+  return as_matrix(grad_ptr(first), block(first, count).second, slot(first).cols);
+}
+DV<float*> ParamStore::v(const std::string& first, int count) const {
+  return as_vector(value_ptr(first), block(first, count).second * slot(first).cols);
+}
+DV<float*> ParamStore::dv(const std::string& first, int count) const {
+  return as_vector(grad_ptr(first), block(first, count).second * slot(first).cols);
+}
+
+void ParamStore::initialize(std::uint64_t seed) {
+  Exec exec;
+  DV<float*> whole;  // under ZeRO-3 each unit is drawn whole here, then this rank keeps its shard
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const ParamUnit& unit = units_[u];
+    float* base = values_.data() + unit.offset;
+    if (sharded_) {
+      if (whole.extent(0) < std::size_t(unit.size)) whole = device_buffer<float*>("kformer::init_unit", unit.size);
+      Kokkos::deep_copy(exec, whole, 0.0f);
+      base = whole.data();
+    }
+    for (std::size_t i = unit.first_slot; i < unit.first_slot + unit.n_slots; ++i) {
+      const ParamSlot& p = slots_[i];
+      auto view = as_matrix(base + (p.offset - unit.offset), p.rows, p.cols);
+      if (p.spec.init == Init::normal)
+        kernels::fill_normal_block(exec, view, kernels::stream_key(seed, p.spec.name), p.spec.cols, p.row0, p.col0,
+                                   p.spec.std_dev);
+      else
+        Kokkos::deep_copy(exec, view, p.spec.init == Init::ones ? 1.0f : 0.0f);
+      // Rows past the real vocabulary exist only to make the table divide by 64*tp: keep them 0.
+      const std::int64_t first_pad = std::max<std::int64_t>(0, p.spec.real_rows - p.row0);
+      if (first_pad < p.rows)
+        Kokkos::deep_copy(exec, Kokkos::subview(view, std::make_pair(first_pad, p.rows), Kokkos::ALL()), 0.0f);
+    }
+    if (sharded_) {
+      const std::int64_t n = unit.size / shards_;
+      Kokkos::deep_copy(exec, as_vector(shard_values(u), n), as_vector(base + shard_rank_ * n, n));
+    }
+  }
+  exec.fence();
+}
+
+// A fill on the execution space: without one, deep_copy fences before and after.
+void ParamStore::zero_grads() { Kokkos::deep_copy(Exec(), grads_, 0.0f); }
+
+std::int64_t ParamStore::resident_bytes() const {
+  std::int64_t n = values_.span() + grads_.span();
+  for (const auto& g : pool_) n += g.buf.span();
+  for (const auto& g : grad_pool_) n += g.buf.span();
+  std::int64_t halves = values16_.span();
+  for (const auto& g : pool_) halves += g.buf16.span();
+  for (const auto& g : grad_pool_) halves += g.buf16.span();
+  return n * std::int64_t(sizeof(float)) + halves * std::int64_t(sizeof(kernels::bf16));
+}
+
+}  // namespace kformer

@@ -1,0 +1,164 @@
+// A rank's parameters and gradients, each in one flat device buffer (so that data-parallel
+// reductions and ZeRO sharding work on contiguous ranges), with a view per named tensor over its
+// local TP block. Initialisation draws every element from its global index.
+//
+// Under ZeRO-3 (FSDP) a rank keeps only its 1/dp shard of each unit's values; require(layer)
+// all-gathers a unit into one of a few reusable buffers before a kernel reads it, and a buffer
+// is reused (the gathered copy freed) when another unit needs the room. With shard_grads (ZeRO-3
+// outside zb-h1, shards_gradients()) the gradients mirror it: a unit's whole gradient lives in a
+// reusable buffer only while one micro-batch's backward writes it (open_grads .. close_grads),
+// then it is reduce-scattered over dp and this rank's part added to the shard it keeps
+// (grad_shards.cpp).
+//
+// bf16 mixed precision (train.precision=bf16): the values stay the fp32 masters the optimizer
+// updates; a bf16 copy of them, refreshed by refresh_bf16(), is what the GEMMs read (w16). Norm
+// weights and biases are read in fp32 (v). Gradients are fp32 in both precisions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bf16.hpp"
+#include "comm/communicator.hpp"
+#include "comm/request.hpp"
+#include "platform/device.hpp"
+#include "model/model_spec.hpp"
+
+namespace kformer {
+
+struct ParamSlot {
+  ParamSpec spec;
+  std::int64_t offset = 0;          // in the flat (unsharded) layout
+  std::int64_t rows = 0, cols = 0;  // local block
+  std::int64_t row0 = 0, col0 = 0;  // its place in the global tensor
+  std::size_t unit = 0;
+};
+
+// The tensors of one layer (or the embedding, or the final norm and head): the unit of gradient
+// buckets, ZeRO shards and FSDP gathers. Its range is padded to a multiple of the shard count.
+struct ParamUnit {
+  int layer = 0;
+  std::int64_t offset = 0, size = 0;  // size includes the padding
+  std::size_t first_slot = 0, n_slots = 0;
+};
+
+// Whether ZeRO-3 shards the gradients too (reduce-scattered as each unit's backward ends): over
+// dp > 1, and not under zb-h1, whose deferred W keeps every unit's gradient open across the
+// micro-batches in flight (the whole buffer stays there).
+inline bool shards_gradients(int zero, int dp, ScheduleKind schedule) {
+  return zero >= 3 && dp > 1 && schedule != ScheduleKind::zb_h1;
+}
+// Whole-unit gradient buffers a rank holds under shards_gradients(): one being written while the
+// other's reduce-scatter is in flight (a one-stage gpt keeps its tied table's open through the
+// backward, so there each reduce-scatter completes before the next unit's backward starts).
+constexpr std::size_t kGradBuffers = 2;
+
+class ParamStore {
+ public:
+  // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
+  // With zero >= 1 units are padded to split evenly over `dp`; with zero 3 values are sharded.
+  // shard_grads: see shards_gradients(); bf16_grad_reduce: their reduce-scatters travel in bf16.
+  ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp = nullptr,
+             int zero = 0, bool bf16 = false, bool shard_grads = false, bool bf16_grad_reduce = false);
+
+  void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
+  void zero_grads();
+
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
+  const ParamSlot& slot(const std::string& name) const;
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+  std::int64_t size() const { return size_; }
+  int shards() const { return shards_; }
+  int shard_rank() const { return shard_rank_; }
+  bool values_sharded() const { return sharded_; }
+
+  DV<float*> grads() const { return grads_; }  // the flat layout, or this rank's shards (grads_sharded())
+  bool grads_sharded() const { return grads_sharded_; }
+  // This rank's shard of unit u's gradient (the whole unit when not sharded over dp: shards = 1).
+  float* shard_grads(std::size_t u) const;
+  // shard_grads: the unit of `layer` is written by a backward between these two (nested calls
+  // share its buffer; the first zeroes it). The last close starts its reduce-scatter over dp;
+  // its part is added to the shard when the buffer is next needed, or in finish_grads().
+  // Without shard_grads both do nothing.
+  void open_grads(int layer) const;
+  void close_grads(int layer) const;
+  void finish_grads() const;  // wait for the reduce-scatters in flight and add them up
+  // This rank's shard of unit u's values (the whole unit when not sharded over dp: shards = 1).
+  float* shard_values(std::size_t u) const;
+  // Unit u's whole values (requires it gathered under ZeRO-3).
+  float* unit_values(std::size_t u) const;
+
+  // ZeRO-3: make the unit of `layer` readable (all-gather unless it is still resident).
+  void require(int layer) const;
+  // ZeRO-3: forget the gathered copies (the optimizer changed the shards).
+  void drop_gathered() const;
+  // ZeRO-1/2: after each rank updated its shard, give every rank the whole values.
+  void allgather_values() const;
+
+  // Views of a tensor, or of `count` adjacent tensors starting at `first` read as one block of
+  // rows (the packed QKV and SwiGLU projections); vectors are 1-D.
+  DV<float**> w(const std::string& first, int count = 1) const;
+  DV<float**> dw(const std::string& first, int count = 1) const;
+  DV<float*> v(const std::string& first, int count = 1) const;
+  DV<float*> dv(const std::string& first, int count = 1) const;
+  // The bf16 copy of w() (bf16 stores only), and w() or w16() by element type.
+  DV<kernels::bf16**> w16(const std::string& first, int count = 1) const;
+  template <class T>
+  DV<T**> wt(const std::string& first, int count = 1) const {
+    if constexpr (std::is_same<T, float>::value)
+      return w(first, count);
+    else
+      return w16(first, count);
+  }
+  bool bf16() const { return bf16_; }
+  // bf16 stores: round the (local or shard) masters into the bf16 copy; call after the values
+  // change (initialisation, a checkpoint load, an optimizer step). Nothing to do in fp32.
+  void refresh_bf16() const;
+
+  std::int64_t resident_bytes() const;  // values, gradients and gather buffers held now
+
+ private:
+  std::pair<std::int64_t, std::int64_t> block(const std::string& first, int count) const;  // offset, rows
+  float* value_ptr(const std::string& first) const;
+  float* grad_ptr(const std::string& first) const;
+
+  std::vector<ParamSlot> slots_;
+  std::vector<ParamUnit> units_;
+  std::map<std::string, std::size_t> index_;
+  std::map<int, std::size_t> unit_of_layer_;
+  std::int64_t size_ = 0;
+  comm::Communicator* dp_ = nullptr;
+  int shards_ = 1, shard_rank_ = 0;
+  bool sharded_ = false;
+  DV<float*> values_, grads_;  // values_: the whole layout, or this rank's shards under ZeRO-3
+  bool bf16_ = false;
+  DV<kernels::bf16*> values16_;  // bf16 copy of values_ (bf16 stores)
+
+  struct Gathered {
+    std::size_t unit = 0;
+    bool valid = false;
+    long last_use = 0;
+    DV<float*> buf;
+    DV<kernels::bf16*> buf16;  // bf16 stores: the gathered unit in bf16
+  };
+  mutable std::vector<Gathered> pool_;
+  mutable long clock_ = 0;
+
+  bool grads_sharded_ = false, bf16_grad_reduce_ = false;
+  struct GradBuffer {  // one unit's whole gradient while open or in flight
+    std::size_t unit = 0;
+    int holders = 0;     // open while > 0
+    long started = -1;   // in flight since (a count of reduce-scatters); -1: not in flight
+    comm::Request reduce;
+    DV<float*> buf;
+    DV<kernels::bf16*> buf16;  // bf16_grad_reduce: what travels
+  };
+  mutable std::vector<GradBuffer> grad_pool_;
+  mutable long reductions_ = 0;
+  GradBuffer& open_buffer(std::size_t u) const;  // throws unless unit u is open
+  void complete(GradBuffer& g) const;            // wait for its reduce-scatter, add it to the shard
+};
+
+}  // namespace kformer

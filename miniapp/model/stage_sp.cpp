@@ -1,0 +1,44 @@
+// A chunk's part in sequence parallelism (see stage.hpp and block_sp.cpp): the embedding's output
+// reduce-scattered to this rank's rows, the final norm on those rows and gathered for the
+// vocab-parallel head, the head's input gradient reduce-scattered back, the input gradient
+// gathered whole for the embedding's backward, and the norms' weight gradients summed over TP
+// (once per iteration, or per micro-batch before ZeRO-3 reduce-scatters a unit's gradients).
+#include "comm/views.hpp"
+#include "model/stage.hpp"
+
+namespace kformer {
+
+void Stage::tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const {
+  if (d_.sp > 1) comm::reduce_scatter(*tp_, whole, rows, comm::ReduceOp::sum);
+  else tp_allreduce(whole);
+}
+
+DV<float**> Stage::whole_rows(const DV<float**>& rows) {
+  if (d_.sp == 1) return rows;
+  comm::allgather(*tp_, rows, scratch_.gathered);
+  return scratch_.gathered;
+}
+
+void Stage::sum_norms_over_tp(int layer) const {
+  if (d_.sp == 1) return;
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  std::vector<std::string> norms;
+  if (layer == s_.n_layers) norms = {"final_norm.weight", "final_norm.bias"};
+  else if (s_.gpt) norms = {p + "ln1.weight", p + "ln1.bias", p + "ln2.weight", p + "ln2.bias"};
+  else norms = {p + "attn_norm.weight", p + "mlp_norm.weight"};
+  for (const auto& n : norms)
+    if (p_.has(n)) comm::allreduce(*tp_, p_.dv(n), comm::ReduceOp::sum);
+}
+
+void Stage::unit_done(int layer, const std::function<void(int)>& on_unit_done) {
+  if (!p_.grads_sharded()) sum_norms_over_tp(layer);  // sharded: summed each micro-batch (grads_complete)
+  on_unit_done(layer);
+}
+
+void Stage::grads_complete(int layer) const {
+  if (!p_.grads_sharded()) return;
+  sum_norms_over_tp(layer);
+  p_.close_grads(layer);
+}
+
+}  // namespace kformer

@@ -1,0 +1,105 @@
+// ZeRO-3's sharded gradients (see param_store.hpp): FSDP's reduce-scatter after each unit's
+// backward, the mirror of require()'s all-gather before its use. A rank keeps its 1/dp shard of
+// each unit's gradient (grads_), summed over the iteration's micro-batches; a unit's whole
+// gradient exists only in one of kGradBuffers reusable buffers, from open_grads to the last
+// close_grads of one micro-batch's backward. That close starts the buffer's reduce-scatter over
+// dp (non-blocking, so it overlaps the next unit's backward); its result, this rank's part of
+// the sum, is added to the shard when the buffer is needed again or in finish_grads().
+#include <stdexcept>
+
+#include "convert.hpp"
+#include "model/param_store.hpp"
+#include "residual.hpp"
+
+namespace kformer {
+
+float* ParamStore::shard_grads(std::size_t u) const {
+  const ParamUnit& unit = units_[u];
+  if (grads_sharded_) return grads_.data() + unit.offset / shards_;
+  return grads_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+}
+
+float* ParamStore::grad_ptr(const std::string& first) const {
+  const ParamSlot& s = slot(first);
+  if (!grads_sharded_) return grads_.data() + s.offset;
+  return open_buffer(s.unit).buf.data() + (s.offset - units_[s.unit].offset);
+}
+
+ParamStore::GradBuffer& ParamStore::open_buffer(std::size_t u) const {
+  for (auto& g : grad_pool_)
+    if (g.holders > 0 && g.unit == u) return g;
+  throw std::logic_error("kformer: the gradient of layer " + std::to_string(units_[u].layer) +
+                         " written under ZeRO-3 outside open_grads()/close_grads()");
+}
+
+void ParamStore::open_grads(int layer) const {
+  if (!grads_sharded_) return;
+  const std::size_t u = unit_of_layer_.at(layer);
+  for (auto& g : grad_pool_)
+    if (g.holders > 0 && g.unit == u) {
+      ++g.holders;
+      return;
+    }
+  // A buffer neither open nor in flight, else the one in flight longest, once it has landed.
+  GradBuffer* free = nullptr;
+  for (auto& g : grad_pool_) {
+    if (g.holders > 0) continue;
+    if (g.started < 0) {
+      free = &g;
+      break;
+    }
+    if (!free || g.started < free->started) free = &g;
+  }
+  if (!free)
+    throw std::logic_error("kformer: more than " + std::to_string(grad_pool_.size()) +
+                           " units' gradients open at once under ZeRO-3");
+  if (free->started >= 0) complete(*free);
+  Kokkos::deep_copy(Exec(), Kokkos::subview(free->buf, std::make_pair(std::int64_t(0), units_[u].size)), 0.0f);
+  free->unit = u;
+  free->holders = 1;
+}
+
+void ParamStore::close_grads(int layer) const {
+  if (!grads_sharded_) return;
+  GradBuffer& g = open_buffer(unit_of_layer_.at(layer));
+  if (--g.holders > 0) return;
+  const std::int64_t size = units_[g.unit].size, n = size / shards_;
+  if (bf16_grad_reduce_) {  // rounded once per micro-batch; summed in bf16 (NCCL) or fp32 (MPI) on the wire
+    Exec exec;
+    const auto all = std::make_pair(std::int64_t(0), size);
+    kernels::convert(exec, Kokkos::subview(g.buf16, all), Kokkos::subview(g.buf, all));
+    kernels::bf16* b = g.buf16.data();
+    g.reduce = dp_->ireduce_scatter(b, b + shard_rank_ * n, n, comm::DType::bf16, comm::ReduceOp::sum);
+  } else {
+    float* b = g.buf.data();
+    g.reduce = dp_->ireduce_scatter(b, b + shard_rank_ * n, n, comm::DType::f32, comm::ReduceOp::sum);
+  }
+  g.started = reductions_++;
+}
+
+void ParamStore::complete(GradBuffer& g) const {
+  g.reduce.wait();
+  const std::int64_t n = units_[g.unit].size / shards_;
+  const auto part = std::make_pair(shard_rank_ * n, (shard_rank_ + 1) * n);
+  const DV<float*> shard = as_vector(shard_grads(g.unit), n);
+  Exec exec;
+  if (bf16_grad_reduce_)
+    kernels::residual_forward(exec, shard, shard, Kokkos::subview(g.buf16, part));  // shard += widened part
+  else
+    kernels::residual_forward(exec, shard, shard, Kokkos::subview(g.buf, part));  // shard += part
+  exec.fence();  // the buffer may be zeroed for another unit next
+  g.started = -1;
+}
+
+void ParamStore::finish_grads() const {
+  if (!grads_sharded_) return;
+  for (;;) {  // in the order they started
+    GradBuffer* next = nullptr;
+    for (auto& g : grad_pool_)
+      if (g.started >= 0 && (!next || g.started < next->started)) next = &g;
+    if (!next) return;
+    complete(*next);
+  }
+}
+
+}  // namespace kformer

@@ -1,0 +1,216 @@
+// Memory per rank (see memory.hpp).
+#include "plan/memory.hpp"
+
+#include <sys/resource.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "platform/errors.hpp"
+#include "model/block.hpp"
+#include "model/model_spec.hpp"
+#include "model/param_store.hpp"
+#include "model/recompute.hpp"
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace kformer {
+namespace {
+
+constexpr double kFloat = 4, kHalf = 2;
+
+// The native GEMM's packing workspace (kernels/gemm_native.hpp): (M + N) x K floats of the
+// largest GEMM the rank runs, forward (N tokens x in -> out), input gradient (out -> in) and
+// weight gradient (K = the tokens), at most its 8 Mi-float budget. Vendor GEMMs keep their own.
+double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
+  const double N = d.N();
+  double most = 0;
+  const auto gemm = [&](double in, double out) {
+    most = std::max({most, (N + out) * in, (N + in) * out, (out + in) * N});
+  };
+  gemm(d.C, d.qkv_width());
+  gemm(d.q_width(), d.C);
+  gemm(d.C, d.mlp_in_width());
+  gemm(d.Fl, d.C);
+  if (head) gemm(d.C, vocab_rows);
+  return std::min(most, double(std::int64_t(8) << 20));
+}
+
+MemoryEstimate estimate_stage(const RunSettings& rs, int stage) {
+  const ModelShape s = model_shape(rs);
+  const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = rs.parallel.zero;
+  const int v = rs.parallel.virtual_stages;
+  const auto chunks = chunk_layers(rs);
+  int count = 0;  // blocks on this pipeline rank, over its chunks
+  for (std::size_t c = stage; c < chunks.size(); c += pp) count += chunks[c].second;
+  double P = 0, largest_unit = 0;
+  std::map<int, double> units;
+  for (const auto& p : rank_params(s, chunks, pp, stage)) {
+    P += double(p.local_size(s.tp));
+    units[p.layer] += double(p.local_size(s.tp));
+  }
+  for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
+  MemoryEstimate e;
+  e.bf16 = rs.bf16();
+  const double shards = zero >= 1 ? dp : 1;
+  // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
+  const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
+  e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
+  // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
+  // whole-unit buffers (ParamStore's kGradBuffers). A bf16 gradient reduction adds bf16 copies of
+  // what travels: all of it, or the whole-unit buffers.
+  const bool bf16_reduce = rs.parallel.grad_reduce_dtype == Precision::bf16 && dp > 1;
+  if (shards_gradients(zero, dp, rs.parallel.schedule)) {
+    const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
+    e.grads = kFloat * (P / shards + buffers) + (bf16_reduce ? kHalf * buffers : 0);
+  } else {
+    e.grads = kFloat * P + (bf16_reduce ? kHalf * P : 0);
+  }
+  e.optimizer = 2 * kFloat * P / shards;
+  const BlockDims d = block_dims(s, rs.train.micro_batch, rs.train.seq_len);
+  const bool naive = rs.kernels.attention == AttentionKind::naive;
+  const Recompute recompute = rs.train.recompute;
+  // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
+  const double N = d.N(), R = d.rows(), C = d.C;
+  const double att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
+  const double tp_region = N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl;
+  // Kept per block: fp32 in both precisions the residual stream (x_mid, x_out), the norms'
+  // statistics and the fused attention's logsumexp; in the activation precision (tb bytes) the
+  // norms' outputs, the TP region's qkv, attention output, MLP input and activation, and naive
+  // attention's probabilities.
+  const double tb = e.bf16 ? kHalf : kFloat;
+  const double block_all = kFloat * (2 * R * C + 4 * R + (naive ? 0 : att_saved)) +
+                           tb * (2 * R * C + tp_region + (naive ? att_saved : 0));  // BlockActs, none
+  // What a slot keeps per block, and what each chunk adds once to recompute the rest.
+  const double per_layer = recompute == Recompute::full                     ? kFloat * R * C
+                           : recompute == Recompute::selective && naive   ? block_all - tb * att_saved
+                                                                           : block_all;
+  const double recompute_set = recompute == Recompute::full                     ? block_all
+                               : recompute == Recompute::selective && naive   ? tb * att_saved
+                                                                               : 0;
+  const int m = rs.parallel.microbatches;
+  const ScheduleKind sched = rs.parallel.schedule;
+  // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
+  // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
+  // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
+  // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
+  // ZB-H1 holds a micro-batch from its F to its W: up to p on every stage (schedule.cpp).
+  const int back = sched == ScheduleKind::interleaved || stage > 0 ? 1 : 0;
+  const int in_flight = pp == 1                ? 1
+                        : sched == ScheduleKind::gpipe ? m * v
+                        : sched == ScheduleKind::zb_h1 ? std::min(m, pp)
+                        : sched == ScheduleKind::one_f_one_b ? std::min(m, pp - stage + back)
+                                               : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
+  e.micro_batches_in_flight = in_flight;
+  // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
+  // bf16, between chunks, their bf16 copies as they travel).
+  const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * R * C : 0;
+  e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
+  // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism, which
+  // zb-h1's W gathers its operands into again, so W holds nothing more); on
+  // the last chunk the final norm, the logits and the loss's buffers.
+  const double Vl = double(s.vocab_padded) / s.tp;
+  // The attention backward's scratch: the fused kernel's delta (B,H,T); the naive one's d(scores)
+  // for one sequence at a time (H,T,T), also its bf16 forward's fp32 scores.
+  const double att_scratch = naive ? double(d.Hl) * d.T * d.T : att_saved;
+  // The TP region's fp32 gradients d_att_out, d_qkv, d_mlp_in, d_act; in bf16 the four share one
+  // buffer (block.cpp), and their bf16 roundings are counted below.
+  const double tp_grads =
+      e.bf16 ? N * std::max({double(d.qkv_width()), double(d.mlp_in_width()), double(d.Fl), double(d.q_width())})
+             : tp_region;
+  const double scratch = 4 * N * C + tp_grads + att_scratch + (d.sp > 1 ? N * C : 0);
+  const bool last = int(chunks.size() - 1) % pp == stage;
+  // kernels.gemm=auto is decided after this estimate: counted as native, the larger.
+  const double gemm = rs.kernels.gemm != GemmSetting::vendor ? gemm_workspace_floats(d, Vl, last) : 0;
+  e.workspace = kFloat * (v * scratch + (last ? N * C + N * Vl + 5 * N : 0) + gemm);
+  if (e.bf16)  // the rounded gradients the backward's GEMMs read (and the bf16 all-gather buffer
+               // under sequence parallelism), and the head's bf16 gradient
+    e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width() +
+                                (d.sp > 1 ? N * C : 0)) +
+                   (last ? kHalf * N * Vl : 0);
+  return e;
+}
+
+}  // namespace
+
+nlohmann::json MemoryEstimate::to_json() const {
+  return {{"estimated_bytes", total()},
+          {"precision", bf16 ? "bf16" : "fp32"},
+          {"param_bytes", bf16 ? "fp32 masters + bf16 copies (6 per parameter)" : "fp32 (4 per parameter)"},
+          {"estimate_split_bytes",
+           {{"params", params}, {"grads", grads}, {"optimizer", optimizer}, {"activations", activations},
+            {"workspace", workspace}}},
+          {"micro_batches_in_flight", micro_batches_in_flight}};
+}
+
+MemoryEstimate estimate_memory(const RunSettings& s) {
+  estimates_made().fetch_add(1);
+  MemoryEstimate worst;
+  for (int st = 0; st < s.parallel.pp; ++st) {
+    const MemoryEstimate e = estimate_stage(s, st);
+    if (e.total() > worst.total()) worst = e;
+  }
+  return worst;
+}
+
+std::string describe(const MemoryEstimate& e) {
+  std::ostringstream os;
+  os.precision(3);
+  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << (e.bf16 ? " as fp32 masters + bf16 copies" : "")
+     << ", grads " << e.grads / 1e9 << ", optimizer "
+     << e.optimizer / 1e9 << ", activations " << e.activations / 1e9 << ", workspace " << e.workspace / 1e9 << "; "
+     << e.micro_batches_in_flight << " micro-batch(es) in flight)";
+  return os.str();
+}
+
+std::atomic<long>& estimates_made() {
+  static std::atomic<long> count{0};
+  return count;
+}
+
+void check_memory_limit(const RunSettings& s, const MemoryEstimate& e) {
+  const double limit = s.memory_limit_gb * 1e9;
+  if (limit <= 0 || e.total() <= limit) return;
+  std::ostringstream msg;
+  msg.precision(3);
+  msg << "memory.limit_gb=" << s.memory_limit_gb << " is below the estimate per rank of " << describe(e) << ": ";
+  int fits = 0;
+  const std::int64_t per_dp = std::int64_t(s.train.global_batch) / s.parallel.dp;
+  for (int b = s.train.micro_batch - 1; b >= 1 && !fits; --b) {
+    if (per_dp % b) continue;  // micro-batches must divide the rank's share of the batch
+    RunSettings smaller = s;  // what if: the same layout at micro-batch b
+    smaller.train.micro_batch = b;
+    smaller.parallel.microbatches = static_cast<int>(per_dp / b);
+    if (estimate_memory(smaller).total() <= limit) fits = b;
+  }
+  if (fits) msg << "the largest train.micro_batch that fits is " << fits;
+  else msg << "no train.micro_batch fits; raise parallel.zero, parallel.tp or parallel.pp, or memory.limit_gb";
+  throw ConfigError(msg.str());
+}
+
+void check_estimate_fits(const RunSettings& s, const MemoryEstimate& e, double bytes, const std::string& what,
+                         const std::string& other_fix) {
+  if (s.memory_limit_gb > 0 || e.total() <= bytes) return;
+  std::ostringstream msg;
+  msg.precision(3);
+  msg << "the memory estimate per rank, " << describe(e) << ", exceeds the " << bytes / 1e9 << " GB " << what
+      << ": raise parallel.zero, parallel.tp or parallel.pp, lower train.micro_batch or model sizes, " << other_fix;
+  throw ConfigError(msg.str());
+}
+
+double measured_peak_bytes() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return double(total_b - free_b);
+#endif
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
+}
+
+}  // namespace kformer

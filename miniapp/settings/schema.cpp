@@ -1,0 +1,386 @@
+// The deck schema (see schema.hpp) and the parsing of one value against it.
+#include "settings/schema.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "platform/errors.hpp"
+
+namespace kformer {
+namespace {
+
+constexpr double kNoMax = std::numeric_limits<double>::infinity();
+// Counts the trainer keeps in an `int` (iterations, batch sizes, ranks) stop at INT32_MAX; sizes
+// stop where the products validate.cpp checks cannot overflow and the estimate stays quick.
+constexpr double kInt = std::numeric_limits<std::int32_t>::max();
+constexpr double kMaxLayers = 1024;  // 8x the deepest published model; pp*virtual_stages <= this
+
+KeySpec integer(std::string n, std::int64_t d, double lo, double hi, std::string help) {
+  return {std::move(n), KeyType::integer, d, {}, lo, hi, std::move(help)};
+}
+KeySpec real(std::string n, double d, double lo, double hi, std::string help) {
+  return {std::move(n), KeyType::real, d, {}, lo, hi, std::move(help)};
+}
+KeySpec text(std::string n, std::string d, std::string help) {
+  return {std::move(n), KeyType::text, std::move(d), {}, 0, 0, std::move(help)};
+}
+KeySpec choice(std::string n, std::vector<std::string> c, std::string help) {
+  std::string d = c.front();
+  return {std::move(n), KeyType::choice, d, std::move(c), 0, 0, std::move(help)};
+}
+
+std::vector<KeySpec> make_schema() {
+  return {
+      choice("model.family", {"gpt", "llama"},
+             "gpt: LayerNorm, learned positions, GELU, tied head; llama: RMSNorm, RoPE, SwiGLU, GQA, untied head"),
+      integer("model.n_layers", 2, 1, kMaxLayers, "transformer blocks"),
+      integer("model.d_model", 64, 1, 1 << 20, "hidden size C"),
+      integer("model.n_heads", 4, 1, 1 << 16, "attention (query) heads; must divide d_model"),
+      integer("model.n_kv_heads", 0, 0, 1 << 16, "key/value heads (GQA); 0 = n_heads; must divide n_heads"),
+      integer("model.ffn_dim", 0, 0, 1 << 22, "MLP hidden size; 0 = 4*d_model (gpt) or 8/3*d_model rounded to 64 (llama)"),
+      integer("model.vocab_size", 256, 2, 1 << 24, "vocabulary size (padded to a multiple of 64*tp internally)"),
+      integer("model.max_seq_len", 64, 1, 1 << 22, "longest sequence the position table or RoPE covers"),
+      integer("train.steps", 10, 0, kInt, "last iteration (counted from the start of the run, also after a resume)"),
+      integer("train.global_batch", 8, 1, 1 << 24, "sequences per iteration, over all data-parallel ranks"),
+      integer("train.micro_batch", 2, 1, 1 << 24, "sequences per forward/backward pass on one rank"),
+      integer("train.seq_len", 32, 1, 1 << 22, "tokens per sequence T (<= model.max_seq_len)"),
+      real("train.lr", 3e-4, 0, kNoMax, "peak learning rate (AdamW)"),
+      integer("train.warmup", 0, 0, kInt, "iterations of linear warm-up, then cosine decay to lr/10"),
+      real("train.weight_decay", 0.1, 0, kNoMax, "decoupled weight decay (AdamW)"),
+      real("train.grad_clip", 1.0, 0, kNoMax, "global gradient-norm clip; 0 = off"),
+      integer("train.seed", 1234, 0, kNoMax, "seed of parameter initialisation and random data"),
+      choice("train.precision", {"fp32", "bf16"},
+             "fp32, or bf16 mixed precision: fp32 master weights and AdamW state, bf16 weight copies and "
+             "activations, fp32 accumulation, norms, softmax and loss"),
+      choice("train.recompute", {"none", "selective", "full"},
+             "activation recomputation: selective recomputes the naive attention's probabilities in backward, "
+             "full keeps only each block's input and re-runs its forward"),
+      integer("train.max_nan", 5, 1, kInt, "stop after this many non-finite iterations in a row"),
+      integer("train.stop_at", 0, 0, kInt,
+              "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),
+      real("memory.limit_gb", 0, 0, kNoMax,
+           "refuse a layout whose per-rank estimate exceeds it; "
+           "0 = the share of each rank in its node's memory (physical or cgroup limit)"),
+      text("data.source", "random", "'random' (tokens from the global sample index) or a uint16 token file (llm.c header)"),
+      integer("parallel.tp", 1, 1, 4096, "tensor-parallel ranks (must divide n_heads and n_kv_heads)"),
+      integer("parallel.pp", 1, 1, 4096, "pipeline stages"),
+      integer("parallel.dp", 0, 0, 1 << 24, "data-parallel ranks; 0 = world / (tp*pp)"),
+      integer("parallel.zero", 0, 0, 3, "0 none, 1 optimizer state sharded, 2 + gradients, 3 + parameters (FSDP)"),
+      choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
+             "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes, "
+             "the reduced gradient is widened back into the fp32 gradients"),
+      choice("parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"},
+             "pipeline schedule; zb-h1 splits backward into input and weight gradients, deferring the latter"),
+      choice("parallel.sequence_parallel", {"false", "true"},
+             "with parallel.tp > 1: split the norms, residuals and the activations between TP regions along the "
+             "tokens (all-gather + reduce-scatter instead of all-reduce)"),
+      integer("parallel.microbatches", 0, 0, 1 << 24, "micro-batches per iteration per pipeline; 0 = global_batch / (micro_batch*dp)"),
+      integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),
+      KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 1, kMaxLayers,
+              "layers per pipeline stage, e.g. 3,3,3,3; empty = as even as possible"},
+      choice("comm.backend", {"auto", "mpi", "nccl", "self"},
+             "communicator backend; auto = nccl when the build has NCCL and the ranks run on GPUs, else mpi "
+             "(self in a build without MPI)"),
+      real("comm.emulate.latency_us", 0, 0, 1e7, "emulated network latency added per message (alpha)"),
+      real("comm.emulate.bandwidth_gbps", 0, 0, 1e6,
+           "emulated network bandwidth (beta), Gbit/s, at least 0.001; 0 = no limit"),
+      real("comm.timeout_s", 600, 0, 1e7, "abort a collective that has not completed after this long"),
+      choice("comm.strict", {"false", "true"},
+             "enforce NCCL's rules on any backend: buffers in device Views, sends that wait for their receive, "
+             "one stream (default: $KFORMER_COMM_STRICT, which the test suite sets)"),
+      integer("straggler.rank", -1, -1, kInt, "world rank whose compute is stretched; -1 = none"),
+      real("straggler.slowdown", 1.0, 1.0, 1000, "factor by which the straggler's compute is stretched"),
+      choice("kernels.gemm", {"auto", "native", "vendor"},
+             "GEMM: portable Kokkos (native), the vendor library (BLAS, cuBLAS), or auto: the faster of the two "
+             "timed at start-up at a layer's shape in the run's precision"),
+      choice("kernels.attention", {"naive", "fused"}, "attention: materialised scores or tiled online softmax"),
+      text("checkpoint.save", "", "directory to save universal checkpoints into; empty = none"),
+      text("checkpoint.load", "", "checkpoint directory to resume from; empty = start fresh"),
+      integer("checkpoint.every", 0, 0, kInt, "save every N iterations (and at the end); 0 = only at the end"),
+      text("output.json", "", "path of the JSON report written by rank 0; empty = none"),
+      text("output.trace", "", "directory for Chrome trace-event timelines; empty = none"),
+      integer("output.log_every", 1, 1, kInt, "print a log line every N iterations"),
+      choice("output.phase_timing", {"false", "true"},
+             "fence after each micro-batch's forward and backward so the forward/backward split, the bubble and "
+             "the timeline are the device's times on a GPU (a host synchronisation per micro-batch; on the host "
+             "the times are the same either way)"),
+      real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
+      text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
+      text("predict.machine", "",
+           "machine profile (YAML) that kformer predict reads; empty = $KFORMER_MACHINE, else "
+           "input/machines/this-machine.yaml (what kformer calibrate writes)"),
+      integer("predict.world", 0, 0, 1 << 24, "ranks kformer predict simulates; 0 = tp*pp*dp (dp 1 when unset)"),
+  };
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  // Optimal string alignment: a swap of two neighbours counts as one edit ("laeyrs").
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i)
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[n][m];
+}
+
+// The sections ("model", "comm", "comm.emulate"): every proper dotted prefix of a key.
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> out = [] {
+    std::vector<std::string> v;
+    for (const auto& k : schema())
+      for (auto dot = k.name.find('.'); dot != std::string::npos; dot = k.name.find('.', dot + 1))
+        if (std::find(v.begin(), v.end(), k.name.substr(0, dot)) == v.end()) v.push_back(k.name.substr(0, dot));
+    return v;
+  }();
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  const char* space = " \t\r\n\v\f";
+  const auto b = s.find_first_not_of(space);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(space) - b + 1);
+}
+
+[[noreturn]] void bad(const KeySpec& spec, const std::string& text) {
+  throw ConfigError(spec.name + "='" + printable(text) + "' is not valid: expected " + describe_valid(spec));
+}
+
+// Decimal digits only: no hex, octal, exponent or digit separators, so "0x10" and "1e3" are
+// refused instead of read as something the user may not have meant.
+std::int64_t parse_int(const KeySpec& spec, const std::string& text) {
+  const std::string t = trim(text);
+  const std::size_t first = !t.empty() && (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  if (first >= t.size() || t.find_first_not_of("0123456789", first) != std::string::npos) bad(spec, text);
+  errno = 0;
+  const long long v = std::strtoll(t.c_str(), nullptr, 10);
+  if (errno == ERANGE) bad(spec, text);
+  return v;
+}
+
+// Decimal notation only (digits, one point, an exponent): strtod alone would also take hex
+// floats, "inf", "nan" and "infinity".
+double parse_real(const KeySpec& spec, const std::string& text) {
+  const std::string t = trim(text);
+  std::size_t i = 0, digits = 0;
+  auto skip_digits = [&] {
+    std::size_t n = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++n;
+    return n;
+  };
+  if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+  digits += skip_digits();
+  if (i < t.size() && t[i] == '.') ++i, digits += skip_digits();
+  if (digits > 0 && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+    if (skip_digits() == 0) bad(spec, text);
+  }
+  if (digits == 0 || i != t.size()) bad(spec, text);
+  errno = 0;
+  const double v = std::strtod(t.c_str(), nullptr);
+  if (errno == ERANGE || !std::isfinite(v)) bad(spec, text);  // beyond a double, or below its smallest
+  return v == 0 ? 0.0 : v;                                    // no "-0" in the resolved deck
+}
+
+void check_range(const KeySpec& spec, double v, const std::string& text) {
+  if (v < spec.min || v > spec.max) bad(spec, text);
+}
+
+// A bound as a user would write it: integers in full ("1048576", not "1.04858e+06").
+std::string format_bound(double v) {
+  std::ostringstream os;
+  if (v == std::floor(v) && std::fabs(v) < 1e15) os << static_cast<long long>(v);
+  else os << v;
+  return os.str();
+}
+
+// Length of the UTF-8 sequence starting at s[i], or 0 when the bytes there are not UTF-8.
+std::size_t utf8_length(const std::string& s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  const auto c1 = static_cast<unsigned char>(n > 1 ? s[i + 1] : 0);
+  if ((n == 2 && c < 0xc2) || (n == 3 && c == 0xe0 && c1 < 0xa0) || (n == 3 && c == 0xed && c1 >= 0xa0) ||
+      (n == 4 && c == 0xf0 && c1 < 0x90) || (n == 4 && (c > 0xf4 || (c == 0xf4 && c1 >= 0x90))))
+    return 0;  // overlong forms, UTF-16 surrogates, beyond U+10FFFF
+  return n;
+}
+
+std::string hex_byte(unsigned char c) {
+  const char* digits = "0123456789abcdef";
+  return std::string("\\x") + digits[c >> 4] + digits[c & 0xf];
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> s = make_schema();
+  return s;
+}
+
+const KeySpec* find_key(const std::string& name) {
+  for (const auto& k : schema())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string suggest_key(const std::string& name) {
+  if (name.empty() || name.size() > 64) return "";  // no one mistypes 64 characters; keep it quick
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& k : schema()) {
+    const std::size_t d = edit_distance(name, k.name);
+    if (d < best_d) best_d = d, best = k.name;
+  }
+  for (const auto& sec : sections()) {
+    const std::size_t d = edit_distance(name, sec);
+    if (d < best_d) best_d = d, best = sec;
+  }
+  // Also match on the last component alone ("n_layers" -> "model.n_layers").
+  for (const auto& k : schema()) {
+    const std::string leaf = k.name.substr(k.name.rfind('.') + 1);
+    if (leaf == name) return k.name;
+  }
+  return best_d <= std::max<std::size_t>(2, name.size() / 4) ? best : "";
+}
+
+bool is_section(const std::string& name) {
+  return std::find(sections().begin(), sections().end(), name) != sections().end();
+}
+
+std::string printable(const std::string& text, std::size_t max_chars) {
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < text.size(); ++chars) {
+    if (chars == max_chars) return out + "...";
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = utf8_length(text, i);
+    if (n == 0 || c < 0x20 || c == 0x7f) {
+      out += hex_byte(c);
+      ++i;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::size_t invalid_utf8_at(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_length(text, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+std::string text_problem(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = utf8_length(text, i);
+    if (n == 0) return "a byte that is not UTF-8 (" + hex_byte(c) + ") at byte " + std::to_string(i + 1);
+    if (c < 0x20 || c == 0x7f) return "a control character (" + hex_byte(c) + ") at byte " + std::to_string(i + 1);
+    i += n;
+  }
+  return "";
+}
+
+Value parse_value(const KeySpec& spec, const std::string& text) {
+  switch (spec.type) {
+    case KeyType::integer: {
+      const std::int64_t v = parse_int(spec, text);
+      check_range(spec, static_cast<double>(v), text);
+      return v;
+    }
+    case KeyType::real: {
+      const double v = parse_real(spec, text);
+      check_range(spec, v, text);
+      return v;
+    }
+    case KeyType::text: {
+      // Paths and names: a newline or stray byte here would become a file nobody can find, and
+      // invalid UTF-8 would stop the JSON report from being written at the end of the run.
+      const std::string problem = text_problem(text);
+      if (!problem.empty())
+        throw ConfigError(spec.name + "='" + printable(text) + "' contains " + problem +
+                          ": write it as plain UTF-8 text on one line");
+      return trim(text);
+    }
+    case KeyType::choice: {
+      const std::string t = trim(text);
+      if (std::find(spec.choices.begin(), spec.choices.end(), t) == spec.choices.end()) bad(spec, text);
+      return t;
+    }
+    case KeyType::int_list: {
+      std::string t = trim(text);
+      if (!t.empty() && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+      std::vector<std::int64_t> out;
+      if (trim(t).empty()) return out;
+      if (t.back() == ',') bad(spec, text);  // "3,3," is a list with a missing item
+      std::stringstream ss(t);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        std::int64_t v = 0;
+        try {
+          v = parse_int(spec, item);
+        } catch (const ConfigError&) {
+          bad(spec, text);  // name the whole list, not the one item
+        }
+        check_range(spec, static_cast<double>(v), text);
+        out.push_back(v);
+      }
+      return out;
+    }
+  }
+  bad(spec, text);
+}
+
+std::string format_value(const Value& v) {
+  std::ostringstream os;
+  if (auto* i = std::get_if<std::int64_t>(&v)) os << *i;
+  else if (auto* d = std::get_if<double>(&v)) os << *d;
+  else if (auto* s = std::get_if<std::string>(&v)) os << *s;
+  else {
+    const auto& l = std::get<std::vector<std::int64_t>>(v);
+    os << '[';
+    for (std::size_t i = 0; i < l.size(); ++i) os << (i ? "," : "") << l[i];
+    os << ']';
+  }
+  return os.str();
+}
+
+std::string describe_valid(const KeySpec& spec) {
+  std::ostringstream os;
+  auto range = [&](const char* what) {
+    os << what;
+    if (std::isfinite(spec.max)) os << " in [" << format_bound(spec.min) << ", " << format_bound(spec.max) << "]";
+    else os << " >= " << format_bound(spec.min);
+  };
+  switch (spec.type) {
+    case KeyType::integer: range("an integer"); break;
+    case KeyType::real: range("a number"); break;
+    case KeyType::text: os << "a string"; break;
+    case KeyType::choice:
+      os << "one of ";
+      for (std::size_t i = 0; i < spec.choices.size(); ++i) os << (i ? ", " : "") << spec.choices[i];
+      break;
+    case KeyType::int_list: range("a comma-separated list of integers, each"); break;
+  }
+  return os.str();
+}
+
+}  // namespace kformer
