@@ -44,6 +44,12 @@ class Runtime {
   int node_rank_ = 0;
 };
 
+// Whether a launcher (mpirun/mpiexec of Open MPI, MPICH, Intel MPI, MVAPICH or PALS; srun; aprun)
+// started this process, as the environment it sets says. False for a plain `kformer ...`, which
+// is one rank, and always false without MPI: such a start may do its one-rank work (the command
+// line, the deck's checks) before Runtime exists, so that bad input never waits for MPI_Init.
+bool started_by_launcher();
+
 // Backends compiled into this build, in the order a user would prefer them.
 std::vector<std::string> compiled_backends();
 

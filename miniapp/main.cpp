@@ -1,8 +1,9 @@
-// kformer's driver: initialise MPI and Kokkos, parse the command line, run, report errors once.
+// kformer's driver: parse the command line, initialise MPI and Kokkos, run, report errors once.
 #include <Kokkos_Core.hpp>
 
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,34 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // A plain `kformer ...` (no launcher) is one rank: the command line, --version/--keys/--help and
+  // the deck with its checks need no MPI, so they come first and bad input exits before MPI_Init.
+  // Under a launcher every rank starts MPI first and rank 0 reports a verdict once (below).
+  std::optional<kformer::CliArgs> early_args;
+  std::optional<kformer::RunPlan> early_plan;
+  const bool calibrate = argc > 1 && std::string(argv[1]) == "calibrate";
+  if (!calibrate && !kformer::comm::started_by_launcher()) {
+    try {
+      early_args = kformer::parse_cli(argc, argv);
+      if (early_args->exit_now) return early_args->exit_code;
+      if (early_args->version || early_args->keys) {
+        std::cout << (early_args->version ? kformer::version_text() : kformer::keys_text());
+        return 0;
+      }
+      early_plan = kformer::load_plan(*early_args, 1, 1);
+    } catch (const kformer::CollectiveError& e) {
+      std::cerr << "kformer: error: " << e.what() << std::endl;
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      std::cerr << "kformer: error on rank 0: " << e.what() << std::endl;
+      return 1;
+    }
+  }
   kformer::comm::Runtime runtime(argc, argv);
   const bool root = runtime.world_rank() == 0;
   int rc = 0;
   try {
-    if (argc > 1 && std::string(argv[1]) == "calibrate") {  // calibrate_command.hpp
+    if (calibrate) {  // calibrate_command.hpp
       // Each rank on its own GPU, as a run places them (host builds: none).
       const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
       kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));
@@ -41,13 +65,17 @@ int main(int argc, char** argv) {
         if (std::string(argv[i]).rfind("--kokkos", 0) != 0) rest.push_back(argv[i]);
       return kformer::predict::run_calibrate(rest, runtime, gpus);
     }
-    const kformer::CliArgs args = kformer::parse_cli(argc, argv);
+    const kformer::CliArgs args = early_args ? *early_args : kformer::parse_cli(argc, argv);
     if (args.exit_now) return args.exit_code;
     if (args.version || args.keys) {
       if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
       return 0;
     }
-    const kformer::RunPlan plan = kformer::load_plan(args, runtime.world_size(), runtime.ranks_on_node());
+    // The early deck was resolved for one rank alone on its node; a launch the environment did
+    // not reveal resolves it again for what MPI says.
+    const bool early_fits = early_plan && runtime.world_size() == 1 && runtime.ranks_on_node() == 1;
+    const kformer::RunPlan plan =
+        early_fits ? *early_plan : kformer::load_plan(args, runtime.world_size(), runtime.ranks_on_node());
     // CUDA builds: each rank's own GPU, told to Kokkos before it starts (host builds: none).
     const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
     kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));

@@ -17,20 +17,36 @@ fails=0
 rows=()
 
 # md_code TEXT: TEXT as one markdown table cell of code, bytes a terminal would not show escaped.
+# Prints a placeholder and keeps TEXT's bytes in $tmp/md/; md_cells fills every placeholder of
+# the table in one python3 run (one per cell took most of this test's time).
+mkdir "$tmp/md"
 md_code() {
-  local s
-  s=$(printf '%s' "$1" | od -An -v -tx1 | tr -s ' \n' ' ' | python3 -c '
-import sys
-b = bytes.fromhex(sys.stdin.read())
-out = ""
-for ch in b.decode("utf-8", "backslashreplace"):
-    o = ord(ch)
-    out += "\\n" if ch == "\n" else "\\t" if ch == "\t" else ("\\x%02x" % o) if o < 0x20 or o == 0x7f else ch
-print(out.replace("|", "\\|"), end="")')
-  printf '%s%s%s' '`' "$s" '`'
+  local f
+  f=$(mktemp "$tmp/md/XXXXXX")
+  printf '%s' "$1" >"$f"
+  printf '@md:%s@' "${f##*/}"
+}
+plain() {  # plain TEXT: TEXT with its placeholders' raw text, for a FAIL line
+  local s=$1
+  while [[ $s =~ @md:([A-Za-z0-9]+)@ ]]; do s=${s/"${BASH_REMATCH[0]}"/$(<"$tmp/md/${BASH_REMATCH[1]}")}; done
+  printf '%s' "$s"
+}
+md_cells() {  # md_cells FILE: each placeholder of FILE replaced by its cell, in place
+  /usr/bin/python3 - "$1" "$tmp/md" <<'PY'
+import os, re, sys
+path, cells = sys.argv[1], sys.argv[2]
+def cell(m):
+    out = ""
+    for ch in open(os.path.join(cells, m.group(1)), "rb").read().decode("utf-8", "backslashreplace"):
+        o = ord(ch)
+        out += "\\n" if ch == "\n" else "\\t" if ch == "\t" else ("\\x%02x" % o) if o < 0x20 or o == 0x7f else ch
+    return "`" + out.replace("|", "\\|") + "`"
+text = open(path, "rb").read().decode("utf-8", "surrogateescape")
+open(path, "wb").write(re.sub(r"@md:([A-Za-z0-9]+)@", cell, text).encode("utf-8", "surrogateescape"))
+PY
 }
 
-# try WANT GROUP "INPUT AS SHOWN" -- ARGS...   (run in $tmp, four at a time: MPI's start-up is most
+# try WANT GROUP "INPUT AS SHOWN" -- ARGS...   (run in $tmp, four at a time: start-up is most
 # of each run; decks are written there first and each has a name of its own)
 n=0; wants=(); groups=(); shown=()
 try() {
@@ -46,9 +62,9 @@ verdicts() {  # after every try: check each run and make its table row
     rc=$(cat "$tmp/c$i.rc"); lines=$(wc -l <"$tmp/c$i.err")
     msg=$(head -n 1 "$tmp/c$i.err" | sed -E 's/the [0-9.e+]+ GB per rank of this node \([0-9.e+]+ GB ([a-z ]+) \/ 1 rank\)/the N GB per rank of this node (N GB \1 \/ 1 rank)/')
     if [ "$rc" -ne "${wants[i]}" ]; then
-      echo "FAIL: ${shown[i]}: exit $rc, expected ${wants[i]}"; cat "$tmp/c$i.err"; fails=$((fails + 1))
+      echo "FAIL: $(plain "${shown[i]}"): exit $rc, expected ${wants[i]}"; cat "$tmp/c$i.err"; fails=$((fails + 1))
     elif [ "${wants[i]}" -ne 0 ] && { [ "$lines" -ne 1 ] || [[ "$msg" != "kformer: error: "* ]]; }; then
-      echo "FAIL: ${shown[i]}: $lines lines on stderr, expected one 'kformer: error:' line:"; cat "$tmp/c$i.err"
+      echo "FAIL: $(plain "${shown[i]}"): $lines lines on stderr, expected one 'kformer: error:' line:"; cat "$tmp/c$i.err"
       fails=$((fails + 1))
     fi
     [ "${wants[i]}" -eq 0 ] && msg="(accepted)"
@@ -205,6 +221,7 @@ test `signal_np4`). Exit codes: [user-guide.md](user-guide.md) section 10.
 EOF
   printf '%s\n' "${rows[@]}"
 } >"$tmp/table.md"
+md_cells "$tmp/table.md" || { echo "FAIL: the table's cells could not be written"; exit 1; }
 
 if [ "$mode" = --write ]; then
   cp "$tmp/table.md" "$doc"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The kformer driver end to end: what a user sees on good and bad command lines.
 #   cli_test.sh KFORMER SOURCE_DIR [MPIEXEC "MPIEXEC_FLAGS"]
-# With MPIEXEC it also runs the 4-rank mesh check.
+# Without MPIEXEC (test cli) the one-process checks; with it (test cli_np4) the multi-rank checks
+# alone (the mesh, the backend, a bad deck and a stop each reported once), since the cli test
+# runs the one-process checks in the same build.
 set -u
 kformer=$1; src=$2; mpiexec=${3:-}; mpiflags=${4:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -16,6 +18,45 @@ expect() {
   if [ "$want" != 0 ] && [ $rc -eq 0 ]; then fail "$* exited 0, expected an error"; return; fi
   grep -qF -- "$pattern" "$tmp/out" "$tmp/err" || { fail "$*: output lacks '$pattern'"; cat "$tmp/out" "$tmp/err"; }
 }
+
+if [ -n "$mpiexec" ]; then
+  # shellcheck disable=SC2086  # the flags are a list
+  expect 0 "tp groups [[0,1],[2,3]]" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" \
+    parallel.tp=2 output.json="$tmp/run.json"
+  grep -qF "dp groups [[0,2],[1,3]]" "$tmp/out" || fail "4-rank tp=2 dp groups"
+  grep -qE '^  comm\.backend += auto -> mpi \(no NCCL in this build\)$' "$tmp/out" \
+    || fail "4 ranks: $(grep comm.backend "$tmp/out")"
+  /usr/bin/python3 - "$tmp/run.json" <<'PY' || fail "run.json mesh"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["mesh"]
+assert m == {"world": 4, "tp": 2, "pp": 1, "dp": 2, "tp_groups": [[0, 1], [2, 3]],
+             "dp_groups": [[0, 2], [1, 3]], "pp_groups": [[0], [1], [2], [3]]}, m
+c = r["platform"]["comm"]
+assert (c["backend"], c["requested"], c["reason"]) == ("mpi", "auto", "no NCCL in this build"), c
+assert c["communicator"].rstrip(")").endswith("mpi") and r["config"]["comm"]["backend"] == "mpi", (c, r["config"]["comm"])
+PY
+  # shellcheck disable=SC2086
+  expect nonzero "does not divide the 4 ranks" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 parallel.pp=1 model.n_heads=6 model.d_model=96
+  # shellcheck disable=SC2086
+  expect nonzero "comm.backend=self runs one rank" -- "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" comm.backend=self
+  # A learning rate that blows up: the non-finite iterations are skipped and counted on every
+  # rank, then train.max_nan in a row stop the run with one line and exit code 3.
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" train.lr=1e6 train.steps=20 train.max_nan=3 \
+    >"$tmp/nan.out" 2>"$tmp/nan.err"
+  rc=$?
+  [ $rc -eq 3 ] || fail "lr=1e6 should stop with exit code 3, got $rc"
+  grep -q "number of nan iterations:   3" "$tmp/nan.out" || fail "lr=1e6: the NaN counter did not reach 3"
+  [ "$(grep -c "kformer: error" "$tmp/nan.err")" -eq 1 ] || { fail "lr=1e6: the stop should be reported once"; cat "$tmp/nan.err"; }
+  grep -q "train.max_nan=3" "$tmp/nan.err" || fail "lr=1e6: the message should name train.max_nan"
+  # shellcheck disable=SC2086
+  "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 2>"$tmp/err4" >/dev/null
+  n=$(grep -c "kformer: error" "$tmp/err4")
+  [ "$n" -eq 1 ] || { fail "a bad deck on 4 ranks should be reported once, got $n times"; cat "$tmp/err4"; }
+  [ $fails -eq 0 ] && echo "cli (multi-rank): all checks passed"
+  exit $((fails > 0))
+fi
 
 expect 0 "Kokkos:" -- "$kformer" --version
 expect 0 "model.n_layers = 2" -- "$kformer" --keys
@@ -90,43 +131,6 @@ done >"$tmp/undocumented"
 # Bad input gives exactly one line on stderr.
 "$kformer" "$src/input/tiny.yaml" model.n_laeyrs=2 2>"$tmp/err1" >/dev/null
 [ "$(wc -l <"$tmp/err1")" -eq 1 ] || { fail "an unknown key should print one line, got:"; cat "$tmp/err1"; }
-
-if [ -n "$mpiexec" ]; then
-  # shellcheck disable=SC2086  # the flags are a list
-  expect 0 "tp groups [[0,1],[2,3]]" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" \
-    parallel.tp=2 output.json="$tmp/run.json"
-  grep -qF "dp groups [[0,2],[1,3]]" "$tmp/out" || fail "4-rank tp=2 dp groups"
-  grep -qE '^  comm\.backend += auto -> mpi \(no NCCL in this build\)$' "$tmp/out" \
-    || fail "4 ranks: $(grep comm.backend "$tmp/out")"
-  /usr/bin/python3 - "$tmp/run.json" <<'PY' || fail "run.json mesh"
-import json, sys
-r = json.load(open(sys.argv[1]))
-m = r["mesh"]
-assert m == {"world": 4, "tp": 2, "pp": 1, "dp": 2, "tp_groups": [[0, 1], [2, 3]],
-             "dp_groups": [[0, 2], [1, 3]], "pp_groups": [[0], [1], [2], [3]]}, m
-c = r["platform"]["comm"]
-assert (c["backend"], c["requested"], c["reason"]) == ("mpi", "auto", "no NCCL in this build"), c
-assert c["communicator"].rstrip(")").endswith("mpi") and r["config"]["comm"]["backend"] == "mpi", (c, r["config"]["comm"])
-PY
-  # shellcheck disable=SC2086
-  expect nonzero "does not divide the 4 ranks" -- "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 parallel.pp=1 model.n_heads=6 model.d_model=96
-  # shellcheck disable=SC2086
-  expect nonzero "comm.backend=self runs one rank" -- "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" comm.backend=self
-  # A learning rate that blows up: the non-finite iterations are skipped and counted on every
-  # rank, then train.max_nan in a row stop the run with one line and exit code 3.
-  # shellcheck disable=SC2086
-  "$mpiexec" -n 2 $mpiflags "$kformer" "$src/input/tiny.yaml" train.lr=1e6 train.steps=20 train.max_nan=3 \
-    >"$tmp/nan.out" 2>"$tmp/nan.err"
-  rc=$?
-  [ $rc -eq 3 ] || fail "lr=1e6 should stop with exit code 3, got $rc"
-  grep -q "number of nan iterations:   3" "$tmp/nan.out" || fail "lr=1e6: the NaN counter did not reach 3"
-  [ "$(grep -c "kformer: error" "$tmp/nan.err")" -eq 1 ] || { fail "lr=1e6: the stop should be reported once"; cat "$tmp/nan.err"; }
-  grep -q "train.max_nan=3" "$tmp/nan.err" || fail "lr=1e6: the message should name train.max_nan"
-  # shellcheck disable=SC2086
-  "$mpiexec" -n 4 $mpiflags "$kformer" "$src/input/tiny.yaml" parallel.tp=3 2>"$tmp/err4" >/dev/null
-  n=$(grep -c "kformer: error" "$tmp/err4")
-  [ "$n" -eq 1 ] || { fail "a bad deck on 4 ranks should be reported once, got $n times"; cat "$tmp/err4"; }
-fi
 
 [ $fails -eq 0 ] && echo "cli: all checks passed"
 exit $((fails > 0))

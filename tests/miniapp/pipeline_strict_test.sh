@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Every pipeline schedule (gpipe, 1f1b, zb-h1 and interleaved on 2 and 4 stages; zb-h1 also
 # with sequence parallelism over tp=2) under NCCL's rules with messages above NCCL's buffering:
-# comm.strict=true (rendezvous sends, one stream per process) and activations of 260x64x64 floats
+# comm.strict=true (rendezvous sends, one stream per process) and activations of 260x32x128 floats
 # (4.06 MiB; under sequence parallelism each TP rank sends its half, 2.03 MiB) per micro-batch.
+# d_model 128 over 32 tokens rather than 64 over 64: the same bytes per message from half the
+# tokens, whose per-token work (not the GEMMs) is most of a step here (one-rank run: 12.0 -> 7.8 s
+# CPU; the start-up GEMM ceiling, timed at the layer shape, grows, so the test gains 18%).
 # Each layout must finish (an exchange that deadlocked under NCCL would deadlock here and the
 # watchdog would end it) and give the one-rank losses: iteration 1 within 1e-6 relative,
 # iteration 2 within 1e-5.
@@ -11,7 +14,7 @@ set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
-big=(comm.strict=true comm.timeout_s=60 model.n_layers=4 model.max_seq_len=64 train.seq_len=64
+big=(comm.strict=true comm.timeout_s=60 model.n_layers=4 model.d_model=128 model.max_seq_len=32 train.seq_len=32
      train.micro_batch=260 train.global_batch=1040 train.steps=2)
 
 run() {  # name ranks overrides...
@@ -35,7 +38,12 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-run one 1 || exit 1
+# The two one-rank references (one core each) side by side; `run` said why either failed.
+run one8 1 model.n_layers=8 & one8=$!
+run one 1; one_ok=$?
+wait $one8; one8_ok=$?
+[ $one8_ok -eq 0 ] || fails=$((fails + 1))
+[ $one_ok -eq 0 ] || exit 1
 grep -Eq "comm.strict += true" "$tmp/one.log" || { echo "FAIL: the deck does not say comm.strict = true"; exit 1; }
 for layout in "pp=2 schedule=gpipe" "pp=2 schedule=1f1b" "pp=2 schedule=interleaved virtual_stages=2" \
               "pp=4 schedule=gpipe" "pp=4 schedule=1f1b" "pp=2 dp=2 schedule=1f1b" "pp=4 schedule=zb-h1" \
@@ -49,7 +57,7 @@ for layout in "pp=2 schedule=gpipe" "pp=2 schedule=1f1b" "pp=2 schedule=interlea
   run "$name" "$np" "${args[@]}" && compare one "$name"
 done
 # Interleaved on 4 stages needs 8 chunks: an 8-layer model against its own one-rank run.
-if run one8 1 model.n_layers=8; then
+if [ $one8_ok -eq 0 ]; then
   run pp=4-interleaved 4 model.n_layers=8 parallel.pp=4 parallel.schedule=interleaved parallel.virtual_stages=2 &&
     compare one8 pp=4-interleaved
 fi
