@@ -15,19 +15,30 @@
 #include "predict/calibrate_command.hpp"
 #include "predict/predict_command.hpp"
 
+namespace {
+
+constexpr int kGoOn = -1;  // run_alone's body: nothing to exit with, the run goes on
+
+// `body` in a process that has not started MPI: an error is one line on stderr and an exit code.
+template <class Body>
+int run_alone(Body&& body, const char* who) {
+  try {
+    return body();
+  } catch (const kformer::CollectiveError& e) {
+    std::cerr << "kformer: error: " << e.what() << std::endl;
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "kformer: error" << who << ": " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // `kformer predict`: one process, no MPI, no Kokkos (predict_command.hpp).
-  if (argc > 1 && std::string(argv[1]) == "predict") {
-    try {
-      return kformer::predict::run_predict({argv + 2, argv + argc});
-    } catch (const kformer::CollectiveError& e) {
-      std::cerr << "kformer: error: " << e.what() << std::endl;
-      return e.exit_code();
-    } catch (const std::exception& e) {
-      std::cerr << "kformer: error: " << e.what() << std::endl;
-      return 1;
-    }
-  }
+  if (argc > 1 && std::string(argv[1]) == "predict")
+    return run_alone([&] { return kformer::predict::run_predict({argv + 2, argv + argc}); }, "");
   // A plain `kformer ...` (no launcher) is one rank: the command line, --version/--keys/--help and
   // the deck with its checks need no MPI, so they come first and bad input exits before MPI_Init.
   // Under a launcher every rank starts MPI first and rank 0 reports a verdict once (below).
@@ -35,21 +46,19 @@ int main(int argc, char** argv) {
   std::optional<kformer::RunPlan> early_plan;
   const bool calibrate = argc > 1 && std::string(argv[1]) == "calibrate";
   if (!calibrate && !kformer::comm::started_by_launcher()) {
-    try {
-      early_args = kformer::parse_cli(argc, argv);
-      if (early_args->exit_now) return early_args->exit_code;
-      if (early_args->version || early_args->keys) {
-        std::cout << (early_args->version ? kformer::version_text() : kformer::keys_text());
-        return 0;
-      }
-      early_plan = kformer::load_plan(*early_args, 1, 1);
-    } catch (const kformer::CollectiveError& e) {
-      std::cerr << "kformer: error: " << e.what() << std::endl;
-      return e.exit_code();
-    } catch (const std::exception& e) {
-      std::cerr << "kformer: error on rank 0: " << e.what() << std::endl;
-      return 1;
-    }
+    const int rc = run_alone(
+        [&] {
+          early_args = kformer::parse_cli(argc, argv);
+          if (early_args->exit_now) return early_args->exit_code;
+          if (early_args->version || early_args->keys) {
+            std::cout << (early_args->version ? kformer::version_text() : kformer::keys_text());
+            return 0;
+          }
+          early_plan = kformer::load_plan(*early_args, 1, 1);
+          return kGoOn;
+        },
+        " on rank 0");
+    if (rc != kGoOn) return rc;
   }
   kformer::comm::Runtime runtime(argc, argv);
   const bool root = runtime.world_rank() == 0;

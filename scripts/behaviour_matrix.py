@@ -49,20 +49,13 @@ COMMON = ["kernels.gemm=native", "train.steps=3", "output.log_every=1"]
 
 # Each deck at a reduced size: the deck's family, layout, attention, recompute and SP kept, the
 # shape cut to seconds per case. np is the rank count the deck's layout needs.
+SMALL = ["model.n_layers=2", "model.d_model=64", "model.vocab_size=256", "model.max_seq_len=64", "train.seq_len=32"]
 DECKS = {
     "tiny": (1, []),
-    "gpt3-small": (1, ["model.n_layers=2", "model.d_model=64", "model.n_heads=4", "model.vocab_size=256",
-                       "model.max_seq_len=64", "train.seq_len=32", "train.global_batch=4",
-                       "train.micro_batch=2"]),
-    "ezpz-8layer": (1, ["model.n_layers=2", "model.d_model=64", "model.n_heads=4", "model.n_kv_heads=2",
-                        "model.vocab_size=256", "model.max_seq_len=64", "train.seq_len=32",
-                        "train.global_batch=4"]),
-    "llama3-8b": (4, ["model.n_layers=2", "model.d_model=64", "model.n_heads=8", "model.n_kv_heads=4",
-                      "model.ffn_dim=128", "model.vocab_size=256", "model.max_seq_len=64",
-                      "train.seq_len=32"]),
-    "qwen3-8b": (4, ["model.n_layers=2", "model.d_model=64", "model.n_heads=8", "model.n_kv_heads=4",
-                     "model.ffn_dim=96", "model.vocab_size=256", "model.max_seq_len=64",
-                     "train.seq_len=32"]),
+    "gpt3-small": (1, SMALL + ["model.n_heads=4", "train.global_batch=4", "train.micro_batch=2"]),
+    "ezpz-8layer": (1, SMALL + ["model.n_heads=4", "model.n_kv_heads=2", "train.global_batch=4"]),
+    "llama3-8b": (4, SMALL + ["model.n_heads=8", "model.n_kv_heads=4", "model.ffn_dim=128"]),
+    "qwen3-8b": (4, SMALL + ["model.n_heads=8", "model.n_kv_heads=4", "model.ffn_dim=96"]),
 }
 
 # Layout and feature cases run on input/tiny.yaml (4 layers, d_model 64, 4 heads).

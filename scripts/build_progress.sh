@@ -20,7 +20,7 @@ while IFS= read -r line; do
   fi
   [ -n "$pct" ] || continue
   worked=1
-  # miniapp/CMakeFiles/kformer_app.dir/stage.cpp.o -> miniapp/stage.cpp
+  # miniapp/CMakeFiles/kformer_app.dir/stage.cpp.o -> miniapp/model/stage.cpp
   what=${what/CMakeFiles\/*.dir\//}; what=${what%.o}
   if [ $tty -eq 1 ]; then
     printf '\r\033[K%s: %3d%% %s' "$label" "$pct" "$what" >&2

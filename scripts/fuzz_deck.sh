@@ -62,7 +62,7 @@ if [ -z "$kokkos_include" ]; then
 fi
 [ -f "$kokkos_include/KokkosCore_config.h" ] || { log "no KokkosCore_config.h in $kokkos_include: pass --kokkos-include"; exit 1; }
 
-# memory.cpp and block.cpp include Kokkos headers. A Serial-only view of the install's
+# memory.cpp and run_plan.cpp include Kokkos headers. A Serial-only view of the install's
 # configuration lets clang compile them without OpenMP or CUDA; nothing of Kokkos runs.
 shim=$work/kokkos-serial
 mkdir -p "$shim"
@@ -86,10 +86,12 @@ includes=(-I"$top/miniapp" -I"$top" -I"$top/kernels" -I"$top/comm" -I"$top/tests
           -I"$shim" -I"$kokkos_include")
 common=(-std=c++17 -g -O1 -fno-omit-frame-pointer "${includes[@]}")
 fuzzflags=("-fsanitize=fuzzer-no-link,address,undefined" -fno-sanitize-recover=undefined)
-# Instrumented: the deck path. block.cpp is only there for block_dims (memory.cpp's one use of it):
-# built plain, its Kokkos kernels are dropped at link time (--gc-sections) with their references.
-instrumented=(miniapp/schema.cpp miniapp/config.cpp miniapp/validate.cpp miniapp/node_memory.cpp miniapp/model_spec.cpp miniapp/memory.cpp
-              miniapp/schedule.cpp comm/backend_choice.cpp tests/fuzz/deck_target.cpp)
+# Instrumented: the deck path, from the Config to the run plan and its memory estimate.
+instrumented=(miniapp/settings/schema.cpp miniapp/settings/config.cpp miniapp/settings/validate.cpp
+              miniapp/settings/deck_echo.cpp miniapp/settings/read_settings.cpp miniapp/platform/node_memory.cpp
+              miniapp/model/model_spec.cpp miniapp/model/block_dims.cpp miniapp/plan/memory.cpp
+              miniapp/plan/run_plan.cpp miniapp/parallel/schedule.cpp comm/backend_choice.cpp
+              tests/fuzz/deck_target.cpp)
 newest_header=$(find "$top/miniapp" "$top/kernels" "$top/comm" "$top/tests/fuzz" "$generated" "$shim" -name '*.h*' \
                   -newer "$work/deck_fuzz" 2>/dev/null | head -n 1 || true)
 [ -f "$work/deck_fuzz" ] || newest_header=always
@@ -105,21 +107,20 @@ for src in "${instrumented[@]}"; do
   compile "$src" "${fuzzflags[@]}" & pids+=($!)
   [ ${#pids[@]} -ge "$(nproc)" ] && { wait "${pids[0]}" || exit 1; pids=("${pids[@]:1}"); }
 done
-compile miniapp/block.cpp -ffunction-sections -fdata-sections & pids+=($!)
 for p in "${pids[@]}"; do wait "$p" || { log "build failed (compiler output above)"; exit 1; }; done
 objs=()
-for src in "${instrumented[@]}" miniapp/block.cpp; do objs+=("$work/obj/$(basename "${src%.cpp}").o"); done
+for src in "${instrumented[@]}"; do objs+=("$work/obj/$(basename "${src%.cpp}").o"); done
 "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" -Wl,--gc-sections -lyaml-cpp -o "$work/deck_fuzz" \
   || { log "link failed"; exit 1; }
 log "built $work/deck_fuzz with $cxx in $(( $(date +%s) - t0 )) s"
 
 # --- the dictionary: every key, section and choice of the schema, and YAML's punctuation ------
 {
-  grep -oE '"[a-z_]+(\.[a-z_]+)+"' "$top/miniapp/schema.cpp" | sort -u | while read -r k; do
+  grep -oE '"[a-z_]+(\.[a-z_]+)+"' "$top/miniapp/settings/schema.cpp" | sort -u | while read -r k; do
     k=${k//\"/}
     echo "\"$k\""; echo "\"${k##*.}:\""; echo "\"${k%%.*}:\""; echo "\"$k=\""
   done
-  grep -oE '\{"[a-z0-9]+"(, "[a-z0-9]+")+\}' "$top/miniapp/schema.cpp" | grep -oE '"[a-z0-9]+"'
+  grep -oE '\{"[a-z0-9]+"(, "[a-z0-9]+")+\}' "$top/miniapp/settings/schema.cpp" | grep -oE '"[a-z0-9]+"'
   for t in '%%' '@world ' '---' '- ' '[' ']' '{' '}' ': ' '&a ' '*a' '!!str ' '? ' '~' 'null' '-0' '0x10' '1e400' \
            '9223372036854775807' '2147483648' 'nan' '.inf' "'" '#' '|' '>'; do
     printf '"%s"\n' "$t"

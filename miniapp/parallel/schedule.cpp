@@ -140,6 +140,20 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v) {
   return "";
 }
 
+int slots_in_flight(const Schedule& s, int rank, ScheduleKind kind) {
+  const int pp = static_cast<int>(s.size());
+  std::set<std::pair<int, int>> held, every;
+  std::size_t most = 0;
+  for (const Action& a : s[rank]) {
+    if (a.phase == Phase::forward) held.insert({a.micro, a.chunk}), every.insert({a.micro, a.chunk});
+    most = std::max(most, held.size());
+    if (a.phase == Phase::weight || (a.phase == Phase::backward && !splits_backward(kind)))
+      held.erase({a.micro, a.chunk});
+  }
+  const bool sends_back = pp > 1 && !splits_backward(kind) && (kind == ScheduleKind::interleaved || rank > 0);
+  return static_cast<int>(std::min(most + (sends_back ? 1 : 0), every.size()));
+}
+
 double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
 
 double analytic_bubble(ScheduleKind kind, int pp, int m, int v) {

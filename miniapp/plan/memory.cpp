@@ -11,10 +11,11 @@
 #include <sstream>
 
 #include "platform/errors.hpp"
-#include "model/block.hpp"
+#include "model/block_dims.hpp"
 #include "model/model_spec.hpp"
 #include "model/param_store.hpp"
 #include "model/recompute.hpp"
+#include "parallel/schedule.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -41,7 +42,7 @@ double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
   return std::min(most, double(std::int64_t(8) << 20));
 }
 
-MemoryEstimate estimate_stage(const RunSettings& rs, int stage) {
+MemoryEstimate estimate_stage(const RunSettings& rs, const Schedule& schedule, int stage) {
   const ModelShape s = model_shape(rs);
   const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = rs.parallel.zero;
   const int v = rs.parallel.virtual_stages;
@@ -93,19 +94,9 @@ MemoryEstimate estimate_stage(const RunSettings& rs, int stage) {
   const double recompute_set = recompute == Recompute::full                     ? block_all
                                : recompute == Recompute::selective && naive   ? tb * att_saved
                                                                                : 0;
-  const int m = rs.parallel.microbatches;
-  const ScheduleKind sched = rs.parallel.schedule;
-  // Micro-batches whose activations a chunk holds at once: GPipe all of them, 1F1B its warm-up
-  // plus one, interleaved its warm-up (counted in chunk steps) plus one, spread over v chunks. A
-  // stage that sends gradients back (1F1B after the first, every interleaved one) holds one more:
-  // the gradient of one goes out in one group with the receive of the next (pipeline_program.hpp).
-  // ZB-H1 holds a micro-batch from its F to its W: up to p on every stage (schedule.cpp).
-  const int back = sched == ScheduleKind::interleaved || stage > 0 ? 1 : 0;
-  const int in_flight = pp == 1                ? 1
-                        : sched == ScheduleKind::gpipe ? m * v
-                        : sched == ScheduleKind::zb_h1 ? std::min(m, pp)
-                        : sched == ScheduleKind::one_f_one_b ? std::min(m, pp - stage + back)
-                                               : std::min(m * v, (pp - stage - 1) * 2 + (v - 1) * pp + 1 + back);
+  // The slots whose activations this stage holds at once, spread over its v chunks: what its
+  // schedule says (schedule.hpp).
+  const int in_flight = slots_in_flight(schedule, stage, rs.parallel.schedule);
   e.micro_batches_in_flight = in_flight;
   // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
   // bf16, between chunks, their bf16 copies as they travel).
@@ -148,11 +139,11 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"micro_batches_in_flight", micro_batches_in_flight}};
 }
 
-MemoryEstimate estimate_memory(const RunSettings& s) {
+MemoryEstimate estimate_memory(const RunSettings& s, const Schedule& schedule) {
   estimates_made().fetch_add(1);
   MemoryEstimate worst;
   for (int st = 0; st < s.parallel.pp; ++st) {
-    const MemoryEstimate e = estimate_stage(s, st);
+    const MemoryEstimate e = estimate_stage(s, schedule, st);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -186,7 +177,9 @@ void check_memory_limit(const RunSettings& s, const MemoryEstimate& e) {
     RunSettings smaller = s;  // what if: the same layout at micro-batch b
     smaller.train.micro_batch = b;
     smaller.parallel.microbatches = static_cast<int>(per_dp / b);
-    if (estimate_memory(smaller).total() <= limit) fits = b;
+    const Schedule sched = make_schedule(s.parallel.schedule, s.parallel.pp, smaller.parallel.microbatches,
+                                         s.parallel.virtual_stages);
+    if (estimate_memory(smaller, sched).total() <= limit) fits = b;
   }
   if (fits) msg << "the largest train.micro_batch that fits is " << fits;
   else msg << "no train.micro_batch fits; raise parallel.zero, parallel.tp or parallel.pp, or memory.limit_gb";

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/schedule.hpp"
 #include "settings/run_settings.hpp"
 
 namespace kformer {
@@ -29,7 +30,8 @@ std::string describe(const MemoryEstimate& e);
 
 // The largest rank of the layout (the first pipeline stage holds the embedding, the last the head).
 // A run makes it once (RunPlan); estimates_made() counts the calls, for the test that says so.
-MemoryEstimate estimate_memory(const RunSettings& s);
+// `schedule`: every pipeline rank's (make_schedule at the settings' layout).
+MemoryEstimate estimate_memory(const RunSettings& s, const Schedule& schedule);
 std::atomic<long>& estimates_made();
 
 // Throws ConfigError when `e` (the run's estimate) exceeds memory.limit_gb, naming the largest

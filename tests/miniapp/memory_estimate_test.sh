@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The memory estimate (miniapp/memory.cpp) against what the run allocates: for every layout of
+# The memory estimate (miniapp/plan/memory.cpp) against what the run allocates: for every layout of
 # layouts_test.sh (one rank, and 4 ranks over tp, pp, dp, zero and the schedules), each with
 # recomputation, sequence parallelism (where tp > 1) and zb-h1 (where a 1F1B pipeline runs) off
 # and on (zb-h1 also with sequence parallelism where tp=2), the estimate per rank is within 10% of
@@ -57,6 +57,8 @@ for layout in "" "tp=2 dp=2" "tp=4 dp=1" "tp=1 dp=4" "tp=1 dp=4 zero=3" "tp=2 dp
       "${args[@]}" parallel.schedule=zb-h1 parallel.sequence_parallel=true train.recompute=selective ;;
   esac ;; esac
 done
+# GPipe on one stage: every micro-batch's activations at once (the estimate once counted one).
+check 1 "gpt one rank schedule=gpipe" model.family=gpt parallel.schedule=gpipe
 # bf16 mixed precision with each feature: recomputation (naive attention, whose probabilities
 # selective drops), sequence parallelism (with and without pipeline stages, and under zb-h1) and
 # zb-h1.

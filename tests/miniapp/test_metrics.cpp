@@ -18,10 +18,10 @@ using namespace kformer;
 
 namespace {
 // tiny.yaml with `overrides`, checked as a run checks it (its memory against the limit included).
-RunSettings deck(std::vector<std::string> overrides, int world = 1) {
-  const RunPlan plan = make_plan(load_settings(KFORMER_SOURCE_DIR "/input/tiny.yaml", overrides, world));
+RunPlan deck(std::vector<std::string> overrides, int world = 1) {
+  RunPlan plan = make_plan(load_settings(KFORMER_SOURCE_DIR "/input/tiny.yaml", overrides, world));
   check_plan_fits(plan, NodeMemory{});
-  return plan.settings;
+  return plan;
 }
 }  // namespace
 
@@ -29,9 +29,9 @@ TEST(Flops, CountedPerOperationEqualsTheClosedFormOnEveryTpSlice) {
   for (const char* family : {"gpt", "llama"})
     for (int tp : {1, 2, 4}) {
       const bool gpt = std::string(family) == "gpt";
-      const RunSettings c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4",
+      const RunPlan c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4",
                        "parallel.tp=" + std::to_string(tp)}, tp);
-      const ModelShape s = model_shape(c);
+      const ModelShape s = c.shape;
       const BlockDims d = block_dims(s, 3, 32);
       // Sum over the TP ranks of one micro-batch: every rank counts its slice.
       const double counted = tp * (s.n_layers * block_flops(d).total() + head_flops(d.N(), s.d_model, s.vocab_padded / tp).total());
@@ -108,19 +108,19 @@ TEST(Summary, FigureOfMeritFirstThenTheBlockFromTheReportsNumbers) {
 }
 
 TEST(Memory, ShardingShrinksTheEstimateAndTheLimitNamesWhatFits) {
-  const MemoryEstimate one = estimate_memory(deck({}, 4));
-  const MemoryEstimate z1 = estimate_memory(deck({"parallel.zero=1"}, 4));
+  const MemoryEstimate one = deck({}, 4).memory;
+  const MemoryEstimate z1 = deck({"parallel.zero=1"}, 4).memory;
   // ZeRO-3 keeps 1/dp of the parameters plus a pool of three gathered layers: it pays off once
   // the layers outnumber the pool.
-  const MemoryEstimate z3 = estimate_memory(deck({"parallel.zero=3", "model.n_layers=8"}, 4));
-  const MemoryEstimate z0 = estimate_memory(deck({"model.n_layers=8"}, 4));
+  const MemoryEstimate z3 = deck({"parallel.zero=3", "model.n_layers=8"}, 4).memory;
+  const MemoryEstimate z0 = deck({"model.n_layers=8"}, 4).memory;
   EXPECT_DOUBLE_EQ(z1.optimizer, one.optimizer / 4);
   EXPECT_LT(z3.params, z0.params);
-  EXPECT_GT(estimate_memory(deck({"train.micro_batch=4", "train.global_batch=8"})).activations,
-            estimate_memory(deck({"train.micro_batch=2"})).activations);
+  EXPECT_GT(deck({"train.micro_batch=4", "train.global_batch=8"}).memory.activations,
+            deck({"train.micro_batch=2"}).memory.activations);
   // A limit between the micro-batch 1 and 8 estimates: the message names the largest that fits.
-  const double mb1 = estimate_memory(deck({"train.micro_batch=1"})).total();
-  const double mb8 = estimate_memory(deck({"train.micro_batch=8"})).total();
+  const double mb1 = deck({"train.micro_batch=1"}).memory.total();
+  const double mb8 = deck({"train.micro_batch=8"}).memory.total();
   const double limit_gb = (mb1 + mb8) / 2 / 1e9;
   try {
     deck({"train.micro_batch=8", "memory.limit_gb=" + std::to_string(limit_gb)});

@@ -1,0 +1,87 @@
+// The typed settings (miniapp/settings/): every closed set's enum names the schema's choices in
+// the schema's order, so a choice added to one and not the other fails here, not in a run; and
+// the reader carries each setting from the validated deck into its field.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "settings/config.hpp"
+#include "settings/read_settings.hpp"
+#include "settings/schema.hpp"
+#include "settings/validate.hpp"
+
+using namespace kformer;
+
+namespace {
+
+template <class E>
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const char* n : Names<E>::list) out.push_back(n);
+  return out;
+}
+
+std::vector<std::string> choices(const char* key) {
+  const KeySpec* k = find_key(key);
+  return k ? k->choices : std::vector<std::string>{"(no such key)"};
+}
+
+RunSettings read(const std::vector<std::string>& overrides, int world = 1) {
+  Config c;
+  for (const auto& o : overrides) c.apply_override(o);
+  resolve_and_validate(c, world);
+  return read_settings(c);
+}
+
+}  // namespace
+
+TEST(Settings, EnumsNameTheSchemasChoices) {
+  EXPECT_EQ(names<Family>(), choices("model.family"));
+  EXPECT_EQ(names<Precision>(), choices("train.precision"));
+  EXPECT_EQ(names<Precision>(), choices("parallel.grad_reduce_dtype"));
+  EXPECT_EQ(names<Recompute>(), choices("train.recompute"));
+  EXPECT_EQ(names<ScheduleKind>(), choices("parallel.schedule"));
+  EXPECT_EQ(names<GemmSetting>(), choices("kernels.gemm"));
+  EXPECT_EQ(names<AttentionKind>(), choices("kernels.attention"));
+  EXPECT_THROW(parse_choice<ScheduleKind>("pipedream"), std::invalid_argument);
+  EXPECT_EQ(parse_choice<ScheduleKind>("zb-h1"), ScheduleKind::zb_h1);
+}
+
+TEST(Settings, EachKeyReachesItsField) {
+  const RunSettings d = read({});
+  const RunSettings s = read({"model.family=llama", "model.n_heads=8", "model.n_kv_heads=2", "train.precision=bf16",
+                              "train.recompute=full", "parallel.tp=2", "parallel.pp=2", "parallel.zero=3",
+                              "parallel.grad_reduce_dtype=bf16", "parallel.sequence_parallel=true",
+                              "parallel.schedule=gpipe", "kernels.gemm=vendor", "kernels.attention=naive",
+                              "train.seed=77", "train.lr=0.5", "comm.emulate.latency_us=3", "comm.strict=true",
+                              "checkpoint.every=4", "output.log_every=3", "straggler.rank=1", "memory.limit_gb=7",
+                              "data.source=random", "predict.world=16", "parallel.stage_layers=1,1", "train.global_batch=16"},
+                             16);
+  EXPECT_EQ(d.model.family, Family::gpt);
+  EXPECT_EQ(s.model.family, Family::llama);
+  EXPECT_EQ(s.model.n_kv_heads, 2);
+  EXPECT_EQ(s.train.precision, Precision::bf16);
+  EXPECT_TRUE(s.bf16());
+  EXPECT_EQ(s.train.recompute, Recompute::full);
+  EXPECT_EQ(s.parallel.tp * s.parallel.pp * s.parallel.dp, 16);  // dp derived from the world
+  EXPECT_EQ(s.parallel.zero, 3);
+  EXPECT_EQ(s.parallel.grad_reduce_dtype, Precision::bf16);
+  EXPECT_TRUE(s.parallel.sequence_parallel);
+  EXPECT_FALSE(d.parallel.sequence_parallel);
+  EXPECT_EQ(s.parallel.schedule, ScheduleKind::gpipe);
+  EXPECT_EQ(s.parallel.stage_layers, (std::vector<int>{1, 1}));
+  EXPECT_EQ(s.kernels.gemm, GemmSetting::vendor);
+  EXPECT_EQ(s.kernels.attention, AttentionKind::naive);
+  EXPECT_EQ(s.train.seed, 77u);
+  EXPECT_EQ(s.train.lr, 0.5);
+  EXPECT_EQ(s.comm.latency_us, 3.0);
+  EXPECT_TRUE(s.comm.strict);
+  EXPECT_EQ(s.checkpoint.every, 4);
+  EXPECT_EQ(s.output.log_every, 3);
+  EXPECT_EQ(s.straggler.rank, 1);
+  EXPECT_EQ(s.memory_limit_gb, 7.0);
+  EXPECT_EQ(s.predict.world, 16);
+  EXPECT_NE(s.deck.text().find("parallel.zero"), std::string::npos);
+  EXPECT_EQ(s.deck.json["parallel"]["zero"], 3);
+}
