@@ -174,7 +174,9 @@ void check_schedule_run(Family family, ScheduleKind kind, int v, const Reference
 
   // The loss over the pipeline (only the last chunk has it) and every gradient, summed over the
   // pipeline's ranks into the one-stage layout (the tied table's two parts add up as the
-  // trainer's tied-embedding sum would), against the one-stage run.
+  // trainer's tied-embedding sum would), against the one-stage run. Measured on the OpenMP build:
+  // the loss and every gradient bitwise equal, but gpt's tied table (its two parts summed in
+  // another order), 1.1e-7 of its largest gradient; the bound is 1e-6.
   const DV<float*> grads = device_buffer<float*>("grads_in_one_stage_layout", ref.params->size());
   for (const auto& s : params.slots()) {
     const std::int64_t n = s.rows * s.cols, at = ref.params->slot(s.spec.name).offset;
@@ -193,7 +195,7 @@ void check_schedule_run(Family family, ScheduleKind kind, int v, const Reference
       const float d = std::abs(got[std::size_t(i)] - ref.grads[std::size_t(i)]);
       if (d > worst) worst = d, at = i - s.offset;
     }
-    EXPECT_LE(worst, 1e-5f * scale + 1e-12f) << s.spec.name << ": gradient differs from the one-stage run at element "
+    EXPECT_LE(worst, 1e-6f * scale + 1e-12f) << s.spec.name << ": gradient differs from the one-stage run at element "
                                              << at << " (largest |gradient| " << scale << ")";
   }
 }
