@@ -200,7 +200,7 @@ void check_schedule_run(Family family, ScheduleKind kind, int v, const Reference
   }
 }
 
-TEST(Pipeline, EverySchedulesMatchesOneStage) {
+TEST(Pipeline, EveryScheduleMatchesOneStage) {
   const int P = test::world()->size();
   for (Family family : {Family::gpt, Family::llama}) {
     const Reference ref = one_stage(tiny(family));
