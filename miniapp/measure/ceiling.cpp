@@ -5,7 +5,10 @@
 
 #include <algorithm>
 
+#include "convert.hpp"
 #include "counter_rng.hpp"
+#include "gemm.hpp"
+#include "platform/device.hpp"
 
 namespace kformer {
 

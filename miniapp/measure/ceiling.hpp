@@ -10,8 +10,9 @@
 
 #include <string>
 
-#include "model/block.hpp"
 #include "measure/fma_peak.hpp"
+#include "model/block_dims.hpp"
+#include "settings/choices.hpp"
 
 namespace kformer {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "platform/errors.hpp"
-#include "model/block_dims.hpp"
+#include "plan/run_plan.hpp"
 #include "model/model_spec.hpp"
 #include "model/param_store.hpp"
 #include "model/recompute.hpp"
@@ -42,11 +42,12 @@ double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
   return std::min(most, double(std::int64_t(8) << 20));
 }
 
-MemoryEstimate estimate_stage(const RunSettings& rs, const Schedule& schedule, int stage) {
-  const ModelShape s = model_shape(rs);
+MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
+  const RunSettings& rs = plan.settings;
+  const ModelShape& s = plan.shape;
   const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = rs.parallel.zero;
   const int v = rs.parallel.virtual_stages;
-  const auto chunks = chunk_layers(rs);
+  const auto& chunks = plan.chunks;
   int count = 0;  // blocks on this pipeline rank, over its chunks
   for (std::size_t c = stage; c < chunks.size(); c += pp) count += chunks[c].second;
   double P = 0, largest_unit = 0;
@@ -73,7 +74,7 @@ MemoryEstimate estimate_stage(const RunSettings& rs, const Schedule& schedule, i
     e.grads = kFloat * P + (bf16_reduce ? kHalf * P : 0);
   }
   e.optimizer = 2 * kFloat * P / shards;
-  const BlockDims d = block_dims(s, rs.train.micro_batch, rs.train.seq_len);
+  const BlockDims& d = plan.dims;
   const bool naive = rs.kernels.attention == AttentionKind::naive;
   const Recompute recompute = rs.train.recompute;
   // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
@@ -96,7 +97,7 @@ MemoryEstimate estimate_stage(const RunSettings& rs, const Schedule& schedule, i
                                                                                : 0;
   // The slots whose activations this stage holds at once, spread over its v chunks: what its
   // schedule says (schedule.hpp).
-  const int in_flight = slots_in_flight(schedule, stage, rs.parallel.schedule);
+  const int in_flight = slots_in_flight(plan.schedule, stage, rs.parallel.schedule);
   e.micro_batches_in_flight = in_flight;
   // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
   // bf16, between chunks, their bf16 copies as they travel).
@@ -139,11 +140,11 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"micro_batches_in_flight", micro_batches_in_flight}};
 }
 
-MemoryEstimate estimate_memory(const RunSettings& s, const Schedule& schedule) {
+MemoryEstimate estimate_memory(const RunPlan& plan) {
   estimates_made().fetch_add(1);
   MemoryEstimate worst;
-  for (int st = 0; st < s.parallel.pp; ++st) {
-    const MemoryEstimate e = estimate_stage(s, schedule, st);
+  for (int st = 0; st < plan.settings.parallel.pp; ++st) {
+    const MemoryEstimate e = estimate_stage(plan, st);
     if (e.total() > worst.total()) worst = e;
   }
   return worst;
@@ -177,9 +178,7 @@ void check_memory_limit(const RunSettings& s, const MemoryEstimate& e) {
     RunSettings smaller = s;  // what if: the same layout at micro-batch b
     smaller.train.micro_batch = b;
     smaller.parallel.microbatches = static_cast<int>(per_dp / b);
-    const Schedule sched = make_schedule(s.parallel.schedule, s.parallel.pp, smaller.parallel.microbatches,
-                                         s.parallel.virtual_stages);
-    if (estimate_memory(smaller, sched).total() <= limit) fits = b;
+    if (make_plan(smaller).memory.total() <= limit) fits = b;
   }
   if (fits) msg << "the largest train.micro_batch that fits is " << fits;
   else msg << "no train.micro_batch fits; raise parallel.zero, parallel.tp or parallel.pp, or memory.limit_gb";

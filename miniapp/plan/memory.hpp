@@ -9,10 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "parallel/schedule.hpp"
 #include "settings/run_settings.hpp"
 
 namespace kformer {
+
+struct RunPlan;  // plan/run_plan.hpp
 
 // In bf16 (train.precision) params counts the fp32 masters and their bf16 copies (6 bytes a
 // parameter: more than fp32's 4), activations the bf16 ones kept for backward plus the fp32
@@ -30,8 +31,8 @@ std::string describe(const MemoryEstimate& e);
 
 // The largest rank of the layout (the first pipeline stage holds the embedding, the last the head).
 // A run makes it once (RunPlan); estimates_made() counts the calls, for the test that says so.
-// `schedule`: every pipeline rank's (make_schedule at the settings' layout).
-MemoryEstimate estimate_memory(const RunSettings& s, const Schedule& schedule);
+// From the plan's shape, block sizes, chunks and schedule (make_plan calls it to fill plan.memory).
+MemoryEstimate estimate_memory(const RunPlan& plan);
 std::atomic<long>& estimates_made();
 
 // Throws ConfigError when `e` (the run's estimate) exceeds memory.limit_gb, naming the largest

@@ -19,7 +19,7 @@ RunPlan make_plan(RunSettings settings) {
   p.dims = block_dims(p.shape, s.train.micro_batch, s.train.seq_len);
   p.chunks = chunk_layers(s);
   p.schedule = make_schedule(s.parallel.schedule, s.parallel.pp, s.parallel.microbatches, s.parallel.virtual_stages);
-  p.memory = estimate_memory(s, p.schedule);
+  p.memory = estimate_memory(p);
   return p;
 }
 

@@ -26,7 +26,6 @@ struct RunPlan {
   Schedule schedule;                        // [pipeline rank] -> its actions, in order
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's
 
-  int stages() const { return static_cast<int>(chunks.size()); }
   bool shards_grads() const;  // ZeRO-3 reduce-scatters gradients unit by unit (param_store.hpp)
 };
 

@@ -83,8 +83,8 @@ void measure_gemm(int m, int n, int k, kk::GemmImpl impl, MachineProfile& p) {
   p.gemm_points.push_back(g);
 }
 
-void measure_attention(const BlockDims& d, const std::string& kind, MachineProfile& p) {
-  const kk::AttentionKind k = kk::attention_kind_from_string(kind);
+void measure_attention(const BlockDims& d, kk::AttentionKind k, MachineProfile& p) {
+  const std::string kind = name_of(k);  // the profile's key
   const DV<float**> qkv = random("qkv", d.N(), d.qkv_width(), 4, 0.5f), out("out", d.N(), d.q_width());
   const DV<float**> dout = random("dout", d.N(), d.q_width(), 5), dqkv("dqkv", d.N(), d.qkv_width());
   auto state = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
@@ -212,7 +212,7 @@ void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vec
                                                              {d.N(), d.C, d.Fl},
                                                              {d.N(), s.vocab_padded / s.tp, d.C}})
       measure_gemm(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p);
-    measure_attention(d, name_of(cfg.kernels.attention), p);
+    measure_attention(d, cfg.kernels.attention, p);
     if (tp == tps.front()) measure_memory_families(s, d, p);
   }
   for (const char* k : {"naive", "fused"})
