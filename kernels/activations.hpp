@@ -7,6 +7,8 @@
 // view independently); the arithmetic is fp32.
 #pragma once
 
+#include "call_record.hpp"
+
 #include "convert.hpp"
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
@@ -38,6 +40,8 @@ KOKKOS_INLINE_FUNCTION float gelu_value(float v) {
 // out (N,C) = gelu(inp (N,C)).
 template <class ExecSpace, class OutView, class InView>
 void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
+  const Call call("gelu_forward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)}; });
+  if (call.described()) return;
   using TO = elem_t<OutView>;
   TO* o = out.data();
   const auto* x = inp.data();
@@ -49,6 +53,8 @@ void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) 
 // dinp (N,C) = dout * gelu'(inp).
 template <class ExecSpace, class DinpView, class InView, class DoutView>
 void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
+  const Call call("gelu_backward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)}; });
+  if (call.described()) return;
   using TD = elem_t<DinpView>;
   TD* dx = dinp.data();
   const auto* x = inp.data();
@@ -66,6 +72,8 @@ void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& in
 // out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F). S: the work shape (work_shape.hpp).
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
+  const Call call("swiglu_forward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)}; });
+  if (call.described()) return;
   using TO = elem_t<OutView>;
   const int F = static_cast<int>(out.extent(1));
   detail::for_rows_columns<S>(exec, "kformer::swiglu_forward", static_cast<int>(out.extent(0)), F,
@@ -78,6 +86,8 @@ void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp
 // dinp (N,2F) = [dout * up * silu'(gate) | dout * silu(gate)], from inp (N,2F) and dout (N,F).
 template <Shape S = Shape::natural, class ExecSpace, class DinpView, class InView, class DoutView>
 void swiglu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
+  const Call call("swiglu_backward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)}; });
+  if (call.described()) return;
   using TD = elem_t<DinpView>;
   const int F = static_cast<int>(dout.extent(1));
   detail::for_rows_columns<S>(exec, "kformer::swiglu_backward", static_cast<int>(dout.extent(0)), F,

@@ -3,6 +3,8 @@
 // Layout of qkv (B,T,(H+2KV)*hd) and out (B,T,H*hd): see attention_common.hpp.
 #pragma once
 
+#include "call_record.hpp"
+
 #include "attention_fused.hpp"
 #include "attention_fused_backward.hpp"
 #include "attention_naive.hpp"
@@ -57,6 +59,16 @@ auto sequences(const V& v, int b0, int nb) {
 }
 // Runs body(b0, nb) over the B sequences in chunks of as many as the naive scratch holds (each
 // element is computed as in one call over all B: the chunks only bound the scratch).
+// The record of causal attention over qkv (B,T,(H+2KV)hd): QK^T and AV over the causal half,
+// twice that backward. Its bytes are the token-sized operands (the scores are the kind's own).
+template <class QkvView>
+KernelCall attention_call(AttentionKind kind, bool bf16, bool backward, const QkvView& qkv, int h, int kv,
+                          double bytes) {
+  const std::int64_t b = qkv.extent(0), t = qkv.extent(1), hd = std::int64_t(qkv.extent(2)) / (h + 2 * kv);
+  const double flops = 2.0 * double(b) * h * double(t) * double(t) * double(hd) * (backward ? 2 : 1);
+  return {Family::attention, bf16, backward, bytes, flops, {b, t, h, kv, hd, kind == AttentionKind::fused ? 1 : 0}};
+}
+
 template <class State, class Body>
 void by_sequences(const State& state, int B, const Body& body) {
   const int chunk = state.datt.extent(0) > 0 ? static_cast<int>(state.datt.extent(0)) : B;
@@ -68,6 +80,10 @@ void by_sequences(const State& state, int B, const Body& body) {
 template <class ExecSpace, class P, class OutView, class QkvView>
 void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState<ExecSpace, P>& state,
                        const QkvView& qkv, int n_heads, int n_kv_heads) {
+  const Call call("attention_forward", [&] {
+    return detail::attention_call(state.kind, holds_bf16<QkvView>, false, qkv, n_heads, n_kv_heads, bytes_of(out, qkv));
+  });
+  if (call.described()) return;
   if (state.kind == AttentionKind::fused)
     attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
   else if constexpr (std::is_same<P, float>::value)  // the scores go into att itself: one call, no scratch
@@ -84,6 +100,11 @@ void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState
 template <class ExecSpace, class P, class DqkvView, class DoutView, class QkvView, class OutView>
 void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionState<ExecSpace, P>& state,
                         const DoutView& dout, const QkvView& qkv, const OutView& out, int n_heads, int n_kv_heads) {
+  const Call call("attention_backward", [&] {
+    return detail::attention_call(state.kind, holds_bf16<QkvView>, true, qkv, n_heads, n_kv_heads,
+                                  bytes_of(dqkv, dout, qkv, out));
+  });
+  if (call.described()) return;
   if (state.kind == AttentionKind::naive)
     detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
       attention_naive_backward(exec, detail::sequences(dqkv, b0, nb), detail::sequences(state.datt, 0, nb),

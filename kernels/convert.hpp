@@ -1,7 +1,11 @@
 // Element-type conversion between buffers of the same shape (float <-> bf16, or a copy), the
 // one place where bf16 mixed precision rounds a GEMM's fp32 output for storage or widens a
-// stored bf16 value. Flat over the span: any two row-major views of equal size.
+// stored bf16 value. Flat over the span: any two row-major views of equal size. Also the plain
+// copies and fills the model makes on the device's queue, as kernel calls of their own so that a
+// described step lists them (call_record.hpp).
 #pragma once
+
+#include "call_record.hpp"
 
 #include <stdexcept>
 
@@ -17,6 +21,8 @@ using elem_t = typename View::non_const_value_type;
 // dst = src element by element, rounding to nearest even when dst is bf16 and src float.
 template <class ExecSpace, class DstView, class SrcView>
 void convert(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
+  const Call call("convert", [&] { return KernelCall{Family::convert, holds_bf16<DstView> || holds_bf16<SrcView>, false, bytes_of(dst, src)}; });
+  if (call.described()) return;
   using TD = elem_t<DstView>;
   if (dst.span() != src.span()) throw std::invalid_argument("convert: the buffers differ in size");
   TD* d = dst.data();
@@ -24,6 +30,22 @@ void convert(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
   Kokkos::parallel_for(
       "kformer::convert", Kokkos::RangePolicy<ExecSpace>(exec, 0, src.span()),
       KOKKOS_LAMBDA(const std::size_t i) { d[i] = TD(float(s[i])); });
+}
+
+// dst = src, views of one type and shape (Kokkos::deep_copy on the execution space's queue).
+template <class ExecSpace, class DstView, class SrcView>
+void copy(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
+  const Call call("copy", [&] { return KernelCall{Family::copy, holds_bf16<DstView>, false, bytes_of(dst, src)}; });
+  if (call.described()) return;
+  Kokkos::deep_copy(exec, dst, src);
+}
+
+// Every element of dst = value (Kokkos::deep_copy of a scalar, on the execution space's queue).
+template <class ExecSpace, class DstView>
+void fill(const ExecSpace& exec, const DstView& dst, typename DstView::const_value_type& value) {
+  const Call call("fill", [&] { return KernelCall{Family::copy, holds_bf16<DstView>, false, bytes_of(dst)}; });
+  if (call.described()) return;
+  Kokkos::deep_copy(exec, dst, value);
 }
 
 }  // namespace kformer::kernels

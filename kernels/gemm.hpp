@@ -28,6 +28,7 @@
 
 #include "activations.hpp"
 #include "bf16.hpp"
+#include "call_record.hpp"
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
 #include "gemm_workspace.hpp"
@@ -247,10 +248,21 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
 }
 
 namespace detail {
+// The record of y(m, n) = x(m, k) w(n, k)^T.
+template <class Y, class X>
+KernelCall forward_call(const Y& y, const X& x, double bytes) {
+  return gemm_call(holds_bf16<X>, false, y.extent(0), y.extent(1), x.extent(1), 0, bytes);
+}
+
 template <class ExecSpace, class T>
 void matmul_backward_any(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx,
                          DView<float**, ExecSpace> dw, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy,
                          DView<const T**, ExecSpace> x, DView<const T**, ExecSpace> w) {
+  const Call call("matmul_backward", [&] {
+    return gemm_call(holds_bf16<decltype(dy)>, true, dy.extent(0), dy.extent(1), dw.extent(1),
+                     (dx.extent(0) != 0 ? 1 : 0) | 2, bytes_of(dx, dw, db, dy, x, w));
+  });
+  if (call.described()) return;
   if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
   gemm(exec, impl, Op::T, Op::N, 1.0f, dy, x, 1.0f, dw);
   if (db.extent(0) != 0) bias_backward<ExecSpace, T>(exec, db, dy);
@@ -262,6 +274,8 @@ template <class ExecSpace>
 void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                     DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
+  const Call call("matmul_forward", [&] { return detail::forward_call(y, x, bytes_of(y, x, w, b)); });
+  if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
 }
 
@@ -270,6 +284,8 @@ template <class ExecSpace>
 void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                     DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
+  const Call call("matmul_forward", [&] { return detail::forward_call(y, x, bytes_of(y, x, w, b)); });
+  if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
 }
 
@@ -280,6 +296,8 @@ template <class ExecSpace>
 void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                          DView<float**, ExecSpace> act, DView<const float**, ExecSpace> x,
                          DView<const float**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
+  const Call call("matmul_forward_gelu", [&] { return detail::forward_call(y, x, bytes_of(y, act, x, w, b)); });
+  if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace>{b, act});
 }
 
@@ -289,6 +307,8 @@ template <class ExecSpace>
 void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                          DView<bf16**, ExecSpace> act, DView<const bf16**, ExecSpace> x,
                          DView<const bf16**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
+  const Call call("matmul_forward_gelu", [&] { return detail::forward_call(y, x, bytes_of(y, act, x, w, b)); });
+  if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace, bf16>{b, act});
 }
 
@@ -307,6 +327,18 @@ void matmul_backward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSp
                      DView<float*, ExecSpace> db, DView<const bf16**, ExecSpace> dy,
                      DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w) {
   detail::matmul_backward_any<ExecSpace, bf16>(exec, impl, dx, dw, db, dy, x, w);
+}
+
+// dx(N, in) = dy(N, out) W(out, in): matmul_backward's input half alone, the same GEMM call
+// (zb-h1's B; the weight half runs later as matmul_backward with an empty dx). T = float or bf16.
+template <class ExecSpace, class T>
+void matmul_backward_input(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx,
+                           DView<const T**, ExecSpace> dy, DView<const T**, ExecSpace> w) {
+  const Call call("matmul_backward_input", [&] {
+    return gemm_call(holds_bf16<decltype(dy)>, true, dy.extent(0), dy.extent(1), dx.extent(1), 1, bytes_of(dx, dy, w));
+  });
+  if (call.described()) return;
+  gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
 }
 
 }  // namespace kformer::kernels

@@ -4,6 +4,8 @@
 // view may be float or bf16; the sum is fp32, rounded once when out is bf16.
 #pragma once
 
+#include "call_record.hpp"
+
 #include "convert.hpp"
 
 namespace kformer::kernels {
@@ -11,6 +13,8 @@ namespace kformer::kernels {
 // out (N,C) = a (N,C) + b (N,C); out may alias a or b.
 template <class ExecSpace, class OutView, class AView, class BView>
 void residual_forward(const ExecSpace& exec, const OutView& out, const AView& a, const BView& b) {
+  const Call call("residual_forward", [&] { return KernelCall{Family::residual, holds_bf16<AView>, false, bytes_of(out, a, b)}; });
+  if (call.described()) return;
   using TO = elem_t<OutView>;
   TO* o = out.data();
   const auto* x = a.data();

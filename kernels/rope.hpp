@@ -12,6 +12,8 @@
 // work item on the host (vectorised over the dims), a (token, pair) per thread on a GPU.
 #pragma once
 
+#include "call_record.hpp"
+
 #include "convert.hpp"
 #include "kokkos_compat.hpp"
 #include "rope_table.hpp"
@@ -93,6 +95,8 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
+  const Call call("rope_forward", [&] { return KernelCall{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)}; });
+  if (call.described()) return;
   detail::rope_apply<S>(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
 }
 
@@ -100,6 +104,8 @@ void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, 
 template <Shape S = Shape::natural, class ExecSpace, class DinpView, class DoutView>
 void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
+  const Call call("rope_backward", [&] { return KernelCall{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)}; });
+  if (call.described()) return;
   detail::rope_apply<S>(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
 }
 

@@ -49,12 +49,12 @@ template <class T>
 void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s,
                              TypedScratch<T>& ts, const DV<float**>& dx) const {
   Exec exec;
-  Kokkos::deep_copy(exec, a.x_out, dx);  // the MLP-out projection's output gradient, for W
+  kk::copy(exec, a.x_out, dx);  // the MLP-out projection's output gradient, for W
   if (d_.sp > 1) {
     backward_sp(x_in, a, t, s, ts, dx, true);
     // The attention-out projection's output gradient (this rank's rows of s.d_mid): x_mid, R
     // rows, is read no more; the scratch holds N rows, so it is copied rather than swapped.
-    Kokkos::deep_copy(exec, a.x_mid, first_rows(s.d_mid, d_.rows()));
+    kk::copy(exec, a.x_mid, first_rows(s.d_mid, d_.rows()));
   } else {
     if (d_.gpt) {
       matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>("mlp.proj.weight"));

@@ -53,11 +53,11 @@ DV<T**> as_input(const Exec& exec, const DV<float**>& g, const DV<T**>& buf) {
   }
 }
 
-// dx(N, in) = dy(N, out) w(out, in): kernels::matmul_backward's input half, the same GEMM call
-// (zb-h1's B; W adds the weight half later).
+// dx(N, in) = dy(N, out) w(out, in): kernels::matmul_backward's input half (zb-h1's B; W adds
+// the weight half later).
 template <class T>
 void matmul_backward_input(kernels::GemmImpl impl, const DV<float**>& dx, const DV<T**>& dy, const DV<T**>& w) {
-  kernels::gemm(Exec(), impl, kernels::Op::N, kernels::Op::N, 1.0f, DV<const T**>(dy), DV<const T**>(w), 0.0f, dx);
+  kernels::matmul_backward_input(Exec(), impl, dx, DV<const T**>(dy), DV<const T**>(w));
 }
 
 // A matrix whose rows sequence parallelism splits over the TP ranks (sp > 1), whole: this rank's

@@ -6,6 +6,7 @@
 
 #include "convert.hpp"
 #include "counter_rng.hpp"
+#include "platform/profiling_region.hpp"
 
 namespace kformer {
 namespace {
@@ -85,7 +86,9 @@ float* ParamStore::unit_values(std::size_t u) const {
 }
 
 void ParamStore::require(int layer) const {
+  if (kernels::CallSink* sink = kernels::described()) sink->mark("require", layer);  // predict's gathers
   if (!sharded_) return;
+  const ProfilingRegion region("kformer::require");  // what a miss costs: the gather, and in bf16 its widening
   const std::size_t u = unit_of_layer_.at(layer);
   ++clock_;
   for (auto& g : pool_)

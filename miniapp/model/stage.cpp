@@ -3,6 +3,7 @@
 
 #include <Kokkos_Timer.hpp>
 
+#include "call_record.hpp"
 #include "comm/trace_log.hpp"
 #include "comm/views.hpp"
 #include "convert.hpp"
@@ -106,8 +107,8 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
   const std::size_t N = std::size_t(B) * T;
   {
     const ProfilingRegion region("kformer::forward");
-    if (c_.first() || c_.last()) {
-      // Inputs, targets and (first chunk) the embedding backward's token index: one upload.
+    if ((c_.first() || c_.last()) && !kk::described()) {  // host work (and described views hold no memory)
+      // Inputs, targets and (first chunk) the embedding backward's token index, uploaded in one copy.
       std::int32_t* h = s.tokens_host.data();
       for (int b = 0; b < B; ++b)
         for (int t = 0; t < T; ++t) {
@@ -116,8 +117,8 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
         }
       const auto index_part = Kokkos::subview(s.tokens, std::make_pair(2 * N, s.tokens.extent(0)));
       if (c_.first()) s.index = kk::make_token_index<Exec>(h, N, v0_, Vl_, h + 2 * N, index_part);
-      Kokkos::deep_copy(exec, s.tokens, s.tokens_host);
     }
+    if (c_.first() || c_.last()) kk::copy(exec, s.tokens, s.tokens_host);
     if (c_.first()) {
       p_.require(-1);
       // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.

@@ -9,6 +9,7 @@
 
 #include "convert.hpp"
 #include "model/param_store.hpp"
+#include "platform/profiling_region.hpp"
 #include "residual.hpp"
 
 namespace kformer {
@@ -54,7 +55,7 @@ void ParamStore::open_grads(int layer) const {
     throw std::logic_error("kformer: more than " + std::to_string(grad_pool_.size()) +
                            " units' gradients open at once under ZeRO-3");
   if (free->started >= 0) complete(*free);
-  Kokkos::deep_copy(Exec(), Kokkos::subview(free->buf, std::make_pair(std::int64_t(0), units_[u].size)), 0.0f);
+  kernels::fill(Exec(), Kokkos::subview(free->buf, std::make_pair(std::int64_t(0), units_[u].size)), 0.0f);
   free->unit = u;
   free->holders = 1;
 }
@@ -78,6 +79,9 @@ void ParamStore::close_grads(int layer) const {
 }
 
 void ParamStore::complete(GradBuffer& g) const {
+  // Which units land where depends on the buffers' history, as a require's gather does: a region
+  // of its own, so that a described chunk's list can be compared with a pipeline's without it.
+  const ProfilingRegion region("kformer::grads_landed");
   g.reduce.wait();
   const std::int64_t n = units_[g.unit].size / shards_;
   const auto part = std::make_pair(shard_rank_ * n, (shard_rank_ + 1) * n);

@@ -1,6 +1,8 @@
 // The pipeline executor (see pipeline.hpp).
 #include "parallel/pipeline.hpp"
 
+#include "platform/profiling_region.hpp"
+
 #include <Kokkos_Timer.hpp>
 
 #include <algorithm>
@@ -81,6 +83,7 @@ void Pipeline::release_finished() {
 
 void Pipeline::run(const DataSource& data, std::int64_t first_sample, int microbatches, float grad_scale,
                    const std::function<void(int)>& on_unit_done) {
+  const ProfilingRegion region("kformer::pipeline");
   Kokkos::Timer wall;
   spans.clear();
   compute_ms = group_wait_ms = 0;

@@ -4,7 +4,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "call_record.hpp"
 #include "comm/device_view.hpp"
+#include "platform/described_memory.hpp"
 #include "view_types.hpp"
 
 namespace kformer {
@@ -15,15 +17,24 @@ template <class DataType>
 using DV = kernels::DView<DataType, Exec>;
 
 // Device buffers are made by these two (comm::device_view: recorded as device allocations, so
-// comm.strict can tell them from host Views in a CPU build; comm/device_view.hpp).
+// comm.strict can tell them from host Views in a CPU build; comm/device_view.hpp). While the
+// step's work is described (kernels/call_record.hpp) they hold no memory (described_memory.hpp).
+template <class DataType, class... Extents>
+DV<DataType> described_view(Extents... n) {
+  using T = typename DV<DataType>::value_type;
+  const std::size_t elements = (std::size_t(1) * ... * std::size_t(n));
+  return DV<DataType>(static_cast<T*>(described_address(elements * sizeof(T))), n...);
+}
 // A device buffer without initialisation (every user writes it before reading).
 template <class DataType, class... Extents>
 DV<DataType> scratch(const std::string& label, Extents... n) {
+  if (kernels::described()) return described_view<DataType>(n...);
   return comm::device_view<DV<DataType>>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n...);
 }
 // A device buffer of zeros.
 template <class DataType, class... Extents>
 DV<DataType> device_buffer(const std::string& label, Extents... n) {
+  if (kernels::described()) return described_view<DataType>(n...);
   return comm::device_view<DV<DataType>>(label, n...);
 }
 

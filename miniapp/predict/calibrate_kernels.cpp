@@ -23,6 +23,7 @@
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
+#include "train/step_work.hpp"
 
 namespace kformer::predict {
 namespace kk = kernels;
@@ -106,40 +107,59 @@ void measure_attention(const BlockDims& d, kk::AttentionKind k, MachineProfile& 
 // GB/s of a family: its bytes over its time less the launch overhead.
 double rate(double bytes, double us, double launch_us) { return bytes / (std::max(us - launch_us, 0.05 * us) * 1e3); }
 
+// A family's calls, timed and described: their bytes are what the call describes (the same
+// count predict costs it by, kernel_costs.hpp), so a family measured at a deck's shapes predicts
+// those shapes exactly.
+struct FamilyTime {
+  double us = 0, bytes = 0;
+  int calls = 0;
+  template <class F>
+  void add(F&& f) {
+    us += time_us(f);
+    WorkLog log;
+    {
+      const kk::Describing describing(log);
+      f();
+    }
+    for (const WorkEntry& e : log.entries) bytes += e.call.bytes, ++calls;
+  }
+  double gbps(double launch_us) const { return rate(bytes, us, calls * launch_us); }
+};
+
 void measure_memory_families(const ModelShape& s, const BlockDims& d, MachineProfile& p) {
   Exec exec;
-  const double N = d.N(), C = d.C, L = p.launch_us;
+  const double L = p.launch_us;
   const DV<float**> x = random("x", d.N(), d.C, 6), y("y", d.N(), d.C), dy = random("dy", d.N(), d.C, 7), dx("dx", d.N(), d.C);
   const DV<float*> wv("w", d.C), dwv("dw", d.C), bv("b", d.C), dbv("db", d.C), mean("mean", d.N()), rstd("rstd", d.N());
   Kokkos::deep_copy(wv, 1.0f);
-  double f = 0, b = 0;
+  FamilyTime norm, residual, activation, rope, embedding, xent;
   if (s.gpt) {
-    f = time_us([&] { kk::layernorm_forward(exec, y, mean, rstd, x, wv, bv); });
-    b = time_us([&] { kk::layernorm_backward(exec, dx, dwv, dbv, dy, x, wv, mean, rstd); });
+    norm.add([&] { kk::layernorm_forward(exec, y, mean, rstd, x, wv, bv); });
+    norm.add([&] { kk::layernorm_backward(exec, dx, dwv, dbv, dy, x, wv, mean, rstd); });
   } else {
-    f = time_us([&] { kk::rmsnorm_forward(exec, y, rstd, x, wv); });
-    b = time_us([&] { kk::rmsnorm_backward(exec, dx, dwv, dy, x, wv, rstd); });
+    norm.add([&] { kk::rmsnorm_forward(exec, y, rstd, x, wv); });
+    norm.add([&] { kk::rmsnorm_backward(exec, dx, dwv, dy, x, wv, rstd); });
   }
-  p.memory_gbps["norm"] = rate(bytes::norm(N, C, false) + bytes::norm(N, C, true), f + b, 2 * L);
-  p.memory_gbps["residual"] = rate(bytes::residual(N, C), time_us([&] { kk::residual_forward(exec, y, x, dy); }), L);
+  p.memory_gbps["norm"] = norm.gbps(L);
+  residual.add([&] { kk::residual_forward(exec, y, x, dy); });
+  p.memory_gbps["residual"] = residual.gbps(L);
 
   const DV<float**> in = random("in", d.N(), d.mlp_in_width(), 8), act("act", d.N(), d.Fl), dact = random("dact", d.N(), d.Fl, 9);
   const DV<float**> din("din", d.N(), d.mlp_in_width());
   if (s.gpt) {
-    f = time_us([&] { kk::gelu_forward(exec, act, in); });
-    b = time_us([&] { kk::gelu_backward(exec, din, in, dact); });
+    activation.add([&] { kk::gelu_forward(exec, act, in); });
+    activation.add([&] { kk::gelu_backward(exec, din, in, dact); });
   } else {
-    f = time_us([&] { kk::swiglu_forward(exec, act, in); });
-    b = time_us([&] { kk::swiglu_backward(exec, din, in, dact); });
+    activation.add([&] { kk::swiglu_forward(exec, act, in); });
+    activation.add([&] { kk::swiglu_backward(exec, din, in, dact); });
   }
-  p.memory_gbps["activation"] =
-      rate(bytes::activation(N, d.Fl, s.gpt, false) + bytes::activation(N, d.Fl, s.gpt, true), f + b, 2 * L);
+  p.memory_gbps["activation"] = activation.gbps(L);
 
   if (!s.gpt || d.hd % 2 == 0) {
     const DV<float**> q = random("q", d.N(), d.qkv_width(), 10);
     const auto t3 = as_tensor3(q.data(), d.B, d.T, q.extent(1));
-    p.memory_gbps["rope"] = rate(bytes::rope(N, double(d.Hl + d.KVl) * d.hd),
-                                 time_us([&] { kk::rope_forward(exec, t3, t3, d.Hl + d.KVl, d.hd, 0); }), L);
+    rope.add([&] { kk::rope_forward(exec, t3, t3, d.Hl + d.KVl, d.hd, 0); });
+    p.memory_gbps["rope"] = rope.gbps(L);
   }
 
   const int Vl = s.vocab_padded / s.tp;
@@ -154,20 +174,17 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   auto packed_host = Kokkos::create_mirror_view(packed);
   const auto index = kk::make_token_index<Exec>(tokens.data(), tokens.size(), 0, Vl, packed_host.data(), packed);
   Kokkos::deep_copy(packed, packed_host);
-  f = time_us([&] { kk::embedding_forward(exec, y, tok, table, 0, DV<float**>(), d.T); });
-  b = time_us([&] { kk::embedding_backward(exec, dtable, dy, index); });
-  p.memory_gbps["embedding"] = rate(2 * bytes::embedding(N, C), f + b, 2 * L);
+  embedding.add([&] { kk::embedding_forward(exec, y, tok, table, 0, DV<float**>(), d.T); });
+  embedding.add([&] { kk::embedding_backward(exec, dtable, dy, index); });
+  p.memory_gbps["embedding"] = embedding.gbps(L);
 
   const DV<float**> logits = random("logits", d.N(), Vl, 12), stats("stats", 2, d.N());
   const DV<float*> lmax("lmax", d.N()), loss("loss", d.N());
-  f = time_us([&] {
-    kk::xent_local_max(exec, lmax, logits, 0, s.vocab);
-    kk::xent_local_sums(exec, stats, logits, tok, lmax, 0, s.vocab);
-  });
+  xent.add([&] { kk::xent_local_max(exec, lmax, logits, 0, s.vocab); });
+  xent.add([&] { kk::xent_local_sums(exec, stats, logits, tok, lmax, 0, s.vocab); });
   const DV<float**> dlogits("dlogits", d.N(), Vl);
-  b = time_us([&] { kk::xent_finish(exec, loss, dlogits, logits, tok, lmax, stats, 0, s.vocab, 1.0f); });
-  p.memory_gbps["cross_entropy"] =
-      rate(bytes::cross_entropy(N, Vl, false) + bytes::cross_entropy(N, Vl, true), f + b, 3 * L);
+  xent.add([&] { kk::xent_finish(exec, loss, dlogits, logits, tok, lmax, stats, 0, s.vocab, 1.0f); });
+  p.memory_gbps["cross_entropy"] = xent.gbps(L);
 
   // AdamW over as many elements as the deck's model has (a small model's state stays in cache).
   const std::int64_t n = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 24);

@@ -34,10 +34,15 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
   Exec().fence();  // the stage queues its kernels without waiting (output.phase_timing off)
   const double measured = timer.seconds() * 1e6 / calls;
 
-  MachineProfile unscaled = p;
-  unscaled.compute_scale = 1;
-  const ChunkWork w = chunk_work(unscaled, s, block_dims(s, B, T), spec, name_of(cfg.kernels.attention), s.gpt);
-  const double modelled = compute_us(w.forward) + compute_us(w.head_backward) + compute_us(w.backward);
+  // The modelled time of the same calls: the stage's step, described (train/step_work.hpp).
+  WorkLog log;
+  {
+    const kernels::Describing describing(log);
+    step();
+  }
+  double modelled = 0;
+  for (const WorkEntry& e : log.entries)
+    if (e.kind == WorkEntry::Kind::kernel) modelled += kernel_us(p, e.call);
   return modelled > 0 ? measured / modelled : 1.0;
 }
 

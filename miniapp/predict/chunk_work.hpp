@@ -1,39 +1,60 @@
-// What one model chunk does for one micro-batch, in the order Stage and Block do it: kernel
-// calls with their cost on a machine profile, the tensor-parallel all-reduces between them, the
-// ZeRO-3 gathers (require) before a unit's parameters are read, and the points where a unit's
-// gradient is complete (for the data-parallel buckets of the last micro-batch). The simulator
-// walks these lists; the head's loss and backward, which Stage runs at the end of the forward
-// call, is a list of its own so that it is counted as backward.
+// What one model chunk does for one micro-batch, as predict's simulator walks it: the chunk's
+// calls described by the code the trainer runs (train/step_work.hpp), each kernel at its cost on
+// a machine profile (kernel_costs.hpp), the tensor-parallel calls as blocking calls on the TP
+// group, ZeRO-3's "require" before a unit's parameters are read and the points where a unit's
+// gradient is complete (the data-parallel buckets; under ZeRO-3 each gradient reduce-scatter).
+// The rest of the data-parallel and the pipeline traffic the list holds is the simulator's own
+// to place (pipeline_sim.hpp, step_sim.hpp), as is whether a require gathers. The head's
+// loss and backward, which the last chunk runs at the end of its forward call, is a list of its
+// own so that it is counted as backward.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "model/block.hpp"
+#include "comm/communicator.hpp"
+#include "plan/run_plan.hpp"
 #include "predict/machine_profile.hpp"
-#include "model/stage.hpp"
+#include "train/step_work.hpp"
 
 namespace kformer::predict {
 
-enum class ItemKind { compute, tp_allreduce, require, unit_done };
+// require: us is what a miss computes besides the gather (bf16: widening the gathered unit);
+// grad_scatter: ZeRO-3's reduce-scatter of a unit's gradient, posted as a data-parallel bucket.
+enum class ItemKind { compute, tp_comm, require, unit_done, grad_scatter };
 
 struct WorkItem {
   ItemKind kind;
-  std::string name;  // the kernel (compute)
+  std::string name;  // the kernel (compute), the call (tp_comm)
   double us = 0;     // compute: modelled time
-  double bytes = 0;  // tp_allreduce: the buffer's bytes
+  double bytes = 0;  // tp_comm, grad_scatter: nccl-tests' size
   int layer = 0;     // require, unit_done: the unit (-1 embedding, L final norm and head)
+  comm::OpKind op = comm::OpKind::allreduce;  // tp_comm
 };
 
 struct ChunkWork {
   // split_backward (zb-h1): `backward` is B, the input gradients, and `weight` is W, the weight
   // gradients' halves of the backward GEMMs, the embedding's scatter and the units' completion.
   std::vector<WorkItem> forward, head_backward, backward, weight;
+  // The same on the iteration's last micro-batch, where units are marked done (empty: as above).
+  std::vector<WorkItem> backward_last, weight_last;
   double forward_flops = 0, backward_flops = 0;
+  const std::vector<WorkItem>& backward_of(bool weight_call, bool last_micro) const {
+    const auto& last = weight_call ? weight_last : backward_last;
+    return last_micro && !last.empty() ? last : weight_call ? weight : backward;
+  }
 };
 
-ChunkWork chunk_work(const MachineProfile& p, const ModelShape& s, const BlockDims& d, const ChunkSpec& c,
-                     const std::string& attention, bool gpt_tied_copy_on_last, bool split_backward = false);
+// Global chunk `chunk` of the plan, on pipeline rank chunk % pp.
+ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk);
+
+// A described list as items: kernels costed on `p`, TP calls, requires and units done. With
+// `head`, what runs inside the region kformer::head_backward goes there instead.
+std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<WorkEntry>& entries,
+                                 std::vector<WorkItem>* head = nullptr);
+
+// A described kernel call's modelled time on `p` (before the profile's compute_scale).
+double kernel_us(const MachineProfile& p, const kernels::KernelCall& call);
 
 // Sum of the compute items' times of a list.
 double compute_us(const std::vector<WorkItem>& items);

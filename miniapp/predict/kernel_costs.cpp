@@ -30,17 +30,7 @@ double memory_us(const MachineProfile& p, const std::string& family, double b) {
 }
 
 namespace bytes {
-constexpr double kF = 4;
-double norm(double N, double C, bool backward) { return kF * N * C * (backward ? 3 : 2); }
-double activation(double N, double F, bool gpt, bool backward) {
-  if (gpt) return kF * N * F * (backward ? 3 : 2);
-  return kF * N * F * (backward ? 5 : 3);
-}
-double residual(double N, double C) { return kF * 3 * N * C; }
-double rope(double N, double width) { return kF * 2 * N * width; }
-double embedding(double N, double C) { return kF * 2 * N * C; }
-double cross_entropy(double N, double V, bool backward) { return kF * 2 * N * V; }
-double adamw(double elements) { return kF * 7 * elements; }
+double adamw(double elements) { return 4.0 * 7 * elements; }
 }  // namespace bytes
 
 }  // namespace kformer::predict

@@ -98,7 +98,7 @@ class Sim {
     if (record_) span(r, name, true, me.t, me.t + us, -1, -1, bytes);
     me.t += us, timer += us, out_[r].exposed_us += us;
   }
-  void require(int r, int layer, double& timer) {
+  void require(int r, int layer, double miss_us, double& timer) {
     if (!s_.fsdp) return;
     Rank& me = ranks_[r];
     ++me.clock;
@@ -113,19 +113,22 @@ class Sim {
         {std::size_t(layer + 1), me.clock};
     const double b = s_.unit_bytes[r].at(layer);
     blocking(r, "allgather", net_.call_us(comm::OpKind::allgather, b, s_.dp), b, timer);
+    me.t += miss_us, timer += miss_us;
   }
   void work(int r, const std::vector<WorkItem>& items, bool last_micro, double& timer) {
     Rank& me = ranks_[r];
     for (const WorkItem& i : items) {
       switch (i.kind) {
         case ItemKind::compute: me.t += i.us, timer += i.us; break;
-        case ItemKind::tp_allreduce:
-          blocking(r, "allreduce", net_.call_us(comm::OpKind::allreduce, i.bytes, s_.tp), i.bytes, timer);
+        case ItemKind::tp_comm:
+          blocking(r, comm::op_name(i.op), net_.call_us(i.op, i.bytes, s_.tp), i.bytes, timer);
           break;
-        case ItemKind::require: require(r, i.layer, timer); break;
-        case ItemKind::unit_done:
-          if ((last_micro || s_.fsdp_grads) && s_.dp_buckets)
-            out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer)});
+        case ItemKind::require: require(r, i.layer, i.us, timer); break;
+        case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
+          if (last_micro && !s_.fsdp_grads && s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer)});
+          break;
+        case ItemKind::grad_scatter:
+          if (s_.dp_buckets) out_[r].buckets.push_back({me.t, i.bytes});
           break;
       }
     }
@@ -144,7 +147,7 @@ class Sim {
         if (record_) span(r, "backward", false, t1, me.t, a.micro, a.chunk, 0, true);
       }
     } else {  // B (or the whole backward), or zb-h1's deferred W
-      work(r, a.phase == Phase::weight ? w.weight : w.backward, last_micro, out_[r].backward_us);
+      work(r, w.backward_of(a.phase == Phase::weight, last_micro), last_micro, out_[r].backward_us);
       if (record_) span(r, a.phase == Phase::weight ? "weight" : "backward", false, t0, me.t, a.micro, a.chunk, 0);
     }
   }

@@ -50,7 +50,7 @@ struct PipelineSetup {
   double message_bytes = 0;             // an activation or its gradient (N, C) fp32
   bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
   bool dp_buckets = false;              // dp > 1: buckets are posted
-  bool fsdp_grads = false;              // ZeRO-3 shards gradients: a unit's bucket goes every micro-batch
+  bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
 };

@@ -48,9 +48,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     ps.programs.push_back(comm_program(sched[r], l.pp, S));
     ps.unit_bytes.push_back(unit_bytes(s, layers, l, r));
   }
-  for (int c = 0; c < S; ++c)
-    ps.chunks.push_back(chunk_work(prof, s, d, {c, S, layers[c].first, layers[c].second},
-                                   name_of(cfg.kernels.attention), s.gpt, splits_backward(par.schedule)));
+  for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
   ps.message_bytes = 4.0 * d.N() * d.C;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;

@@ -23,27 +23,14 @@ Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mes
       microbatches_(cfg_.parallel.microbatches), zero_(cfg_.parallel.zero) {
   const RunSettings& cfg = cfg_;
   const int pp = mesh.shape.pp;
-  const auto& chunks = plan.chunks;
-  const bool bf16 = cfg.bf16();
-  const bool bf16_reduce = cfg.parallel.grad_reduce_dtype == Precision::bf16;
-  params_ = std::make_unique<ParamStore>(rank_params(shape_, chunks, pp, mesh.pp_rank), shape_.tp, mesh.tp_rank,
-                                         mesh.dp.get(), zero_, bf16,
-                                         plan.shards_grads(),
-                                         bf16_reduce);
-  params_->initialize(cfg.train.seed);
-  KernelChoice k{gemm, cfg.kernels.attention, bf16};
-  const int S = static_cast<int>(chunks.size());
-  for (int c = mesh.pp_rank; c < S; c += pp)
-    stages_.push_back(std::make_unique<Stage>(shape_, micro_batch_, seq_len_, k, *params_, mesh.tp.get(),
-                                              ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
+  const int S = static_cast<int>(plan.chunks.size());
+  model_ = build_rank_model(plan, {mesh.pp_rank, mesh.tp_rank, mesh.dp_rank},
+                            {mesh.tp.get(), mesh.dp.get(), mesh.pp.get()}, gemm);
+  model_->params->initialize(cfg.train.seed);
   scalars_ = scratch<double*>("kformer::step_scalars", 3);
   scalars_host_ = Kokkos::create_mirror_view(scalars_);
-  for (auto& st : stages_) {
-    st->set_recompute(cfg.train.recompute);
-    st->set_phase_timing(cfg.output.phase_timing);
+  for (auto& st : model_->stages)
     if (st->chunk().last()) st->set_loss_sums(Kokkos::subview(scalars_, std::make_pair(0, 2)));
-  }
-  pipeline_ = std::make_unique<Pipeline>(stages_, plan.schedule[mesh.pp_rank], mesh.pp.get());
 
   // The tied table (gpt) lives on the first and the last stage: one group per (dp, tp) pair of
   // them sums its gradient; the last stage's copy is left out of the gradient norm.
@@ -56,15 +43,16 @@ Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mes
   else
     embedding_group_.reset();
   OptimizerSettings os{cfg.train.lr, cfg.train.weight_decay, cfg.train.warmup, cfg.train.steps, zero_};
-  optimizer_ = std::make_unique<Optimizer>(*params_, os, mesh.dp.get(), mesh.tp_rank,
+  optimizer_ = std::make_unique<Optimizer>(*model_->params, os, mesh.dp.get(), mesh.tp_rank,
                                            tied && mesh.pp_rank != 0 ? -1 : Optimizer::kNoMirror);
-  sync_ = std::make_unique<GradSync>(*params_, mesh.dp.get(), zero_, bf16_reduce);
+  sync_ = std::make_unique<GradSync>(*model_->params, mesh.dp.get(), zero_,
+                                     cfg.parallel.grad_reduce_dtype == Precision::bf16);
   data_ = make_data_source(cfg.data_source, shape_.vocab, cfg.train.seed);
 }
 
 Flops Trainer::flops_per_iteration() const {
   Flops f;
-  for (const auto& s : stages_) f += s->flops();
+  for (const auto& s : model_->stages) f += s->flops();
   f.forward *= microbatches_;
   f.backward *= microbatches_;
   f.recompute *= microbatches_;
@@ -121,11 +109,12 @@ void Trainer::run() {
 void Trainer::sync_tied_embedding() {
   if (!embedding_group_) return;
   std::size_t unit = 0;
-  while (params_->units()[unit].layer != -1) ++unit;
+  while (model_->params->units()[unit].layer != -1) ++unit;
   // Under ZeRO-2/3 each rank holds the reduced gradient of its own shard only; both stages shard
   // the unit alike, so the shards line up.
-  const std::int64_t size = params_->units()[unit].size, n = zero_ >= 2 ? size / params_->shards() : size;
-  float* g = zero_ >= 2 ? params_->shard_grads(unit) : params_->grads().data() + params_->units()[unit].offset;
+  const ParamStore& p = *model_->params;
+  const std::int64_t size = p.units()[unit].size, n = zero_ >= 2 ? size / p.shards() : size;
+  float* g = zero_ >= 2 ? p.shard_grads(unit) : p.grads().data() + p.units()[unit].offset;
   embedding_group_->allreduce(g, g, n, comm::DType::f32, comm::ReduceOp::sum);
 }
 
@@ -143,17 +132,20 @@ IterationRecord Trainer::iterate(int it) {
 
   // No host synchronisation from here to the readback of the loss and the gradient norm: the
   // kernels queue up on the device, allocations were all made in the first iteration.
-  params_->zero_grads();
+  model_->params->zero_grads();
   Kokkos::deep_copy(exec, scalars_, 0.0);
   // bf16: the GEMMs' copies of this iteration's masters (after initialisation, a checkpoint load
   // or the last optimizer step, whichever changed them last).
-  params_->refresh_bf16();
+  model_->params->refresh_bf16();
   const std::int64_t first = sample_base_ + std::int64_t(it - first_iteration_) * global_batch_ +
                              std::int64_t(mesh_.dp_rank) * (global_batch_ / dp);
-  pipeline_->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
-                 [this](int l) { sync_->unit_done(l); });
-  double busy_ms = pipeline_->compute_ms;
-  for (const auto& s : stages_) {
+  model_->pipeline->run(*data_, first, microbatches_, 1.0f / static_cast<float>(tokens_per_iter),
+                 [this](int l) {
+                   const ProfilingRegion region("kformer::unit_done");  // a unit's gradients go to the buckets
+                   sync_->unit_done(l);
+                 });
+  double busy_ms = model_->pipeline->compute_ms;
+  for (const auto& s : model_->stages) {
     r.forward_ms += s->forward_ms;
     r.backward_ms += s->backward_ms;
   }
@@ -207,8 +199,8 @@ IterationRecord Trainer::iterate(int it) {
   r.skipped_total = skipped_;
   r.nan_total = nan_;
   r.lr = optimizer_->learning_rate(it);
-  r.pipeline_wall_ms = pipeline_->wall_ms;
-  r.pipeline_compute_ms = pipeline_->compute_ms;
+  r.pipeline_wall_ms = model_->pipeline->wall_ms;
+  r.pipeline_compute_ms = model_->pipeline->compute_ms;
 
   // Communication: total = time with a call in flight; exposed = time the caller waited (blocking
   // calls, TP's all-reduces and the pipeline's receives among them, the waits for the pipeline's
@@ -218,7 +210,7 @@ IterationRecord Trainer::iterate(int it) {
     for (const auto& rec : trace_->records())
       if (rec.blocking && rec.end_us >= 0) r.comm_exposed_ms += (rec.end_us - rec.start_us) / 1e3;
   }
-  r.comm_exposed_ms += sync_->exposed_ms() + pipeline_->group_wait_ms;
+  r.comm_exposed_ms += sync_->exposed_ms() + model_->pipeline->group_wait_ms;
   // Every rank's busy time, bubble and communication time, for the straggler and bubble figures,
   // and the stop signal it may have received: one all-reduce of a (4, world) table in which each
   // rank fills its own column, so every rank learns of a signal after the same iteration.

@@ -18,6 +18,7 @@
 #include "model/optimizer.hpp"
 #include "parallel/pipeline.hpp"
 #include "plan/run_plan.hpp"
+#include "train/rank_model.hpp"
 #include "model/stage.hpp"
 
 namespace kformer {
@@ -38,12 +39,12 @@ class Trainer {
   int first_iteration() const { return first_iteration_; }
   std::int64_t first_sample() const { return sample_base_; }  // of first_iteration()
   TrainingPosition position(int iteration) const;              // after `iteration` completed
-  CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *params_, *optimizer_}; }
+  CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *model_->params, *optimizer_}; }
 
   const std::vector<IterationRecord>& records() const { return records_; }
-  const ParamStore& params() const { return *params_; }
-  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
-  const Pipeline& pipeline() const { return *pipeline_; }
+  const ParamStore& params() const { return *model_->params; }
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return model_->stages; }
+  const Pipeline& pipeline() const { return *model_->pipeline; }
   Flops flops_per_iteration() const;  // this rank's model FLOPs
   // Called after the backward of `iteration`, before the optimizer (the reference export).
   std::function<void(int iteration)> after_backward;
@@ -62,9 +63,7 @@ class Trainer {
   std::shared_ptr<comm::TraceLog> trace_;
   ModelShape shape_;
   int micro_batch_, seq_len_, global_batch_, microbatches_, zero_;
-  std::unique_ptr<ParamStore> params_;
-  std::vector<std::unique_ptr<Stage>> stages_;
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<RankModel> model_;  // parameters, chunks, pipeline
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<DataSource> data_;

@@ -1,0 +1,115 @@
+// The step's work list, seen from the kernels. Every kernel entry point the model calls opens a
+// Call first. Run normally, the Call is a Kokkos profiling region named "kformer::kernel::NAME"
+// (one check when no tool is loaded), so Kokkos Tools see each call and the kernels it launches
+// inside it. Under a Describing scope the Call hands the sink a KernelCall (the entry, its
+// family, element type, shape, bytes and FLOPs, read off the views it was given) and the entry
+// returns without launching anything: the model's own code, run with views that hold no memory
+// (platform/device.hpp) and a communicator that only records (comm/described_comm.hpp), then
+// yields the list of what it does, in its order, for `predict` to cost.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "bf16.hpp"
+
+namespace kformer::kernels {
+
+enum class Family { gemm, attention, norm, activation, residual, rope, embedding, cross_entropy, convert, copy };
+
+inline const char* family_name(Family f) {
+  constexpr const char* names[] = {"gemm",  "attention", "norm",          "activation", "residual",
+                                   "rope",  "embedding", "cross_entropy", "convert",    "copy"};
+  return names[static_cast<int>(f)];
+}
+
+// gemm shape: {m, n, k, products}: y(m,n) = x(m,k) w(n,k)^T; products, backward: 1 dx, 2 dW, 3 both.
+// attention shape: {b, t, h, kv, hd, fused}.
+struct KernelCall {
+  Family family = Family::copy;
+  bool bf16 = false;      // the main operand's element type (a GEMM's inputs, attention's qkv)
+  bool backward = false;
+  double bytes = 0;       // the operands read and written
+  double flops = 0;       // GEMMs and attention
+  std::array<std::int64_t, 6> shape{};
+  const char* name = "";  // the entry point, as its region names it: "matmul_forward"
+};
+
+class CallSink {
+ public:
+  virtual ~CallSink() = default;
+  virtual void kernel(const KernelCall& call) = 0;
+  // The model's phase regions (kformer::forward, kformer::head_backward, ...; ProfilingRegion).
+  virtual void region(const char* /*name*/, bool /*begin*/) {}
+  // A model event that is neither a kernel nor a communication call ("require": a ZeRO-3 unit is
+  // about to be read).
+  virtual void mark(const char* /*what*/, int /*layer*/) {}
+};
+
+inline CallSink*& call_sink_slot() {
+  static thread_local CallSink* sink = nullptr;
+  return sink;
+}
+// The sink kernels describe their calls to, or nullptr when they run.
+inline CallSink* described() { return call_sink_slot(); }
+
+// Kernels describe their calls to `sink` instead of running, for the scope's lifetime.
+class Describing {
+ public:
+  explicit Describing(CallSink& sink) : previous_(call_sink_slot()) { call_sink_slot() = &sink; }
+  ~Describing() { call_sink_slot() = previous_; }
+  Describing(const Describing&) = delete;
+  Describing& operator=(const Describing&) = delete;
+
+ private:
+  CallSink* previous_;
+};
+
+// A kernel entry's first line: `const Call call("name", [&] { return KernelCall{...}; });
+// if (call.described()) return;`. The record is built only when it is described.
+class Call {
+ public:
+  template <class Make>
+  Call(const char* name, Make&& make) {
+    if (CallSink* sink = call_sink_slot()) {
+      KernelCall c = make();
+      c.name = name;
+      sink->kernel(c);
+      described_ = true;
+    } else if (Kokkos::Profiling::profileLibraryLoaded()) {
+      Kokkos::Profiling::pushRegion(std::string("kformer::kernel::") + name);
+      pushed_ = true;
+    }
+  }
+  ~Call() {
+    if (pushed_) Kokkos::Profiling::popRegion();
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  bool described() const { return described_; }
+
+ private:
+  bool described_ = false, pushed_ = false;
+};
+
+// The bytes of views as allocated (an empty view adds nothing).
+template <class... V>
+double bytes_of(const V&... v) {
+  return (0.0 + ... + (double(v.span()) * double(sizeof(typename V::value_type))));
+}
+template <class V>
+constexpr bool holds_bf16 = std::is_same<std::remove_const_t<typename V::value_type>, bf16>::value;
+
+// A GEMM's record: y(m,n) = x(m,k) w(n,k)^T, forward or the backward's products (1 dx, 2 dW).
+inline KernelCall gemm_call(bool bf16, bool backward, std::int64_t m, std::int64_t n, std::int64_t k, int products,
+                            double bytes) {
+  const int count = backward ? (products & 1) + (products >> 1 & 1) : 1;
+  return {Family::gemm, bf16, backward, bytes, 2.0 * double(m) * double(n) * double(k) * count,
+          {m, n, k, backward ? products : 0, 0, 0}};
+}
+
+}  // namespace kformer::kernels
