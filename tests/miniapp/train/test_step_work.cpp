@@ -207,15 +207,15 @@ void expect_work_list_matches(const std::vector<std::string>& overrides) {
   {
     Trainer trainer(plan, world, mesh, nullptr, kernels::GemmImpl::native);
     g_seen = &seen;
-    const auto chained = kt::get_callbacks();
-    kt::set_push_region_callback(on_push);
-    kt::set_pop_region_callback(on_pop);
-    kt::set_begin_parallel_for_callback(on_launch);
-    kt::set_begin_parallel_reduce_callback(on_launch);
-    kt::set_begin_parallel_scan_callback(on_launch);
-    kt::set_begin_deep_copy_callback(on_deep_copy);
+    const kt::EventSet before = kt::get_callbacks();
+    kt::EventSet events = before;
+    events.push_region = on_push;
+    events.pop_region = on_pop;
+    events.begin_parallel_for = events.begin_parallel_reduce = events.begin_parallel_scan = on_launch;
+    events.begin_deep_copy = on_deep_copy;
+    kt::set_callbacks(events);
     trainer.run();
-    kt::set_callbacks(chained);
+    kt::set_callbacks(before);
     g_seen = nullptr;
   }
   const RankPlace at{mesh.pp_rank, mesh.tp_rank, mesh.dp_rank};
