@@ -25,12 +25,31 @@ Flops head_flops(std::int64_t tokens, int d_model, int vocab_rows) {
   return {f, 2 * f};
 }
 
-double closed_form_flops_per_token(const ModelShape& s, int seq_len) {
+namespace {
+double block_matmul_params(const ModelShape& s) {  // one block's QKV, output projection and MLP
   const double C = s.d_model, Q = double(s.n_heads) * s.head_dim, KV = double(s.n_kv_heads) * s.head_dim;
   const double mlp = s.gpt ? 2 * C * s.ffn_dim : 3 * C * s.ffn_dim;
-  const double per_layer = C * (Q + 2 * KV) + Q * C + mlp;
-  const double matmul_params = s.n_layers * per_layer + double(s.vocab_padded) * C;
+  return C * (Q + 2 * KV) + Q * C + mlp;
+}
+}  // namespace
+
+double closed_form_flops_per_token(const ModelShape& s, int seq_len) {
+  const double C = s.d_model;
+  const double matmul_params = s.n_layers * block_matmul_params(s) + double(s.vocab_padded) * C;
   return 6 * matmul_params + 6.0 * s.n_layers * seq_len * C;
+}
+
+double model_flops_per_token(const ModelShape& s, int seq_len) {
+  const double Q = double(s.n_heads) * s.head_dim;
+  const double matmul_params = s.n_layers * block_matmul_params(s) + double(s.vocab_padded) * s.d_model;
+  return 6 * matmul_params + 12.0 * s.n_layers * seq_len * Q;
+}
+
+double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention) {
+  const double attention_forward = 4.0 * s.n_layers * seq_len * double(s.n_heads) * s.head_dim;
+  if (mode == Recompute::full) return 2 * s.n_layers * block_matmul_params(s) + attention_forward;
+  if (mode == Recompute::selective && attention == kernels::AttentionKind::naive) return attention_forward;
+  return 0;
 }
 
 }  // namespace kformer

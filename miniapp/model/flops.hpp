@@ -36,4 +36,13 @@ Flops head_flops(std::int64_t tokens, int d_model, int vocab_rows);
 // the head included, embeddings excluded) + 6 * n_layers * seq_len * d_model.
 double closed_form_flops_per_token(const ModelShape& s, int seq_len);
 
+// The field's convention (Megatron-LM's and PaLM's MFU): per token of the whole model, 6 *
+// (matmul parameters, head included, embeddings excluded) + 12 * n_layers * seq_len * (n_heads *
+// head_dim), attention's QK^T and AV counted whole rather than their causal half. The report's
+// model TFLOP/s per rank is this over the iteration's tokens, divided by the world's ranks.
+double model_flops_per_token(const ModelShape& s, int seq_len);
+// In the same convention, what train.recompute re-runs per token (hardware FLOPs beside the
+// model's): the blocks' forward (full), naive attention's QK^T and AV (selective).
+double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention);
+
 }  // namespace kformer

@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <type_traits>
 
 #include "activations.hpp"
 #include "adamw.hpp"
 #include "attention.hpp"
 #include "model/block.hpp"
 #include "counter_rng.hpp"
+#include "convert.hpp"
 #include "cross_entropy.hpp"
 #include "platform/device.hpp"
 #include "embedding.hpp"
@@ -68,39 +70,59 @@ DV<float**> random(const char* name, std::int64_t rows, std::int64_t cols, std::
   return v;
 }
 
-struct Shapes {
-  std::set<std::tuple<int, int, int>> gemms;
-};
-
-void measure_gemm(int m, int n, int k, kk::GemmImpl impl, MachineProfile& p) {
-  const DV<float**> x = random("x", m, k, 1), w = random("w", n, k, 2, 0.02f), y("y", m, n), dy = random("dy", m, n, 3);
-  DV<float**> dx("dx", m, k), dw("dw", n, k);
-  GemmPoint g{m, n, k, 0, 0};
-  g.forward_us = time_us([&] { kk::matmul_forward(Exec(), impl, y, x, w); });
-  g.backward_us = time_us([&] { kk::matmul_backward(Exec(), impl, dx, dw, DV<float*>(), dy, x, w); });
-  p.gemm_points.erase(std::remove_if(p.gemm_points.begin(), p.gemm_points.end(),
-                                     [&](const GemmPoint& q) { return q.m == m && q.n == n && q.k == k; }),
-                      p.gemm_points.end());
-  p.gemm_points.push_back(g);
+// A random matrix in element type T (bf16: rounded from the fp32 draw).
+template <class T>
+DV<T**> random_as(const char* name, std::int64_t rows, std::int64_t cols, std::uint64_t key, float sd = 1.0f) {
+  const DV<float**> f = random(name, rows, cols, key, sd);
+  if constexpr (std::is_same<T, float>::value) {
+    return f;
+  } else {
+    DV<T**> t(std::string(name), rows, cols);
+    kk::convert(Exec(), t, f);
+    return t;
+  }
 }
 
-void measure_attention(const BlockDims& d, kk::AttentionKind k, MachineProfile& p) {
+// One GEMM shape's forward and backward in element type T (the run's GEMM inputs).
+template <class T>
+void measure_gemm(int m, int n, int k, kk::GemmImpl impl, ComputeRates& r) {
+  const DV<T**> x = random_as<T>("x", m, k, 1), w = random_as<T>("w", n, k, 2, 0.02f), dy = random_as<T>("dy", m, n, 3);
+  DV<float**> y("y", m, n), dx("dx", m, k), dw("dw", n, k);
+  GemmPoint g{m, n, k, 0, 0};
+  const DV<const T**> cx = x, cw = w, cdy = dy;
+  g.forward_us = time_us([&] { kk::matmul_forward(Exec(), impl, y, cx, cw); });
+  g.backward_us = time_us([&] { kk::matmul_backward(Exec(), impl, dx, dw, DV<float*>(), cdy, cx, cw); });
+  r.gemm_points.erase(std::remove_if(r.gemm_points.begin(), r.gemm_points.end(),
+                                     [&](const GemmPoint& q) { return q.m == m && q.n == n && q.k == k; }),
+                      r.gemm_points.end());
+  r.gemm_points.push_back(g);
+}
+
+// A block's causal attention with q, k, v (and the gradients read) in element type T.
+template <class T>
+void measure_attention(const BlockDims& d, kk::AttentionKind k, ComputeRates& r) {
   const std::string kind = name_of(k);  // the profile's key
-  const DV<float**> qkv = random("qkv", d.N(), d.qkv_width(), 4, 0.5f), out("out", d.N(), d.q_width());
-  const DV<float**> dout = random("dout", d.N(), d.q_width(), 5), dqkv("dqkv", d.N(), d.qkv_width());
-  auto state = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
-  const auto t3 = [&](const DV<float**>& v) { return as_tensor3(v.data(), d.B, d.T, v.extent(1)); };
+  const DV<T**> qkv = random_as<T>("qkv", d.N(), d.qkv_width(), 4, 0.5f), dout = random_as<T>("dout", d.N(), d.q_width(), 5);
+  const DV<T**> out("out", d.N(), d.q_width()), dqkv("dqkv", d.N(), d.qkv_width());
+  kk::AttentionState<Exec, T> state;
+  const auto f32 = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
+  state.kind = k, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
+  if (k == kk::AttentionKind::naive) state.att = DV<T****>("att", d.B, d.Hl, d.T, d.T);
+  const auto t3 = [&](const DV<T**>& v) {
+    return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), d.B, d.T,
+                                                                                                 v.extent(1));
+  };
   AttentionPoint a{d.B, d.T, d.Hl, d.KVl, d.hd, kind, 0, 0};
   a.forward_us = time_us([&] { kk::attention_forward(Exec(), t3(out), state, t3(qkv), d.Hl, d.KVl); });
   a.backward_us = time_us([&] { kk::attention_backward(Exec(), t3(dqkv), state, t3(dout), t3(qkv), t3(out), d.Hl, d.KVl); });
-  p.attention_points.erase(std::remove_if(p.attention_points.begin(), p.attention_points.end(),
+  r.attention_points.erase(std::remove_if(r.attention_points.begin(), r.attention_points.end(),
                                           [&](const AttentionPoint& q) {
                                             return q.kind == kind && q.b == a.b && q.t == a.t && q.h == a.h &&
                                                    q.kv == a.kv && q.hd == a.hd;
                                           }),
-                           p.attention_points.end());
-  p.attention_points.push_back(a);
-  p.attention_tflops[kind] = (attention_flops(d.B, d.T, d.Hl, d.hd, false) + attention_flops(d.B, d.T, d.Hl, d.hd, true)) /
+                           r.attention_points.end());
+  r.attention_points.push_back(a);
+  r.attention_tflops[kind] = (attention_flops(d.B, d.T, d.Hl, d.hd, false) + attention_flops(d.B, d.T, d.Hl, d.hd, true)) /
                              ((a.forward_us + a.backward_us) * 1e6);
 }
 
@@ -196,21 +218,24 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   p.copy_gbps = 2.0 * 4 * n / (time_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
 }
 
-// The curve's ceiling and half-efficiency point, from the measured GEMMs' forward rates.
-void fit_gemm_curve(MachineProfile& p) {
+// The curve's ceiling and half-efficiency point, from the measured GEMMs' forward rates; the
+// ceiling is at least the FMA peak (`peak_tflops`).
+void fit_gemm_curve(ComputeRates& r, double peak_tflops, double launch_us) {
   double best = 0;
-  for (const auto& g : p.gemm_points) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
-  p.gemm_peak_tflops = std::max(p.fma_peak_tflops, best);
-  p.gemm_max_efficiency = std::min(1.0, best / p.gemm_peak_tflops);
+  for (const auto& g : r.gemm_points) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
+  r.gemm_peak_tflops = std::max(peak_tflops, best);
+  r.gemm_max_efficiency = std::min(1.0, best / r.gemm_peak_tflops);
   std::vector<double> half;
-  for (const auto& g : p.gemm_points) {
+  for (const auto& g : r.gemm_points) {
     const double flops = 2.0 * g.m * g.n * g.k;
-    const double eff = flops / ((g.forward_us - p.launch_us > 0 ? g.forward_us - p.launch_us : g.forward_us) * 1e6) /
-                       p.gemm_peak_tflops;
-    if (eff > 0 && eff < p.gemm_max_efficiency) half.push_back(flops * (p.gemm_max_efficiency / eff - 1) / 1e9);
+    const double eff = flops / ((g.forward_us - launch_us > 0 ? g.forward_us - launch_us : g.forward_us) * 1e6) /
+                       r.gemm_peak_tflops;
+    if (eff > 0 && eff < r.gemm_max_efficiency) half.push_back(flops * (r.gemm_max_efficiency / eff - 1) / 1e9);
   }
   std::sort(half.begin(), half.end());
-  p.gemm_half_efficiency_gflop = half.empty() ? 0 : half[half.size() / 2];
+  r.gemm_half_efficiency_gflop = half.empty() ? 0 : half[half.size() / 2];
+  for (const char* k : {"naive", "fused"})
+    if (!r.attention_tflops.count(k)) r.attention_tflops[k] = r.attention_tflops.begin()->second;
 }
 
 }  // namespace
@@ -223,18 +248,21 @@ void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vec
   for (int tp : tps) {
     const ModelShape s = model_shape(cfg.model, tp, cfg.parallel.sequence_parallel);
     const BlockDims d = block_dims(s, cfg.train.micro_batch, cfg.train.seq_len);
+    // Both precisions, whichever the deck trains in: a profile costs fp32 and bf16 runs alike.
     for (const auto& g : std::set<std::tuple<int, int, int>>{{d.N(), d.qkv_width(), d.C},
                                                              {d.N(), d.C, d.q_width()},
                                                              {d.N(), d.mlp_in_width(), d.C},
                                                              {d.N(), d.C, d.Fl},
-                                                             {d.N(), s.vocab_padded / s.tp, d.C}})
-      measure_gemm(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p);
-    measure_attention(d, cfg.kernels.attention, p);
+                                                             {d.N(), s.vocab_padded / s.tp, d.C}}) {
+      measure_gemm<float>(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p.fp32);
+      measure_gemm<kk::bf16>(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p.bf16);
+    }
+    measure_attention<float>(d, cfg.kernels.attention, p.fp32);
+    measure_attention<kk::bf16>(d, cfg.kernels.attention, p.bf16);
     if (tp == tps.front()) measure_memory_families(s, d, p);
   }
-  for (const char* k : {"naive", "fused"})
-    if (!p.attention_tflops.count(k)) p.attention_tflops[k] = p.attention_tflops.begin()->second;
-  fit_gemm_curve(p);
+  fit_gemm_curve(p.fp32, p.fma_peak_tflops, p.launch_us);
+  fit_gemm_curve(p.bf16, p.fma_peak_tflops, p.launch_us);
 }
 
 }  // namespace kformer::predict

@@ -1,8 +1,8 @@
 // The kernel half of `kformer calibrate`: this machine's kernels timed at the shapes a deck runs
-// (each GEMM of a block and the head, forward and backward; causal attention of the deck's kind;
-// the memory-bound families at the deck's sizes, rated in GB/s over the bytes kernel_costs.hpp
-// counts), the launch overhead, the copy bandwidth and the FMA peak; the GEMM efficiency curve is
-// fitted to the measured GEMMs. Each tensor-parallel degree in `tps` is measured (its shapes are
+// (each GEMM of a block and the head, forward and backward, and causal attention of the deck's
+// kind, in fp32 and in bf16 whichever the deck trains in; the memory-bound families at the deck's
+// sizes, rated in GB/s over the bytes their calls describe), the launch overhead, the copy
+// bandwidth and the FMA peak; each precision's GEMM efficiency curve is fitted to its GEMMs. Each tensor-parallel degree in `tps` is measured (its shapes are
 // the rank's slices). Runs on the build's execution space; allocates only the buffers it times.
 #pragma once
 

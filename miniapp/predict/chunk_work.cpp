@@ -13,11 +13,11 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c) {
   const auto& s = c.shape;
   switch (c.family) {
     case kk::Family::gemm: {
-      const double full = gemm_us(p, int(s[0]), int(s[1]), int(s[2]), c.backward);
+      const double full = gemm_us(p, c.bf16, int(s[0]), int(s[1]), int(s[2]), c.backward);
       return c.backward && s[3] != 3 ? full / 2 : full;  // one of the backward's two products
     }
     case kk::Family::attention:
-      return attention_us(p, s[5] ? "fused" : "naive", int(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]),
+      return attention_us(p, c.bf16, s[5] ? "fused" : "naive", int(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]),
                           c.backward);
     case kk::Family::convert:
     case kk::Family::copy: {  // element-wise streams: the residual add's rate unless measured

@@ -11,10 +11,11 @@
 
 namespace kformer::predict {
 
-// y(m,n) = x(m,k) w(n,k)^T, 2mnk FLOPs; backward: dx and dW, twice that.
-double gemm_us(const MachineProfile& p, int m, int n, int k, bool backward);
+// y(m,n) = x(m,k) w(n,k)^T, 2mnk FLOPs; backward: dx and dW, twice that. bf16: the inputs' type
+// (the profile's bf16 rates; a profile without them refuses).
+double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool backward);
 // Causal attention of b sequences of t tokens, h query heads (kv shared), head size hd.
-double attention_us(const MachineProfile& p, const std::string& kind, int b, int t, int h, int kv, int hd,
+double attention_us(const MachineProfile& p, bool bf16, const std::string& kind, int b, int t, int h, int kv, int hd,
                     bool backward);
 double attention_flops(int b, int t, int h, int hd, bool backward);
 // A memory-bound kernel of `family` moving `bytes`.

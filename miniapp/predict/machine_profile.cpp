@@ -60,6 +60,47 @@ struct Reader {
     c.ranks = int(number(n, where, "ranks", 0));
     return c;
   }
+  // The gemm and attention sections under `at` ("" or "bf16.").
+  ComputeRates rates(const YAML::Node& root, const std::string& at) const {
+    ComputeRates c;
+    const YAML::Node g = root["gemm"];
+    if (!g) bad(file, at + "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
+    keys(g, at + "gemm", {"peak_tflops", "max_efficiency", "half_efficiency_gflop", "points"});
+    c.gemm_peak_tflops = number(g, at + "gemm", "peak_tflops", 0, true);
+    c.gemm_max_efficiency = number(g, at + "gemm", "max_efficiency", 1);
+    c.gemm_half_efficiency_gflop = number(g, at + "gemm", "half_efficiency_gflop", 0);
+    if (c.gemm_peak_tflops <= 0 || c.gemm_max_efficiency <= 0 || c.gemm_max_efficiency > 1)
+      bad(file, at + "gemm", "peak_tflops must be > 0 and max_efficiency in (0, 1]");
+    if (g["points"])
+      for (std::size_t i = 0; i < g["points"].size(); ++i) {
+        const YAML::Node n = g["points"][i];
+        const std::string where = at + "gemm.points[" + std::to_string(i) + "]";
+        keys(n, where, {"m", "n", "k", "forward_us", "backward_us"});
+        c.gemm_points.push_back({int(number(n, where, "m", 0, true)), int(number(n, where, "n", 0, true)),
+                                 int(number(n, where, "k", 0, true)), number(n, where, "forward_us", 0, true),
+                                 number(n, where, "backward_us", 0, true)});
+      }
+    const YAML::Node a = root["attention"];
+    if (!a) bad(file, at + "attention", "missing: give naive_tflops and fused_tflops");
+    keys(a, at + "attention", {"naive_tflops", "fused_tflops", "points"});
+    for (const char* kind : {"naive", "fused"}) {
+      c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
+      if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
+    }
+    if (a["points"])
+      for (std::size_t i = 0; i < a["points"].size(); ++i) {
+        const YAML::Node n = a["points"][i];
+        const std::string where = at + "attention.points[" + std::to_string(i) + "]";
+        keys(n, where, {"b", "t", "h", "kv", "hd", "kind", "forward_us", "backward_us"});
+        AttentionPoint q{int(number(n, where, "b", 0, true)), int(number(n, where, "t", 0, true)),
+                         int(number(n, where, "h", 0, true)), int(number(n, where, "kv", 0, true)),
+                         int(number(n, where, "hd", 0, true)), n["kind"] ? n["kind"].as<std::string>() : "",
+                         number(n, where, "forward_us", 0, true), number(n, where, "backward_us", 0, true)};
+        if (q.kind != "naive" && q.kind != "fused") bad(file, where + ".kind", "must be naive or fused");
+        c.attention_points.push_back(q);
+      }
+    return c;
+  }
   LinkClass link_class(const YAML::Node& n, const std::string& where) const {
     keys(n, where, {"default", "allreduce", "allgather", "reduce_scatter", "send"});
     LinkClass lc;
@@ -81,7 +122,7 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "memory_bound", "network"});
+                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -102,43 +143,11 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
     p.async_progress = a.Scalar() == "true";
   }
 
-  const YAML::Node g = root["gemm"];
-  if (!g) bad(file, "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
-  r.keys(g, "gemm", {"peak_tflops", "max_efficiency", "half_efficiency_gflop", "points"});
-  p.gemm_peak_tflops = r.number(g, "gemm", "peak_tflops", 0, true);
-  p.gemm_max_efficiency = r.number(g, "gemm", "max_efficiency", 1);
-  p.gemm_half_efficiency_gflop = r.number(g, "gemm", "half_efficiency_gflop", 0);
-  if (p.gemm_peak_tflops <= 0 || p.gemm_max_efficiency <= 0 || p.gemm_max_efficiency > 1)
-    bad(file, "gemm", "peak_tflops must be > 0 and max_efficiency in (0, 1]");
-  if (g["points"])
-    for (std::size_t i = 0; i < g["points"].size(); ++i) {
-      const YAML::Node n = g["points"][i];
-      const std::string at = "gemm.points[" + std::to_string(i) + "]";
-      r.keys(n, at, {"m", "n", "k", "forward_us", "backward_us"});
-      p.gemm_points.push_back({int(r.number(n, at, "m", 0, true)), int(r.number(n, at, "n", 0, true)),
-                               int(r.number(n, at, "k", 0, true)), r.number(n, at, "forward_us", 0, true),
-                               r.number(n, at, "backward_us", 0, true)});
-    }
-
-  const YAML::Node a = root["attention"];
-  if (!a) bad(file, "attention", "missing: give naive_tflops and fused_tflops");
-  r.keys(a, "attention", {"naive_tflops", "fused_tflops", "points"});
-  for (const char* kind : {"naive", "fused"}) {
-    p.attention_tflops[kind] = r.number(a, "attention", std::string(kind) + "_tflops", 0, true);
-    if (p.attention_tflops[kind] <= 0) bad(file, std::string("attention.") + kind + "_tflops", "must be > 0");
+  p.fp32 = r.rates(root, "");
+  if (const YAML::Node b = root["bf16"]) {
+    r.keys(b, "bf16", {"gemm", "attention"});
+    p.bf16 = r.rates(b, "bf16.");
   }
-  if (a["points"])
-    for (std::size_t i = 0; i < a["points"].size(); ++i) {
-      const YAML::Node n = a["points"][i];
-      const std::string at = "attention.points[" + std::to_string(i) + "]";
-      r.keys(n, at, {"b", "t", "h", "kv", "hd", "kind", "forward_us", "backward_us"});
-      AttentionPoint q{int(r.number(n, at, "b", 0, true)), int(r.number(n, at, "t", 0, true)),
-                       int(r.number(n, at, "h", 0, true)), int(r.number(n, at, "kv", 0, true)),
-                       int(r.number(n, at, "hd", 0, true)), n["kind"] ? n["kind"].as<std::string>() : "",
-                       r.number(n, at, "forward_us", 0, true), r.number(n, at, "backward_us", 0, true)};
-      if (q.kind != "naive" && q.kind != "fused") bad(file, at + ".kind", "must be naive or fused");
-      p.attention_points.push_back(q);
-    }
 
   const YAML::Node m = root["memory_bound"];
   if (!m) bad(file, "memory_bound", "missing: give the GB/s of each kernel family");
@@ -150,7 +159,9 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   const YAML::Node net = root["network"];
   if (!net) bad(file, "network", "missing: give intra_node and inter_node link costs");
-  r.keys(net, "network", {"intra_node", "inter_node"});
+  r.keys(net, "network", {"intra_node", "inter_node", "nics_per_node"});
+  p.nics_per_node = int(r.number(net, "network", "nics_per_node", 0));
+  if (p.nics_per_node < 0) bad(file, "network.nics_per_node", "must be 0 (not given) or more");
   if (!net["intra_node"]) bad(file, "network.intra_node", "missing");
   p.intra_node = r.link_class(net["intra_node"], "network.intra_node");
   p.inter_node = net["inter_node"] ? r.link_class(net["inter_node"], "network.inter_node") : p.intra_node;
@@ -205,16 +216,26 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
     << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
     << "\nasync_progress: " << (p.async_progress ? "true" : "false")
-    << "\ngemm:\n  peak_tflops: " << p.gemm_peak_tflops << "\n  max_efficiency: " << p.gemm_max_efficiency
-    << "\n  half_efficiency_gflop: " << p.gemm_half_efficiency_gflop << "\n  points:\n";
-  for (const auto& g : p.gemm_points)
-    o << "    - {m: " << g.m << ", n: " << g.n << ", k: " << g.k << ", forward_us: " << g.forward_us
-      << ", backward_us: " << g.backward_us << "}\n";
-  o << "attention:\n  naive_tflops: " << p.attention_tflops.at("naive")
-    << "\n  fused_tflops: " << p.attention_tflops.at("fused") << "\n  points:\n";
-  for (const auto& a : p.attention_points)
-    o << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd
-      << ", kind: " << a.kind << ", forward_us: " << a.forward_us << ", backward_us: " << a.backward_us << "}\n";
+;
+  const auto rates = [&](const ComputeRates& c, const char* indent) {
+    o << indent << "gemm:\n" << indent << "  peak_tflops: " << c.gemm_peak_tflops << "\n" << indent
+      << "  max_efficiency: " << c.gemm_max_efficiency << "\n" << indent
+      << "  half_efficiency_gflop: " << c.gemm_half_efficiency_gflop << "\n" << indent << "  points:\n";
+    for (const auto& g : c.gemm_points)
+      o << indent << "    - {m: " << g.m << ", n: " << g.n << ", k: " << g.k << ", forward_us: " << g.forward_us
+        << ", backward_us: " << g.backward_us << "}\n";
+    o << indent << "attention:\n" << indent << "  naive_tflops: " << c.attention_tflops.at("naive") << "\n" << indent
+      << "  fused_tflops: " << c.attention_tflops.at("fused") << "\n" << indent << "  points:\n";
+    for (const auto& a : c.attention_points)
+      o << indent << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd
+        << ", kind: " << a.kind << ", forward_us: " << a.forward_us << ", backward_us: " << a.backward_us << "}\n";
+  };
+  o << "\n";
+  rates(p.fp32, "");
+  if (p.bf16.given()) {
+    o << "bf16:  # bf16 mixed precision's GEMMs and attention\n";
+    rates(p.bf16, "  ");
+  }
   o << "memory_bound:  # GB/s over the bytes each family moves\n";
   for (const auto& f : memory_families()) o << "  " << f << ": " << p.memory_gbps.at(f) << "\n";
   const auto link = [&](const char* name, const LinkClass& lc) {
@@ -228,9 +249,25 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     }
   };
   o << "network:  # latency + bus bytes / bandwidth (Gbit/s), nccl-tests' bus factors\n";
+  if (p.nics_per_node > 0) o << "  nics_per_node: " << p.nics_per_node << "\n";
   link("intra_node", p.intra_node);
   link("inter_node", p.inter_node);
   return o.str();
+}
+
+double ComputeRates::best_gemm_tflops() const {
+  double best = gemm_peak_tflops * gemm_max_efficiency;
+  for (const auto& g : gemm_points) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
+  return best;
+}
+
+const ComputeRates& MachineProfile::rates(bool bf16_run) const {
+  if (!bf16_run) return fp32;
+  if (!bf16.given())
+    throw ConfigError("machine profile " + source + " has no bf16 rates, so it cannot cost train.precision=bf16: add "
+                      "a `bf16:` section (gemm and attention, from the datasheet) or run kformer calibrate on the "
+                      "machine, which measures both precisions");
+  return bf16;
 }
 
 std::string default_profile_path() {

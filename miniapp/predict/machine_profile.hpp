@@ -39,6 +39,19 @@ struct LinkClass {
   LinkCost cost(comm::OpKind kind, int n) const;
 };
 
+// What GEMMs and causal attention cost in one element type (the GEMMs' inputs, attention's q, k,
+// v): GEMM efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9) of
+// the peak, with measured times at exact shapes where calibrate took them; attention a FLOP rate
+// per kind (naive, fused), again with measured shapes.
+struct ComputeRates {
+  double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
+  std::vector<GemmPoint> gemm_points;
+  std::map<std::string, double> attention_tflops;  // naive, fused
+  std::vector<AttentionPoint> attention_points;
+  bool given() const { return gemm_peak_tflops > 0; }
+  double best_gemm_tflops() const;  // the curve's ceiling, or a measured shape's rate above it
+};
+
 struct MachineProfile {
   std::string name, source;  // source: the file it was read from
   int devices_per_node = 1;
@@ -59,13 +72,17 @@ struct MachineProfile {
   // Whether a non-blocking collective progresses while the rank computes (NCCL on a GPU), or only
   // while the rank is inside the library (MPI without a progress thread, as calibrate finds it).
   bool async_progress = false;
-  // GEMM: efficiency(flops) = max_efficiency * flops / (flops + half_efficiency_gflop * 1e9).
-  double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
-  std::vector<GemmPoint> gemm_points;
-  std::map<std::string, double> attention_tflops;  // naive, fused
-  std::vector<AttentionPoint> attention_points;
+  // The top-level gemm and attention sections (fp32), and the `bf16:` section's (bf16 mixed
+  // precision: a datasheet's tensor-core rates, or what calibrate measured); a profile without
+  // one cannot cost a bf16 run (rates() says so).
+  ComputeRates fp32, bf16;
+  const ComputeRates& rates(bool bf16) const;
   std::map<std::string, double> memory_gbps;  // per memory-bound family (memory_families())
   LinkClass intra_node, inter_node;
+  // network.nics_per_node: the NICs a node's devices share for traffic between nodes. Given, the
+  // inter_node bandwidth is one NIC's, and a group spread over nodes gets the share of the node's
+  // NICs its members there hold (network_cost.hpp); 0: inter_node is each rank's own link.
+  int nics_per_node = 0;
 };
 
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,

@@ -5,11 +5,24 @@
 
 namespace kformer::predict {
 
+int NetworkCost::members_per_node(GroupShape g) const {
+  if (g.stride >= p_.devices_per_node) return 1;
+  return std::max(1, std::min(g.size, p_.devices_per_node / std::max(1, g.stride)));
+}
+
 double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g) const {
   if (g.size <= 1) return 0.0;
-  const LinkCost c = (intra_node(g) ? p_.intra_node : p_.inter_node).cost(kind, g.size);
+  const bool inside = intra_node(g);
+  const LinkCost c = (inside ? p_.intra_node : p_.inter_node).cost(kind, g.size);
+  double gbps = c.bandwidth_gbps;
+  if (!inside && p_.nics_per_node > 0 && gbps > 0) {
+    const int r = members_per_node(g);
+    gbps *= double(p_.nics_per_node) * r / p_.devices_per_node;  // this group's share of the node's NICs
+    const LinkCost nvlink = p_.intra_node.cost(kind, r);
+    if (r > 1 && nvlink.bandwidth_gbps > 0) gbps = std::min(gbps, nvlink.bandwidth_gbps);
+  }
   const double bus = comm::bus_factor(kind, g.size) * bytes;
-  return c.latency_us + (c.bandwidth_gbps > 0 ? bus / (c.bandwidth_gbps * 125.0) : 0.0);  // 1 Gbit/s = 125 B/us
+  return c.latency_us + (gbps > 0 ? bus / (gbps * 125.0) : 0.0);  // 1 Gbit/s = 125 B/us
 }
 
 double NetworkCost::emulated_us(comm::OpKind kind, double bytes, int n) const {

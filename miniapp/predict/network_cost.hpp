@@ -2,6 +2,12 @@
 // link class for the group: within one node or across nodes) and, when comm.emulate.* is set,
 // the emulation decorator's alpha-beta time, which holds every call until at least its post time
 // plus the modelled time (comm/emulated_comm.hpp): a call ends at the later of the two.
+// Across nodes, on a profile that gives its NICs per node, a group is costed as NCCL runs it: its
+// rings pass NVLink inside a node and the NICs between nodes, and every rank of a node
+// communicates alike at that point of the step, so the node's NICs are shared by the G/r groups
+// that have r members on it: the group's bus bandwidth is min(one NIC x NICs x r / G, the
+// intra-node link of r ranks). A data-parallel group with one member per node thus gets NICs/G
+// of a NIC; one that fills whole nodes gets all of them.
 #pragma once
 
 #include "comm/alpha_beta.hpp"
@@ -19,6 +25,8 @@ class NetworkCost {
   NetworkCost(const MachineProfile& p, comm::NetworkModel emulate) : p_(p), emulate_(emulate) {}
 
   bool intra_node(GroupShape g) const { return double(g.stride) * g.size <= p_.devices_per_node; }
+  // The members of group g on one node (ranks are placed on nodes in world-rank order).
+  int members_per_node(GroupShape g) const;
   // The machine's time for a call moving `bytes` (nccl-tests' size) on the group.
   double real_us(comm::OpKind kind, double bytes, GroupShape g) const;
   // The emulated network's floor under the call (0 without emulation).

@@ -12,40 +12,39 @@
 #include "report/summary_text.hpp"
 
 namespace kformer::predict {
-namespace {
-
-// The best GEMM rate the profile knows: its curve's ceiling, or a measured point above it.
-double best_gemm_tflops(const MachineProfile& p) {
-  double best = p.gemm_peak_tflops * p.gemm_max_efficiency;
-  for (const auto& g : p.gemm_points)
-    if (g.forward_us > 0) best = std::max(best, 2.0 * g.m * g.n * g.k / (g.forward_us * 1e6));
-  return best;
-}
-
-}  // namespace
-
 nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, const StepPrediction& p) {
   const RunSettings& cfg = plan.settings;
   const int tp = cfg.parallel.tp, pp = cfg.parallel.pp, dp = cfg.parallel.dp;
   const int v = cfg.parallel.virtual_stages, m = cfg.parallel.microbatches;
   const std::int64_t tokens = std::int64_t(cfg.train.global_batch) * cfg.train.seq_len;
+  // Model FLOPs as a run reports them (model/flops.hpp: Megatron-LM's and PaLM's convention).
+  const double model_all = model_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens);
+  const double recompute_all = recompute_flops_per_token(plan.shape, cfg.train.seq_len, cfg.train.recompute,
+                                                         cfg.kernels.attention) * double(tokens);
+  const double model_rank = model_all / (double(tp) * pp * dp);
   IterationRecord r;
   r.iteration = 1, r.total = 1, r.global_batch = cfg.train.global_batch;
   r.elapsed_s = p.step_ms / 1e3;
   r.tokens_per_s = tokens / r.elapsed_s;
   r.samples_per_s = r.global_batch / r.elapsed_s;
-  r.tflops_per_rank = p.flops_rank0 / r.elapsed_s / 1e12;
+  r.tflops_per_rank = model_rank / r.elapsed_s / 1e12;
   r.forward_ms = p.rank0.forward_ms, r.backward_ms = p.rank0.backward_ms, r.optimizer_ms = p.rank0.optimizer_ms;
   r.comm_total_ms = p.rank0.comm_total_ms, r.comm_exposed_ms = p.rank0.comm_exposed_ms;
   r.pipeline_wall_ms = p.rank0.pipeline_wall_ms, r.pipeline_compute_ms = p.rank0.pipeline_compute_ms;
   r.rank_busy_ms = p.rank_busy_ms, r.rank_comm_ms = p.rank_comm_ms, r.rank_bubble = p.rank_bubble;
 
-  nlohmann::json s = summarize({r}, p.flops_rank0, tokens);
-  const double achieved = s["model_tflops_per_rank"].get<double>(), gemm = best_gemm_tflops(prof);
+  nlohmann::json s = summarize({r}, model_rank, tokens);
+  const double achieved = s["model_tflops_per_rank"].get<double>(), gemm = prof.rates(cfg.bf16()).best_gemm_tflops();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   s["gemm_ceiling_tflops"] = gemm;
-  s["gemm_ceiling"] = {{"impl", "profile"}, {"shape", "its best shape"}, {"of_fma_peak", ratio(gemm, prof.fma_peak_tflops)}};
+  s["precision"] = name_of(cfg.train.precision);
+  s["gemm_ceiling"] = {{"impl", "profile"},
+                       {"shape", "its best shape"},
+                       {"precision", name_of(cfg.train.precision)},
+                       {"of_fma_peak", ratio(gemm, prof.fma_peak_tflops)}};
   s["mfu"] = ratio(achieved, gemm);
+  s["hardware_tflops_per_rank"] = achieved * ratio(model_all + recompute_all, model_all);
+  s["hfu"] = ratio(s["hardware_tflops_per_rank"].get<double>(), gemm);
   s["fma_peak_tflops"] = prof.fma_peak_tflops;
   s["mfu_fma_peak"] = ratio(achieved, prof.fma_peak_tflops);
   if (cfg.output.peak_tflops > 0) s["mfu_peak"] = achieved / cfg.output.peak_tflops;
@@ -57,7 +56,10 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
     flops_all += head_flops(d.N(), d.C, shape.vocab_padded / shape.tp).total();
     flops_all *= double(m) * dp * tp;
   }
-  s["flops"] = {{"counted_per_iteration_rank", p.flops_rank0},
+  s["flops"] = {{"convention", "Megatron-LM/PaLM: 6 N + 12 L T (H hd) per token, whole model, over the ranks"},
+                {"model_per_iteration_all_ranks", model_all},
+                {"recompute_per_iteration_all_ranks", recompute_all},
+                {"counted_per_iteration_rank", p.flops_rank0},
                 {"counted_per_iteration_all_ranks", flops_all},
                 {"closed_form_per_iteration",
                  closed_form_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens)}};

@@ -49,7 +49,12 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     ps.unit_bytes.push_back(unit_bytes(s, layers, l, r));
   }
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
-  ps.message_bytes = 4.0 * d.N() * d.C;
+  // What travels, in the run's element types: a chunk's activation or its gradient (this rank's
+  // rows under sequence parallelism; bf16 in mixed precision), ZeRO-3's gathers of the bf16
+  // copies, the buckets in parallel.grad_reduce_dtype.
+  ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.rows() * d.C;
+  ps.gather_bytes_per_fp32 = cfg.bf16() ? 0.5 : 1.0;
+  ps.bucket_bytes_per_fp32 = par.grad_reduce_dtype == Precision::bf16 ? 0.5 : 1.0;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
   ps.fsdp_grads = plan.shards_grads();

@@ -55,7 +55,11 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
   const double flops_all = reduce.allreduce(world, flops_rank, comm::ReduceOp::sum);
   const double peak = reduce.allreduce(world, peak_rank, comm::ReduceOp::max);
 
-  nlohmann::json summary = summarize(recs, flops_rank, tokens);
+  // Model FLOPs as Megatron-LM and PaLM count them (model/flops.hpp), over the world's ranks.
+  const double model_all = model_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens);
+  const double recompute_all = recompute_flops_per_token(plan.shape, cfg.train.seq_len, cfg.train.recompute,
+                                                         cfg.kernels.attention) * double(tokens);
+  nlohmann::json summary = summarize(recs, model_all / world.size(), tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   summary["precision"] = name_of(cfg.train.precision);  // FLOPs are counted the same in both
@@ -75,7 +79,7 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
                              {"vendor_tflops", gemm.vendor_tflops}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
   // Hardware FLOPs add the recomputed forward work (train.recompute): HFU beside MFU.
-  const double hardware = achieved * ratio(per_iteration.hardware(), flops_rank);
+  const double hardware = achieved * ratio(model_all + recompute_all, model_all);
   summary["hardware_tflops_per_rank"] = hardware;
   summary["hfu"] = ratio(hardware, ceiling.tflops);
   summary["mfu_vendor"] = ratio(achieved, ceiling.vendor_tflops);
@@ -85,7 +89,10 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
                          {"launch_ms", ceiling.fma.seconds * 1e3}};
   summary["mfu_fma_peak"] = ratio(achieved, ceiling.fma.tflops);
   if (cfg.output.peak_tflops > 0) summary["mfu_peak"] = achieved / cfg.output.peak_tflops;
-  summary["flops"] = {{"counted_per_iteration_rank", flops_rank},
+  summary["flops"] = {{"convention", "Megatron-LM/PaLM: 6 N + 12 L T (H hd) per token, whole model, over the ranks"},
+                      {"model_per_iteration_all_ranks", model_all},
+                      {"recompute_per_iteration_all_ranks", recompute_all},
+                      {"counted_per_iteration_rank", flops_rank},
                       {"counted_per_iteration_all_ranks", flops_all},
                       {"recompute_per_iteration_rank", per_iteration.recompute},
                       {"closed_form_per_iteration", closed_form_flops_per_token(plan.shape, cfg.train.seq_len) *

@@ -48,6 +48,7 @@ Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mes
   sync_ = std::make_unique<GradSync>(*model_->params, mesh.dp.get(), zero_,
                                      cfg.parallel.grad_reduce_dtype == Precision::bf16);
   data_ = make_data_source(cfg.data_source, shape_.vocab, cfg.train.seed);
+  model_flops_rank_ = model_flops_per_token(shape_, seq_len_) * double(global_batch_) * seq_len_ / world.size();
 }
 
 Flops Trainer::flops_per_iteration() const {
@@ -234,7 +235,7 @@ IterationRecord Trainer::iterate(int it) {
   r.consumed_tokens = after.consumed_tokens;
   r.samples_per_s = global_batch_ / r.elapsed_s;
   r.tokens_per_s = tokens_per_iter / r.elapsed_s;
-  r.tflops_per_rank = flops_per_iteration().total() / r.elapsed_s / 1e12;
+  r.tflops_per_rank = model_flops_rank_ / r.elapsed_s / 1e12;
   return r;
 }
 

@@ -45,7 +45,7 @@ class Trainer {
   const ParamStore& params() const { return *model_->params; }
   const std::vector<std::unique_ptr<Stage>>& stages() const { return model_->stages; }
   const Pipeline& pipeline() const { return *model_->pipeline; }
-  Flops flops_per_iteration() const;  // this rank's model FLOPs
+  Flops flops_per_iteration() const;  // this rank's FLOPs counted from its kernels' shapes (causal attention halved)
   // Called after the backward of `iteration`, before the optimizer (the reference export).
   std::function<void(int iteration)> after_backward;
   // Called after each iteration with its record (the timeline writer).
@@ -64,6 +64,7 @@ class Trainer {
   ModelShape shape_;
   int micro_batch_, seq_len_, global_batch_, microbatches_, zero_;
   std::unique_ptr<RankModel> model_;  // parameters, chunks, pipeline
+  double model_flops_rank_ = 0;       // an iteration's model FLOPs (the field's convention) over the world's ranks
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<DataSource> data_;

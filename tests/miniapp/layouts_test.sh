@@ -6,7 +6,8 @@
 # over 8 micro-batches matches one batch of 8; and one layout run twice gives bitwise-identical
 # losses. With PRECISION bf16 every run is train.precision=bf16, compared with the one-rank bf16
 # run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within 1e-2), determinism and
-# zb-h1 against 1F1B still bitwise.
+# zb-h1 against 1F1B still bitwise. The report's model TFLOP/s per rank is the whole model's FLOPs
+# (Megatron-LM's and PaLM's count) over the world's ranks, on pipeline layouts too.
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS" [PRECISION]
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4; precision=${5:-fp32}
@@ -52,6 +53,29 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+flops() {  # base name ranks: model FLOPs in the field's convention, whole model over the ranks
+  /usr/bin/python3 - "$tmp/$1.json" "$tmp/$2.json" "$3" "$2" <<'PY' || fails=$((fails + 1))
+import json, sys
+one, j = (json.load(open(p)) for p in sys.argv[1:3])
+world, name = int(sys.argv[3]), sys.argv[4]
+s, f = j["summary"], j["summary"]["flops"]
+model = f["model_per_iteration_all_ranks"]
+# What every rank reports is the whole model's FLOPs over the world, not its own stage's: the
+# same step on one rank and on this layout counts the same model FLOPs.
+per_rank = model / world / (s["step_ms_median"] / 1e3) / 1e12
+ok = abs(s["model_tflops_per_rank"] - per_rank) <= 1e-9 * per_rank and model == one["summary"]["flops"]["model_per_iteration_all_ranks"]
+cfg = j["config"]["model"]
+if cfg["family"] == "gpt":  # 6 N + 12 L T C per token, N the matmul weights (4 C^2 attention, 8 C^2 MLP, the V C head)
+    C, L, T = cfg["d_model"], cfg["n_layers"], j["config"]["train"]["seq_len"]
+    V = -(-cfg["vocab_size"] // (64 * j["config"]["parallel"]["tp"])) * 64 * j["config"]["parallel"]["tp"]
+    tokens = j["config"]["train"]["global_batch"] * T
+    want = (6 * (L * 12 * C * C + V * C) + 12 * L * T * C) * tokens
+    ok = ok and abs(model - want) <= 1e-12 * want
+print(f"{'ok  ' if ok else 'FAIL'} {name:54s} model TFLOP/s per rank = whole-model FLOPs {model:.4g} / {world} ranks / step")
+sys.exit(0 if ok else 1)
+PY
+}
+
 for family in gpt llama; do
   fam=(model.family="$family")
   [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
@@ -70,6 +94,8 @@ for family in gpt llama; do
   run "$family-accumulate" 1 "${fam[@]}" train.micro_batch=1 && compare "$family-1" "$family-accumulate" $t1 $t10
   run "$family-one-batch" 1 "${fam[@]}" train.micro_batch=8 && compare "$family-1" "$family-one-batch" $t1 $t10
   # ZB-H1 runs 1F1B's arithmetic in another order: the same losses and gradient norms, bitwise.
+  flops "$family-1" "$family-pp=2-tp=2" 4
+  flops "$family-1" "$family-pp=4" 4
   same "$family-pp=4" "$family-pp=4-schedule=zb-h1"
   same "$family-pp=2-tp=2" "$family-pp=2-tp=2-schedule=zb-h1"
   same "$family-pp=2-tp=2-sequence_parallel=true" "$family-pp=2-tp=2-sequence_parallel=true-schedule=zb-h1"

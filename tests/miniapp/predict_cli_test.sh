@@ -3,7 +3,8 @@
 # - predict of a deck on a shipped profile exits 0, prints the FOM line and the summary block,
 #   writes output.json with a run's summary fields and a trace with a forward span per
 #   micro-batch and stage;
-# - a bad profile (an unknown key) and a missing one are refused with exit 2 and one line;
+# - a bad profile (an unknown key) and a missing one are refused with exit 2 and one line, and so
+#   is a bf16 deck on a profile without bf16 rates;
 # - the seed note's ZeRO-3 GPT-3 small on 16 GB devices (micro-batch 4, attention scores kept, as
 #   PyTorch keeps them) is said not to fit;
 # - calibrate writes a profile that predict then reads.
@@ -32,6 +33,14 @@ m = s["pipeline"]["microbatches"]
 if len(ev) != 2 * m:  # two stages, m micro-batches each
     sys.exit(f"FAIL: {len(ev)} forward spans in the trace, expected {2 * m}")
 PY
+
+# A bf16 deck on a profile without bf16 rates (a V100: fp16 tensor cores, no bf16) is refused
+# with one line that says what to add, never costed at the fp32 rates.
+"$kformer" predict "$src/input/tiny.yaml" train.precision=bf16 predict.machine="$src/input/machines/v100-16gb-10gbe.yaml" \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "bf16 on a profile without bf16 rates gave exit $rc, expected 2"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "bf16 without bf16 rates gave $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
+grep -q 'no bf16 rates' "$tmp/err" || fail "the line does not say what is missing: $(cat "$tmp/err")"
 
 printf 'name: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
 "$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -63,7 +63,13 @@ check(0 < fl["selective"]["recompute_per_iteration_rank"] < fl["full"]["recomput
       "selective recomputes less than full")
 check(all(fl[m]["counted_per_iteration_rank"] == model for m in r), "model FLOPs do not depend on recompute")
 h = r["full"]["hfu"] / r["full"]["mfu"]
-check(abs(h - 1 - fl["full"]["recompute_per_iteration_rank"] / model) < 1e-9, f"HFU/MFU = {h:.4f} = hardware/model FLOPs")
+# HFU and MFU in the field's convention (docs/figures.md): the whole model's FLOPs, recomputation beside them.
+f = fl["full"]
+check(abs(h - 1 - f["recompute_per_iteration_all_ranks"] / f["model_per_iteration_all_ranks"]) < 1e-9,
+      f"HFU/MFU = {h:.4f} = hardware/model FLOPs")
+check(fl["none"]["recompute_per_iteration_all_ranks"] == 0 < fl["selective"]["recompute_per_iteration_all_ranks"]
+      < f["recompute_per_iteration_all_ranks"] < f["model_per_iteration_all_ranks"] / 3,
+      "in the convention too: full recomputes more than selective, less than a third of the model FLOPs")
 sys.exit(0 if ok else 1)
 PY
 

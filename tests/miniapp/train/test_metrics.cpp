@@ -39,6 +39,26 @@ TEST(Flops, CountedPerOperationEqualsTheClosedFormOnEveryTpSlice) {
     }
 }
 
+// The report's figure (docs/figures.md): Megatron-LM's and PaLM's count, the attention square
+// whole (12 L T H hd per token against the causal 6), and what recomputation adds beside it.
+TEST(Flops, TheFieldsConventionCountsTheWholeAttentionSquare) {
+  for (const char* family : {"gpt", "llama"}) {
+    const bool gpt = std::string(family) == "gpt";
+    const RunPlan c = deck({std::string("model.family=") + family, "model.n_heads=8", gpt ? "model.n_kv_heads=0" : "model.n_kv_heads=4"}, 1);
+    const ModelShape s = c.shape;
+    const double model = model_flops_per_token(s, 32), attention = 6.0 * s.n_layers * 32 * s.n_heads * s.head_dim;
+    EXPECT_NEAR(model - closed_form_flops_per_token(s, 32), attention, 1e-9 * model) << family;
+    // Full recomputation re-runs the blocks' forward: a third of their model FLOPs (the head's 6 V C is not re-run).
+    const double blocks = model - 6.0 * s.vocab_padded * s.d_model;
+    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::full, kernels::AttentionKind::naive), blocks / 3, 1e-9 * model);
+    // Selective (naive attention): QK^T and AV forward, a sixth of the attention term's 12.
+    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::naive),
+                4.0 * s.n_layers * 32 * s.n_heads * s.head_dim, 1e-9 * model);
+    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::fused), 0.0);
+    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::none, kernels::AttentionKind::naive), 0.0);
+  }
+}
+
 TEST(Flops, CausalAttentionCountsHalfTheSquare) {
   BlockDims d;
   d.B = 1, d.T = 100, d.C = 8, d.Hl = 2, d.KVl = 2, d.hd = 4, d.Fl = 0, d.gpt = true;

@@ -1,0 +1,166 @@
+// What each feature costs in a prediction (issue 26), read off the chunk lists predict walks
+// (predict/chunk_work.hpp, the trainer's own calls described): bf16 GEMMs at the profile's bf16
+// rate against fp32's; full recomputation adds one forward (its kernels and its TP calls) to the
+// backward; sequence parallelism replaces each TP all-reduce of the forward by a reduce-scatter
+// and an all-gather of the same bytes; a profile without bf16 rates refuses a bf16 deck; a group
+// spread over nodes gets its share of the nodes' NICs (network_cost.hpp).
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "platform/errors.hpp"
+#include "predict/chunk_work.hpp"
+#include "predict/machine_profile.hpp"
+#include "predict/network_cost.hpp"
+#include "settings/prediction_deck.hpp"
+
+namespace kp = kformer::predict;
+
+namespace {
+
+const std::string kSource = KFORMER_SOURCE_DIR;
+
+kp::MachineProfile profile(const std::string& name) {
+  return kp::load_profile(kSource + "/input/machines/" + name + ".yaml");
+}
+
+kformer::RunPlan plan(const std::string& file, std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), kSource + "/input/" + file);
+  return kformer::make_plan(kformer::read_prediction_deck("predict", overrides, false).settings);
+}
+
+double sum(const std::vector<kp::WorkItem>& items, kp::ItemKind kind) {
+  double t = 0;
+  for (const auto& i : items)
+    if (i.kind == kind) t += kind == kp::ItemKind::compute ? i.us : i.bytes;
+  return t;
+}
+
+std::vector<kp::WorkItem> of_kind(const std::vector<kp::WorkItem>& items, kp::ItemKind kind) {
+  std::vector<kp::WorkItem> out;
+  for (const auto& i : items)
+    if (i.kind == kind) out.push_back(i);
+  return out;
+}
+
+// The profile's GEMM time for a forward GEMM of `flops` in one precision, written out here from
+// the curve's definition (machine_profile.hpp), not through kernel_costs.
+double curve_us(const kp::ComputeRates& r, double launch_us, double flops) {
+  const double eff = r.gemm_max_efficiency * flops / (flops + r.gemm_half_efficiency_gflop * 1e9);
+  return launch_us + flops / (r.gemm_peak_tflops * eff * 1e6);
+}
+
+}  // namespace
+
+TEST(PredictFeatures, Bf16GemmsTakeTheProfilesBf16Rate) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const std::vector<std::string> layout = {"predict.world=4", "parallel.tp=4"};
+  auto with = [&](const char* precision) {
+    auto o = layout;
+    o.push_back(std::string("train.precision=") + precision);
+    return kp::chunk_work(a100, plan("gpt3-small.yaml", o), 0);
+  };
+  const kp::ChunkWork f32 = with("fp32"), b16 = with("bf16");
+  // The same GEMM calls in the same order; each at its precision's curve.
+  std::vector<kp::WorkItem> g32, g16;
+  for (const auto& i : f32.forward)
+    if (i.name.rfind("matmul", 0) == 0) g32.push_back(i);
+  for (const auto& i : b16.forward)
+    if (i.name.rfind("matmul", 0) == 0) g16.push_back(i);
+  ASSERT_EQ(g32.size(), g16.size());
+  ASSERT_GE(g32.size(), 4u * 12);  // four GEMMs per block, 12 blocks
+  const auto d = plan("gpt3-small.yaml", layout).dims;
+  const double flops_qkv = 2.0 * d.N() * d.qkv_width() * d.C;  // the first GEMM of each block
+  EXPECT_NEAR(g32[0].us, curve_us(a100.fp32, a100.launch_us, flops_qkv), 1e-9);
+  EXPECT_NEAR(g16[0].us, curve_us(a100.bf16, a100.launch_us, flops_qkv), 1e-9);
+  const double ratio = (g32[0].us - a100.launch_us) / (g16[0].us - a100.launch_us);
+  std::cout << "gpt3-small tp=4 QKV GEMM on " << a100.name << ": fp32 " << g32[0].us << " us, bf16 " << g16[0].us
+            << " us (" << ratio << "x)" << std::endl;
+  EXPECT_GT(ratio, 5.0);  // tensor cores: 312 against 19.5 TFLOP/s peak, less at this size
+  // The memory-bound kernels move half the bytes of the activations they read and write in bf16.
+  EXPECT_LT(sum(b16.forward, kp::ItemKind::compute), sum(f32.forward, kp::ItemKind::compute));
+}
+
+TEST(PredictFeatures, AProfileWithoutBf16RatesRefusesABf16Deck) {
+  const auto v100 = profile("v100-16gb-10gbe");
+  EXPECT_NO_THROW(kp::chunk_work(v100, plan("tiny.yaml", {}), 0));
+  try {
+    kp::chunk_work(v100, plan("tiny.yaml", {"train.precision=bf16"}), 0);
+    ADD_FAILURE() << "a bf16 deck was costed on a profile without bf16 rates";
+  } catch (const kformer::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no bf16 rates"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(PredictFeatures, FullRecomputeAddsOneForwardToTheBackward) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  // A middle chunk (4 stages of one layer each): its forward is the block's forward alone.
+  const std::vector<std::string> layout = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
+  auto with = [&](const char* mode) {
+    auto o = layout;
+    o.push_back(std::string("train.recompute=") + mode);
+    return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
+  };
+  const kp::ChunkWork none = with("none"), full = with("full");
+  const double fwd = sum(none.forward, kp::ItemKind::compute);
+  EXPECT_NEAR(sum(full.backward, kp::ItemKind::compute) - sum(none.backward, kp::ItemKind::compute), fwd, 1e-9 * fwd);
+  EXPECT_EQ(of_kind(full.backward, kp::ItemKind::tp_comm).size(),
+            of_kind(none.backward, kp::ItemKind::tp_comm).size() + of_kind(none.forward, kp::ItemKind::tp_comm).size());
+  EXPECT_NEAR(sum(full.backward, kp::ItemKind::tp_comm) - sum(none.backward, kp::ItemKind::tp_comm),
+              sum(none.forward, kp::ItemKind::tp_comm), 1e-9);
+  EXPECT_EQ(sum(full.forward, kp::ItemKind::compute), fwd);  // the forward itself is unchanged
+}
+
+TEST(PredictFeatures, SequenceParallelismSplitsEachAllReduceInTwo) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const std::vector<std::string> layout = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
+  auto with = [&](const char* sp) {
+    auto o = layout;
+    o.push_back(std::string("parallel.sequence_parallel=") + sp);
+    return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
+  };
+  const auto plain = of_kind(with("false").forward, kp::ItemKind::tp_comm);
+  const auto sp = of_kind(with("true").forward, kp::ItemKind::tp_comm);
+  ASSERT_EQ(plain.size(), 2u);  // after the attention's and the MLP's row-parallel projections
+  ASSERT_EQ(sp.size(), 2 * plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].op, kformer::comm::OpKind::allreduce);
+    // An all-gather before the column-parallel projection, a reduce-scatter after the row-parallel one.
+    EXPECT_EQ(sp[2 * i].op, kformer::comm::OpKind::allgather);
+    EXPECT_EQ(sp[2 * i + 1].op, kformer::comm::OpKind::reduce_scatter);
+    EXPECT_EQ(sp[2 * i].bytes, plain[i].bytes);
+    EXPECT_EQ(sp[2 * i + 1].bytes, plain[i].bytes);
+  }
+}
+
+// Perlmutter's profile: 4 GPUs and 4 NICs per node, one NIC reaching 160 Gbit/s, NVLink 1800.
+TEST(PredictFeatures, AGroupAcrossNodesSharesTheNodesNics) {
+  const auto p = profile("perlmutter-a100-40gb");
+  ASSERT_EQ(p.devices_per_node, 4);
+  ASSERT_EQ(p.nics_per_node, 4);
+  const kp::NetworkCost net(p, {});
+  const double bytes = 64e6, n16 = 2.0 * 15 / 16 * bytes, n4 = 2.0 * 3 / 4 * bytes;  // all-reduce bus bytes
+  const auto ar = kformer::comm::OpKind::allreduce;
+  const double nic = p.inter_node.fallback.bandwidth_gbps * 125, lat = p.inter_node.fallback.latency_us;
+  // 16 consecutive ranks: 4 nodes, 4 members on each, whose 4 NICs the group has to itself.
+  EXPECT_NEAR(net.real_us(ar, bytes, {16, 1}), lat + n16 / (4 * nic), 1e-6);
+  // 4 ranks 4 apart (data parallel under tp=4): one member per node, so a quarter of the node's
+  // NICs (the other three TP ranks' groups use the rest): one NIC.
+  EXPECT_NEAR(net.real_us(ar, bytes, {4, 4}), lat + n4 / nic, 1e-6);
+  // Not what 16 ranks inside one node would cost (NVLink for all of it).
+  auto one_node = p;
+  one_node.devices_per_node = 16;
+  const kp::NetworkCost inside(one_node, {});
+  const double nvlink = p.intra_node.fallback.bandwidth_gbps * 125;
+  EXPECT_NEAR(inside.real_us(ar, bytes, {16, 1}), p.intra_node.fallback.latency_us + n16 / nvlink, 1e-6);
+  EXPECT_GT(net.real_us(ar, bytes, {16, 1}), 2 * inside.real_us(ar, bytes, {16, 1}));
+  // Polaris: 2 NICs for 4 GPUs, so a group with one member per node gets half a NIC.
+  const auto polaris = profile("polaris-a100-40gb");
+  const kp::NetworkCost pol(polaris, {});
+  EXPECT_NEAR(pol.real_us(ar, bytes, {4, 4}),
+              polaris.inter_node.fallback.latency_us + n4 / (0.5 * polaris.inter_node.fallback.bandwidth_gbps * 125), 1e-6);
+}
