@@ -36,9 +36,18 @@ int run_alone(Body&& body, const char* who) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `kformer predict`: one process, no MPI, no Kokkos (predict_command.hpp).
+  // `kformer predict`: one process, no MPI (predict_command.hpp). Kokkos is started, quietly,
+  // because the described step builds the model's objects on the execution space; nothing is
+  // launched or allocated there. (A CUDA build therefore needs a GPU to predict: a host build
+  // predicts the same, from the profile.)
   if (argc > 1 && std::string(argv[1]) == "predict")
-    return run_alone([&] { return kformer::predict::run_predict({argv + 2, argv + argc}); }, "");
+    return run_alone(
+        [&] {
+          kformer::KokkosArguments kokkos_args(1, argv, {"--kokkos-disable-warnings"});
+          Kokkos::ScopeGuard kokkos(kokkos_args.argc(), kokkos_args.argv());
+          return kformer::predict::run_predict({argv + 2, argv + argc});
+        },
+        "");
   // A plain `kformer ...` (no launcher) is one rank: the command line, --version/--keys/--help and
   // the deck with its checks need no MPI, so they come first and bad input exits before MPI_Init.
   // Under a launcher every rank starts MPI first and rank 0 reports a verdict once (below).

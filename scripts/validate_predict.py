@@ -3,7 +3,8 @@
 
 Runs a matrix of real 2-rank runs with one thread each and predicts each with
 the same deck and overrides: pp=2 with gpipe, 1f1b and interleaved at micro-batch sizes 1, 2, 4,
-8 (16, 8, 4, 2 micro-batches of a 16-sequence batch); dp=2; tp=2; ZeRO-3; emulated networks of
+8 (16, 8, 4, 2 micro-batches of a 16-sequence batch); dp=2; tp=2; ZeRO-3; bf16, recomputation,
+sequence parallelism and a bf16 gradient reduce; emulated networks of
 0/1/5/10 ms latency and 10/5/2/1 Gbit/s; a straggler. Before each run this machine is calibrated at
 that run's shapes (`kformer calibrate` under mpirun, a few seconds), because the share of the
 cores the ranks get moves as other jobs come and go. Prints predicted against measured step
@@ -38,6 +39,16 @@ def cases():
     out.append(("dp=2 mb=2", ["parallel.dp=2", "train.micro_batch=2"]))
     out.append(("tp=2 mb=2", ["parallel.tp=2", "train.micro_batch=2"]))
     out.append(("dp=2 zero=3 mb=2", ["parallel.dp=2", "parallel.zero=3", "train.micro_batch=2"]))
+    # What predict now costs from the trainer's own calls (issue 26): bf16, recomputation, sequence
+    # parallelism, a bf16 gradient reduce.
+    out.append(("pp=2 1f1b bf16 mb=2", ["parallel.pp=2", "parallel.schedule=1f1b", "train.micro_batch=2",
+                                        "train.precision=bf16"]))
+    out.append(("dp=2 recompute=full mb=2", ["parallel.dp=2", "train.recompute=full", "train.micro_batch=2"]))
+    out.append(("tp=2 sp mb=2", ["parallel.tp=2", "parallel.sequence_parallel=true", "train.micro_batch=2"]))
+    out.append(("tp=2 bf16 selective mb=2", ["parallel.tp=2", "train.precision=bf16", "train.recompute=selective",
+                                             "train.micro_batch=2"]))
+    out.append(("dp=2 bf16 reduce mb=2", ["parallel.dp=2", "train.precision=bf16", "parallel.grad_reduce_dtype=bf16",
+                                          "train.micro_batch=2"]))
     for lat_ms, bw in [(0, 10), (1, 5), (5, 2), (10, 1)]:
         for sched in ["gpipe", "1f1b"]:
             out.append((f"pp=2 {sched} mb=4 net {lat_ms} ms {bw} Gbit/s",
