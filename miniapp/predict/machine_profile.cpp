@@ -159,7 +159,12 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   const YAML::Node net = root["network"];
   if (!net) bad(file, "network", "missing: give intra_node and inter_node link costs");
-  r.keys(net, "network", {"intra_node", "inter_node", "nics_per_node"});
+  r.keys(net, "network", {"intra_node", "inter_node", "nics_per_node", "one_stream"});
+  if (const YAML::Node o = net["one_stream"]) {
+    if (!o.IsScalar() || (o.Scalar() != "true" && o.Scalar() != "false"))
+      bad(file, "network.one_stream", "must be true or false");
+    p.one_stream = o.Scalar() == "true";
+  }
   p.nics_per_node = int(r.number(net, "network", "nics_per_node", 0));
   if (p.nics_per_node < 0) bad(file, "network.nics_per_node", "must be 0 (not given) or more");
   if (!net["intra_node"]) bad(file, "network.intra_node", "missing");
@@ -250,6 +255,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   };
   o << "network:  # latency + bus bytes / bandwidth (Gbit/s), nccl-tests' bus factors\n";
   if (p.nics_per_node > 0) o << "  nics_per_node: " << p.nics_per_node << "\n";
+  if (p.one_stream) o << "  one_stream: true\n";
   link("intra_node", p.intra_node);
   link("inter_node", p.inter_node);
   return o.str();

@@ -83,6 +83,10 @@ struct MachineProfile {
   // inter_node bandwidth is one NIC's, and a group spread over nodes gets the share of the node's
   // NICs its members there hold (network_cost.hpp); 0: inter_node is each rank's own link.
   int nics_per_node = 0;
+  // network.one_stream: the communication library runs a rank's calls in order on one stream (NCCL
+  // on the execution space's stream, as kformer hands it), so a blocking TP or ZeRO-3 call waits
+  // for the pipeline sends posted before it; false for MPI on the host.
+  bool one_stream = false;
 };
 
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,

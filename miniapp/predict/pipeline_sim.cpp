@@ -25,6 +25,11 @@ struct Rank {
   std::vector<long> pending;  // groups of sends only, completed in the background
   std::vector<std::pair<std::size_t, long>> pool;  // ZeRO-3 gathered units: (unit layer, last use)
   long clock = 0;
+  // Where the current action stands when a call on one stream waits for a send: its part (0 the
+  // list, 1 the head's backward), the next item, and when the action and the part began (-1: none).
+  int part = 0;
+  std::size_t item = 0;
+  double action_t0 = -1, part_t0 = 0;
 };
 
 class Sim {
@@ -91,6 +96,20 @@ class Sim {
             bool head = false) {
     out_[r].spans.push_back({name, comm, a, b, micro, chunk, bytes, head});
   }
+  // On a profile whose calls share one stream (NCCL), a blocking call starts only after the sends
+  // this rank posted before it and left in flight: false while one of them waits for its
+  // receiver (the rank is blocked there), else the rank's clock moves past their ends.
+  bool stream_free(int r, double& timer) {
+    Rank& me = ranks_[r];
+    if (!s_.one_stream) return true;
+    for (long g : me.pending)
+      if (!complete(groups_[g])) return false;
+    for (long g : me.pending) {
+      const double end = group_end(groups_[g]);
+      if (end > me.t) out_[r].exposed_us += end - me.t, timer += end - me.t, me.t = end;
+    }
+    return true;
+  }
   // A blocking call of `us` at the rank's clock.
   void blocking(int r, const char* name, double us, double bytes, double& timer) {
     Rank& me = ranks_[r];
@@ -98,15 +117,17 @@ class Sim {
     if (record_) span(r, name, true, me.t, me.t + us, -1, -1, bytes);
     me.t += us, timer += us, out_[r].exposed_us += us;
   }
-  void require(int r, int layer, double miss_us, double& timer) {
-    if (!s_.fsdp) return;
+  // False when its gather has to wait for the stream (nothing changed: called again later).
+  bool require(int r, int layer, double miss_us, double& timer) {
+    if (!s_.fsdp) return true;
     Rank& me = ranks_[r];
-    ++me.clock;
     for (auto& u : me.pool)
       if (u.first == std::size_t(layer + 1)) {
-        u.second = me.clock;
-        return;
+        u.second = ++me.clock;
+        return true;
       }
+    if (!stream_free(r, timer)) return false;
+    ++me.clock;
     const std::size_t pool = std::min(s_.gather_pool, s_.unit_bytes[r].size());
     if (me.pool.size() < pool) me.pool.push_back({std::size_t(layer + 1), me.clock});
     else *std::min_element(me.pool.begin(), me.pool.end(), [](auto& a, auto& b) { return a.second < b.second; }) =
@@ -114,16 +135,22 @@ class Sim {
     const double b = s_.unit_bytes[r].at(layer) * s_.gather_bytes_per_fp32;
     blocking(r, "allgather", net_.call_us(comm::OpKind::allgather, b, s_.dp), b, timer);
     me.t += miss_us, timer += miss_us;
+    return true;
   }
-  void work(int r, const std::vector<WorkItem>& items, bool last_micro, double& timer) {
+  // Runs the list from the rank's current item; false where a call waits for the stream.
+  bool work(int r, const std::vector<WorkItem>& items, bool last_micro, double& timer) {
     Rank& me = ranks_[r];
-    for (const WorkItem& i : items) {
+    for (; me.item < items.size(); ++me.item) {
+      const WorkItem& i = items[me.item];
       switch (i.kind) {
         case ItemKind::compute: me.t += i.us, timer += i.us; break;
         case ItemKind::tp_comm:
+          if (s_.tp.size > 1 && !stream_free(r, timer)) return false;
           blocking(r, comm::op_name(i.op), net_.call_us(i.op, i.bytes, s_.tp), i.bytes, timer);
           break;
-        case ItemKind::require: require(r, i.layer, i.us, timer); break;
+        case ItemKind::require:
+          if (!require(r, i.layer, i.us, timer)) return false;
+          break;
         case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
           if (last_micro && !s_.fsdp_grads && s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer) * s_.bucket_bytes_per_fp32});
           break;
@@ -132,24 +159,31 @@ class Sim {
           break;
       }
     }
+    return true;
   }
-  void compute(int r, const Action& a) {
+  // Runs the action from where it stands; false while a call waits for the stream.
+  bool compute(int r, const Action& a) {
     Rank& me = ranks_[r];
     const ChunkWork& w = s_.chunks[std::size_t(a.chunk)];
     const bool last_micro = a.micro == s_.microbatches - 1;
-    const double t0 = me.t;
+    if (me.action_t0 < 0) me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0;
     if (a.phase == Phase::forward) {
-      work(r, w.forward, last_micro, out_[r].forward_us);
-      if (record_) span(r, "forward", false, t0, me.t, a.micro, a.chunk, 0);
+      if (me.part == 0) {
+        if (!work(r, w.forward, last_micro, out_[r].forward_us)) return false;
+        if (record_) span(r, "forward", false, me.part_t0, me.t, a.micro, a.chunk, 0);
+        me.part = 1, me.item = 0, me.part_t0 = me.t;
+      }
       if (!w.head_backward.empty()) {
-        const double t1 = me.t;
-        work(r, w.head_backward, last_micro, out_[r].backward_us);
-        if (record_) span(r, "backward", false, t1, me.t, a.micro, a.chunk, 0, true);
+        if (!work(r, w.head_backward, last_micro, out_[r].backward_us)) return false;
+        if (record_) span(r, "backward", false, me.part_t0, me.t, a.micro, a.chunk, 0, true);
       }
     } else {  // B (or the whole backward), or zb-h1's deferred W
-      work(r, w.backward_of(a.phase == Phase::weight, last_micro), last_micro, out_[r].backward_us);
-      if (record_) span(r, a.phase == Phase::weight ? "weight" : "backward", false, t0, me.t, a.micro, a.chunk, 0);
+      if (!work(r, w.backward_of(a.phase == Phase::weight, last_micro), last_micro, out_[r].backward_us)) return false;
+      if (record_)
+        span(r, a.phase == Phase::weight ? "weight" : "backward", false, me.action_t0, me.t, a.micro, a.chunk, 0);
     }
+    me.action_t0 = -1;
+    return true;
   }
   // Runs rank r's program until it blocks; true when it moved.
   bool advance(int r) {
@@ -171,7 +205,7 @@ class Sim {
         }
         me.group = -1;
       }
-      if (step.action) compute(r, *step.action);
+      if (step.action && !compute(r, *step.action)) break;  // a call waits for a send on the stream
       ++me.pc, me.posted = false, moved = true;
     }
     return moved;

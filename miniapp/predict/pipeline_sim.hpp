@@ -55,6 +55,7 @@ struct PipelineSetup {
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
+  bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
 };
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);

@@ -57,6 +57,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.bucket_bytes_per_fp32 = par.grad_reduce_dtype == Precision::bf16 ? 0.5 : 1.0;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
+  ps.one_stream = prof.one_stream;
   ps.fsdp_grads = plan.shards_grads();
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);

@@ -3,7 +3,8 @@
 // rate against fp32's; full recomputation adds one forward (its kernels and its TP calls) to the
 // backward; sequence parallelism replaces each TP all-reduce of the forward by a reduce-scatter
 // and an all-gather of the same bytes; a profile without bf16 rates refuses a bf16 deck; a group
-// spread over nodes gets its share of the nodes' NICs (network_cost.hpp).
+// spread over nodes gets its share of the nodes' NICs (network_cost.hpp); on one stream a TP call
+// waits for the sends before it.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -13,7 +14,10 @@
 #include "platform/errors.hpp"
 #include "predict/chunk_work.hpp"
 #include "predict/machine_profile.hpp"
+#include "parallel/pipeline_program.hpp"
+#include "parallel/schedule.hpp"
 #include "predict/network_cost.hpp"
+#include "predict/pipeline_sim.hpp"
 #include "settings/prediction_deck.hpp"
 
 namespace kp = kformer::predict;
@@ -163,4 +167,40 @@ TEST(PredictFeatures, AGroupAcrossNodesSharesTheNodesNics) {
   const kp::NetworkCost pol(polaris, {});
   EXPECT_NEAR(pol.real_us(ar, bytes, {4, 4}),
               polaris.inter_node.fallback.latency_us + n4 / (0.5 * polaris.inter_node.fallback.bandwidth_gbps * 125), 1e-6);
+}
+
+// NCCL's one stream per rank: a TP call waits for the pipeline sends posted before it. On 2 stages
+// with a slow send (10 ms) and one TP all-reduce per forward, the first stage's second forward
+// (after the send of the first one's activation) waits for that send in its TP call, where the
+// profile says the calls share one stream: its forward time grows by the send's 10 ms less the
+// millisecond of compute before the call.
+TEST(PredictFeatures, OneStreamQueuesATpCallBehindTheSendsBeforeIt) {
+  kp::MachineProfile p = profile("perlmutter-a100-40gb");
+  p.intra_node = {};
+  p.intra_node.fallback = {0, 0, 0};
+  p.intra_node.collectives["send"] = {{10000, 0, 0}};  // a send: 10 ms, whatever its size
+  p.inter_node = p.intra_node;
+  const auto predict = [&](bool one_stream) {
+    p.one_stream = one_stream;
+    const kp::NetworkCost net(p, {});
+    kp::PipelineSetup s;
+    s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
+    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
+    for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
+    s.unit_bytes.assign(2, {});
+    s.tp = {2, 1}, s.pp_group = {2, 1};
+    s.message_bytes = 1e6;
+    for (int c = 0; c < 2; ++c) {
+      kp::ChunkWork w;
+      w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}, {kp::ItemKind::tp_comm, "allreduce", 0, 1e3, 0}};
+      w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
+      s.chunks.push_back(w);
+    }
+    s.one_stream = one_stream;
+    return kp::simulate_pipeline(s, net, false)[0].forward_us;
+  };
+  const double overlapped = predict(false), queued = predict(true);
+  std::cout << "2 stages, 10 ms sends: the first stage's forward takes " << overlapped / 1e3
+            << " ms with its TP calls beside the sends, " << queued / 1e3 << " ms queued behind them" << std::endl;
+  EXPECT_NEAR(queued - overlapped, 9000, 1e-6);
 }
