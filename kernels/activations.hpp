@@ -40,7 +40,9 @@ KOKKOS_INLINE_FUNCTION float gelu_value(float v) {
 // out (N,C) = gelu(inp (N,C)).
 template <class ExecSpace, class OutView, class InView>
 void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
-  const Call call("gelu_forward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)}; });
+  const Call call("gelu_forward", [&] {
+    return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)};
+  });
   if (call.described()) return;
   using TO = elem_t<OutView>;
   TO* o = out.data();
@@ -53,7 +55,9 @@ void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) 
 // dinp (N,C) = dout * gelu'(inp).
 template <class ExecSpace, class DinpView, class InView, class DoutView>
 void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
-  const Call call("gelu_backward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)}; });
+  const Call call("gelu_backward", [&] {
+    return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)};
+  });
   if (call.described()) return;
   using TD = elem_t<DinpView>;
   TD* dx = dinp.data();
@@ -72,7 +76,9 @@ void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& in
 // out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F). S: the work shape (work_shape.hpp).
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
-  const Call call("swiglu_forward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)}; });
+  const Call call("swiglu_forward", [&] {
+    return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)};
+  });
   if (call.described()) return;
   using TO = elem_t<OutView>;
   const int F = static_cast<int>(out.extent(1));
@@ -86,7 +92,9 @@ void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp
 // dinp (N,2F) = [dout * up * silu'(gate) | dout * silu(gate)], from inp (N,2F) and dout (N,F).
 template <Shape S = Shape::natural, class ExecSpace, class DinpView, class InView, class DoutView>
 void swiglu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
-  const Call call("swiglu_backward", [&] { return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)}; });
+  const Call call("swiglu_backward", [&] {
+    return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)};
+  });
   if (call.described()) return;
   using TD = elem_t<DinpView>;
   const int F = static_cast<int>(dout.extent(1));

@@ -21,7 +21,9 @@ using elem_t = typename View::non_const_value_type;
 // dst = src element by element, rounding to nearest even when dst is bf16 and src float.
 template <class ExecSpace, class DstView, class SrcView>
 void convert(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
-  const Call call("convert", [&] { return KernelCall{Family::convert, holds_bf16<DstView> || holds_bf16<SrcView>, false, bytes_of(dst, src)}; });
+  const Call call("convert", [&] {
+    return KernelCall{Family::convert, holds_bf16<DstView> || holds_bf16<SrcView>, false, bytes_of(dst, src)};
+  });
   if (call.described()) return;
   using TD = elem_t<DstView>;
   if (dst.span() != src.span()) throw std::invalid_argument("convert: the buffers differ in size");

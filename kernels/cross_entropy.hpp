@@ -25,7 +25,9 @@ namespace kformer::kernels {
 template <Shape S0 = Shape::natural, class ExecSpace>
 void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
                     const DView<const float**, ExecSpace>& logits, int v0, int vocab) {
-  const Call call("xent_local_max", [&] { return KernelCall{Family::cross_entropy, false, false, bytes_of(lmax, logits)}; });
+  const Call call("xent_local_max", [&] {
+    return KernelCall{Family::cross_entropy, false, false, bytes_of(lmax, logits)};
+  });
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0));
@@ -46,7 +48,9 @@ template <Shape S0 = Shape::natural, class ExecSpace>
 void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& stats,
                      const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                      const DView<const float*, ExecSpace>& gmax, int v0, int vocab) {
-  const Call call("xent_local_sums", [&] { return KernelCall{Family::cross_entropy, false, false, bytes_of(stats, logits, targets, gmax)}; });
+  const Call call("xent_local_sums", [&] {
+    return KernelCall{Family::cross_entropy, false, false, bytes_of(stats, logits, targets, gmax)};
+  });
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
@@ -73,7 +77,10 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
                  const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                  const DView<const float*, ExecSpace>& gmax, const DView<const float**, ExecSpace>& stats, int v0,
                  int vocab, float scale) {
-  const Call call("xent_finish", [&] { return KernelCall{Family::cross_entropy, holds_bf16<DlogitsView>, true, bytes_of(loss, dlogits, logits, targets, gmax, stats)}; });
+  const Call call("xent_finish", [&] {
+    return KernelCall{Family::cross_entropy, holds_bf16<DlogitsView>, true,
+                      bytes_of(loss, dlogits, logits, targets, gmax, stats)};
+  });
   if (call.described()) return;
   using TD = typename DlogitsView::non_const_value_type;
   const std::int64_t N = logits.extent(0), Vl = logits.extent(1);
@@ -97,7 +104,9 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
 template <class ExecSpace>
 void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>& sums,
                           const DView<const float*, ExecSpace>& loss) {
-  const Call call("xent_loss_accumulate", [&] { return KernelCall{Family::cross_entropy, false, false, bytes_of(sums, loss)}; });
+  const Call call("xent_loss_accumulate", [&] {
+    return KernelCall{Family::cross_entropy, false, false, bytes_of(sums, loss)};
+  });
   if (call.described()) return;
   Kokkos::parallel_reduce(
       "kformer::xent_loss_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, loss.extent(0)),

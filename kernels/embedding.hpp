@@ -75,7 +75,10 @@ template <Shape S = Shape::natural, class ExecSpace>
 void embedding_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
                        const DView<const std::int32_t*, ExecSpace>& tokens, const DView<const float**, ExecSpace>& wte,
                        int v0, const DView<const float**, ExecSpace>& wpe, int T) {
-  const Call call("embedding_forward", [&] { return KernelCall{Family::embedding, false, false, bytes_of(out, out, tokens) + (wpe.extent(0) ? 4.0 * T * out.extent(1) : 0.0)}; });
+  const Call call("embedding_forward", [&] {
+    return KernelCall{Family::embedding, false, false,
+                      bytes_of(out, out, tokens) + (wpe.extent(0) ? 4.0 * T * out.extent(1) : 0.0)};
+  });
   if (call.described()) return;
   const std::int64_t N = out.extent(0), C = out.extent(1);
   const int Vl = static_cast<int>(wte.extent(0));
@@ -93,7 +96,9 @@ void embedding_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& o
 template <Shape S = Shape::natural, class ExecSpace>
 void embedding_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dwte,
                         const DView<const float**, ExecSpace>& dout, const TokenIndex<ExecSpace>& idx) {
-  const Call call("embedding_backward", [&] { return KernelCall{Family::embedding, false, true, bytes_of(dout, dout)}; });
+  const Call call("embedding_backward", [&] {
+    return KernelCall{Family::embedding, false, true, bytes_of(dout, dout)};
+  });
   if (call.described()) return;
   const std::int64_t U = idx.rows.extent(0), C = dout.extent(1);
   const auto rows = idx.rows;
@@ -111,7 +116,9 @@ void embedding_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& 
 template <Shape S = Shape::natural, class ExecSpace>
 void position_embedding_backward(const ExecSpace& exec, const DView<float**, ExecSpace>& dwpe,
                                  const DView<const float**, ExecSpace>& dout, int T) {
-  const Call call("position_embedding_backward", [&] { return KernelCall{Family::embedding, false, true, bytes_of(dout) + 8.0 * T * dout.extent(1)}; });
+  const Call call("position_embedding_backward", [&] {
+    return KernelCall{Family::embedding, false, true, bytes_of(dout) + 8.0 * T * dout.extent(1)};
+  });
   if (call.described()) return;
   const std::int64_t C = dout.extent(1);
   const int B = static_cast<int>(dout.extent(0)) / T;

@@ -16,7 +16,9 @@ void layernorm_forward(const ExecSpace& exec, const OutView& out,
                        const DView<float*, ExecSpace>& mean, const DView<float*, ExecSpace>& rstd,
                        const XView& x, const DView<const float*, ExecSpace>& weight,
                        const DView<const float*, ExecSpace>& bias, float eps = 1e-5f) {
-  const Call call("layernorm_forward", [&] { return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, mean, rstd, x, weight, bias)}; });
+  const Call call("layernorm_forward", [&] {
+    return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, mean, rstd, x, weight, bias)};
+  });
   if (call.described()) return;
   detail::norm_forward<S>(exec, out, mean, rstd, x, weight, bias, eps, true);
 }
@@ -28,7 +30,9 @@ void layernorm_backward(const ExecSpace& exec, const DxView& dx,
                         const DyView& dout, const XView& x,
                         const DView<const float*, ExecSpace>& weight, const DView<const float*, ExecSpace>& mean,
                         const DView<const float*, ExecSpace>& rstd) {
-  const Call call("layernorm_backward", [&] { return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dbias, dout, x, weight, mean, rstd)}; });
+  const Call call("layernorm_backward", [&] {
+    return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dbias, dout, x, weight, mean, rstd)};
+  });
   if (call.described()) return;
   detail::norm_backward<S>(exec, dx, dweight, dbias, dout, x, weight, mean, rstd, true);
 }

@@ -13,7 +13,9 @@ namespace kformer::kernels {
 // out (N,C) = a (N,C) + b (N,C); out may alias a or b.
 template <class ExecSpace, class OutView, class AView, class BView>
 void residual_forward(const ExecSpace& exec, const OutView& out, const AView& a, const BView& b) {
-  const Call call("residual_forward", [&] { return KernelCall{Family::residual, holds_bf16<AView>, false, bytes_of(out, a, b)}; });
+  const Call call("residual_forward", [&] {
+    return KernelCall{Family::residual, holds_bf16<AView>, false, bytes_of(out, a, b)};
+  });
   if (call.described()) return;
   using TO = elem_t<OutView>;
   TO* o = out.data();

@@ -14,7 +14,9 @@ template <Shape S = Shape::natural, class ExecSpace, class OutView, class XView>
 void rmsnorm_forward(const ExecSpace& exec, const OutView& out,
                      const DView<float*, ExecSpace>& rstd, const XView& x,
                      const DView<const float*, ExecSpace>& weight, float eps = 1e-5f) {
-  const Call call("rmsnorm_forward", [&] { return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, rstd, x, weight)}; });
+  const Call call("rmsnorm_forward", [&] {
+    return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, rstd, x, weight)};
+  });
   if (call.described()) return;
   detail::norm_forward<S>(exec, out, DView<float*, ExecSpace>(), rstd, x, weight,
                        DView<const float*, ExecSpace>(), eps, false);
@@ -26,7 +28,9 @@ void rmsnorm_backward(const ExecSpace& exec, const DxView& dx,
                       const DView<float*, ExecSpace>& dweight, const DyView& dout,
                       const XView& x, const DView<const float*, ExecSpace>& weight,
                       const DView<const float*, ExecSpace>& rstd) {
-  const Call call("rmsnorm_backward", [&] { return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dout, x, weight, rstd)}; });
+  const Call call("rmsnorm_backward", [&] {
+    return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dout, x, weight, rstd)};
+  });
   if (call.described()) return;
   detail::norm_backward<S>(exec, dx, dweight, DView<float*, ExecSpace>(), dout, x, weight,
                         DView<const float*, ExecSpace>(), rstd, false);

@@ -95,7 +95,9 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
-  const Call call("rope_forward", [&] { return KernelCall{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)}; });
+  const Call call("rope_forward", [&] {
+    return KernelCall{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)};
+  });
   if (call.described()) return;
   detail::rope_apply<S>(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
 }
@@ -104,7 +106,9 @@ void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, 
 template <Shape S = Shape::natural, class ExecSpace, class DinpView, class DoutView>
 void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
-  const Call call("rope_backward", [&] { return KernelCall{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)}; });
+  const Call call("rope_backward", [&] {
+    return KernelCall{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)};
+  });
   if (call.described()) return;
   detail::rope_apply<S>(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);
 }

@@ -112,9 +112,10 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
     const std::size_t slash = path.rfind('/');
     if (slash != std::string::npos) ::mkdir(path.substr(0, slash).c_str(), 0755);
     write_file_atomic(path, profile_yaml(p, header));
-    std::cout << "kformer calibrate: wrote " << path << " (" << p.fp32.gemm_points.size() + p.bf16.gemm_points.size() << " GEMM shapes, "
-              << p.fp32.attention_points.size() + p.bf16.attention_points.size() << " attention shapes; FMA peak " << p.fma_peak_tflops
-              << " TFLOP/s, best GEMM " << p.fp32.best_gemm_tflops() << " (bf16 " << p.bf16.best_gemm_tflops() << ") TFLOP/s, copy "
+    std::cout << "kformer calibrate: wrote " << path << " (" << p.fp32.gemm_points.size() + p.bf16.gemm_points.size()
+              << " GEMM shapes, " << p.fp32.attention_points.size() + p.bf16.attention_points.size()
+              << " attention shapes; FMA peak " << p.fma_peak_tflops << " TFLOP/s, best GEMM " << p.fp32.best_gemm_tflops()
+              << " (bf16 " << p.bf16.best_gemm_tflops() << ") TFLOP/s, copy "
               << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << p.compute_scale << "x its kernels";
     if (runtime.world_size() > 1)
       std::cout << "; allreduce on " << runtime.world_size() << " ranks: " << p.intra_node.fallback.latency_us

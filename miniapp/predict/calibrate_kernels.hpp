@@ -2,8 +2,9 @@
 // (each GEMM of a block and the head, forward and backward, and causal attention of the deck's
 // kind, in fp32 and in bf16 whichever the deck trains in; the memory-bound families at the deck's
 // sizes, rated in GB/s over the bytes their calls describe), the launch overhead, the copy
-// bandwidth and the FMA peak; each precision's GEMM efficiency curve is fitted to its GEMMs. Each tensor-parallel degree in `tps` is measured (its shapes are
-// the rank's slices). Runs on the build's execution space; allocates only the buffers it times.
+// bandwidth and the FMA peak; each precision's GEMM efficiency curve is fitted to its GEMMs.
+// Each tensor-parallel degree in `tps` is measured (its shapes are the rank's slices). Runs on the
+// build's execution space; allocates only the buffers it times.
 #pragma once
 
 #include <vector>

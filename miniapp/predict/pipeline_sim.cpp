@@ -152,7 +152,8 @@ class Sim {
           if (!require(r, i.layer, i.us, timer)) return false;
           break;
         case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
-          if (last_micro && !s_.fsdp_grads && s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer) * s_.bucket_bytes_per_fp32});
+          if (last_micro && !s_.fsdp_grads && s_.dp_buckets)
+            out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer) * s_.bucket_bytes_per_fp32});
           break;
         case ItemKind::grad_scatter:
           if (s_.dp_buckets) out_[r].buckets.push_back({me.t, i.bytes});

@@ -3,7 +3,8 @@
 
 namespace kformer {
 
-std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups, kernels::GemmImpl gemm) {
+std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups,
+                                            kernels::GemmImpl gemm) {
   const RunSettings& cfg = plan.settings;
   const ModelShape& shape = plan.shape;
   const int pp = cfg.parallel.pp;

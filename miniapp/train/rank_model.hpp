@@ -30,6 +30,7 @@ struct RankModel {  // held by pointer: the pipeline refers to the stages
 };
 
 // `gemm`: kernels.gemm resolved (the deck may say auto). The parameters are left uninitialised.
-std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups, kernels::GemmImpl gemm);
+std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups,
+                                            kernels::GemmImpl gemm);
 
 }  // namespace kformer

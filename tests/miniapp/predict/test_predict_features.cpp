@@ -49,6 +49,13 @@ std::vector<kp::WorkItem> of_kind(const std::vector<kp::WorkItem>& items, kp::It
   return out;
 }
 
+// Chunk 1 of tiny.yaml on 4 stages of one layer each at tp=2, with one more setting, on the A100
+// profile: a middle chunk, whose forward is one block's forward alone.
+kp::ChunkWork middle_chunk(const std::string& setting) {
+  return kp::chunk_work(profile("perlmutter-a100-40gb"),
+                        plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2", setting}), 1);
+}
+
 // The profile's GEMM time for a forward GEMM of `flops` in one precision, written out here from
 // the curve's definition (machine_profile.hpp), not through kernel_costs.
 double curve_us(const kp::ComputeRates& r, double launch_us, double flops) {
@@ -101,15 +108,7 @@ TEST(PredictFeatures, AProfileWithoutBf16RatesRefusesABf16Deck) {
 }
 
 TEST(PredictFeatures, FullRecomputeAddsOneForwardToTheBackward) {
-  const auto a100 = profile("perlmutter-a100-40gb");
-  // A middle chunk (4 stages of one layer each): its forward is the block's forward alone.
-  const std::vector<std::string> layout = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
-  auto with = [&](const char* mode) {
-    auto o = layout;
-    o.push_back(std::string("train.recompute=") + mode);
-    return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
-  };
-  const kp::ChunkWork none = with("none"), full = with("full");
+  const kp::ChunkWork none = middle_chunk("train.recompute=none"), full = middle_chunk("train.recompute=full");
   const double fwd = sum(none.forward, kp::ItemKind::compute);
   EXPECT_NEAR(sum(full.backward, kp::ItemKind::compute) - sum(none.backward, kp::ItemKind::compute), fwd, 1e-9 * fwd);
   EXPECT_EQ(of_kind(full.backward, kp::ItemKind::tp_comm).size(),
@@ -120,15 +119,8 @@ TEST(PredictFeatures, FullRecomputeAddsOneForwardToTheBackward) {
 }
 
 TEST(PredictFeatures, SequenceParallelismSplitsEachAllReduceInTwo) {
-  const auto a100 = profile("perlmutter-a100-40gb");
-  const std::vector<std::string> layout = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
-  auto with = [&](const char* sp) {
-    auto o = layout;
-    o.push_back(std::string("parallel.sequence_parallel=") + sp);
-    return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
-  };
-  const auto plain = of_kind(with("false").forward, kp::ItemKind::tp_comm);
-  const auto sp = of_kind(with("true").forward, kp::ItemKind::tp_comm);
+  const auto plain = of_kind(middle_chunk("parallel.sequence_parallel=false").forward, kp::ItemKind::tp_comm);
+  const auto sp = of_kind(middle_chunk("parallel.sequence_parallel=true").forward, kp::ItemKind::tp_comm);
   ASSERT_EQ(plain.size(), 2u);  // after the attention's and the MLP's row-parallel projections
   ASSERT_EQ(sp.size(), 2 * plain.size());
   for (std::size_t i = 0; i < plain.size(); ++i) {
