@@ -80,8 +80,10 @@ std::vector<KeySpec> make_schema() {
              "tokens (all-gather + reduce-scatter instead of all-reduce)"),
       integer("parallel.microbatches", 0, 0, 1 << 24, "micro-batches per iteration per pipeline; 0 = global_batch / (micro_batch*dp)"),
       integer("parallel.virtual_stages", 1, 1, 1024, "model chunks per rank for the interleaved schedule"),
-      KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 1, kMaxLayers,
-              "layers per pipeline stage, e.g. 3,3,3,3; empty = as even as possible"},
+      KeySpec{"parallel.stage_layers", KeyType::int_list, std::vector<std::int64_t>{}, {}, 0, kMaxLayers,
+              "layers per pipeline chunk, e.g. 3,3,3,3; empty = as even as possible; the first may be 0 (a stage "
+              "holding only the embedding) and the last 0 (only the final norm and the head), as DeepSpeed's "
+              "pipeline places them"},
       choice("comm.backend", {"auto", "mpi", "nccl", "self"},
              "communicator backend; auto = nccl when the build has NCCL and the ranks run on GPUs, else mpi "
              "(self in a build without MPI)"),

@@ -48,8 +48,14 @@ void validate_layout(Config& cfg, int world) {
                             ": choose tp among the divisors of n_kv_heads");
   require(cfg.i64("model.ffn_dim") % tp == 0, "parallel.tp=" + s(tp) + " does not divide model.ffn_dim=" +
                                                   s(cfg.i64("model.ffn_dim")) + ": choose ffn_dim a multiple of tp");
-  require(pp <= cfg.i64("model.n_layers"), "parallel.pp=" + s(pp) + " exceeds model.n_layers=" +
-                                               s(cfg.i64("model.n_layers")) + ": every stage needs at least one layer");
+  // parallel.stage_layers may leave the first and the last chunk without layers (the embedding
+  // alone, the head alone): those may be chunks beyond the layers.
+  const auto& given = cfg.ints("parallel.stage_layers");
+  const std::int64_t bare_ends =
+      given.size() > 1 ? std::int64_t(given.front() == 0) + std::int64_t(given.back() == 0) : 0;
+  require(pp <= cfg.i64("model.n_layers") + bare_ends,
+          "parallel.pp=" + s(pp) + " exceeds model.n_layers=" + s(cfg.i64("model.n_layers")) +
+              ": every stage needs at least one layer (parallel.stage_layers may give the first and the last none)");
   require(world % (tp * pp) == 0, "parallel.tp*parallel.pp = " + s(tp * pp) + " does not divide the " + s(world) +
                                       " ranks of this job: launch a multiple of tp*pp ranks or change tp/pp");
   if (cfg.i64("parallel.dp") == 0) cfg.set_i64("parallel.dp", world / (tp * pp));
@@ -78,6 +84,12 @@ void validate_layout(Config& cfg, int world) {
                 sum == cfg.i64("model.n_layers"),
             "parallel.stage_layers has " + s(static_cast<std::int64_t>(stages.size())) + " entries summing to " +
                 s(sum) + ": give pp*virtual_stages entries that sum to model.n_layers=" + s(cfg.i64("model.n_layers")));
+    // A chunk of no layers holds the embedding (the first) or the final norm and head (the last);
+    // one in between would hold nothing.
+    for (std::size_t i = 1; i + 1 < stages.size(); ++i)
+      require(stages[i] > 0, "parallel.stage_layers entry " + s(static_cast<std::int64_t>(i)) +
+                                 " is 0: only the first chunk (the embedding alone) or the last (the final norm "
+                                 "and head alone) may hold no layers; give it one or more");
   }
   const auto v = cfg.i64("parallel.virtual_stages");
   if (cfg.str("parallel.schedule") == "interleaved") {
@@ -96,7 +108,7 @@ void validate_layout(Config& cfg, int world) {
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");
-  require(pp * v <= cfg.i64("model.n_layers"),
+  require(pp * v <= cfg.i64("model.n_layers") + bare_ends,
           "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
               s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");
 

@@ -84,7 +84,8 @@ for family in gpt llama; do
            "pp=2 tp=2" "pp=4" "pp=4 schedule=gpipe" "pp=2 dp=2 zero=3" "pp=2 dp=2 zero=1"
            "pp=2 tp=2 schedule=interleaved virtual_stages=2"
            "pp=4 schedule=zb-h1" "pp=2 tp=2 schedule=zb-h1" "pp=2 dp=2 zero=3 schedule=zb-h1"
-           "pp=2 tp=2 sequence_parallel=true" "pp=2 tp=2 sequence_parallel=true schedule=zb-h1")
+           "pp=2 tp=2 sequence_parallel=true" "pp=2 tp=2 sequence_parallel=true schedule=zb-h1"
+           "pp=4 stage_layers=0,2,2,0")
   for layout in "${layouts[@]}"; do
     args=()
     for kv in $layout; do args+=("parallel.$kv"); done

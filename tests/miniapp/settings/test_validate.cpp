@@ -90,6 +90,7 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       {{"parallel.microbatches=3"}, 1, "parallel.microbatches=3"},
       {{"parallel.stage_layers=1,2", "parallel.pp=2"}, 2, "parallel.stage_layers"},
       {{"parallel.stage_layers=1,3,1", "parallel.pp=3", "train.global_batch=6"}, 3, "sum to model.n_layers=4"},
+      {{"parallel.stage_layers=2,0,2", "parallel.pp=3", "train.global_batch=6"}, 3, "entry 1 is 0"},
       {{"train.seq_len=64"}, 1, "train.seq_len=64 exceeds model.max_seq_len=32"},
       {{"straggler.rank=4"}, 4, "straggler.rank=4"},
   };

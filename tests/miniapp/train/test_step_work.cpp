@@ -278,4 +278,6 @@ TEST(StepWork, FourRanks) {
   expect_work_list_matches({"parallel.pp=2", "parallel.tp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"});
   expect_work_list_matches({"parallel.pp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "parallel.schedule=zb-h1",
                             "train.precision=bf16"});
+  // Stages of the embedding alone and of the head alone (DeepSpeed's placement, seed note 004).
+  expect_work_list_matches({"parallel.pp=4", "parallel.stage_layers=0,2,2,0"});
 }
