@@ -1,8 +1,6 @@
 // A chunk's work list from its described calls (see chunk_work.hpp).
 #include "predict/chunk_work.hpp"
 
-#include <cstring>
-
 #include "model/flops.hpp"
 #include "predict/kernel_costs.hpp"
 

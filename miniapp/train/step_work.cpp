@@ -1,35 +1,11 @@
 // The step's work, described (see step_work.hpp).
 #include "train/step_work.hpp"
 
-#include <sstream>
-
 #include "comm/described_comm.hpp"
 #include "io/data.hpp"
 #include "parallel/schedule.hpp"
 
 namespace kformer {
-
-std::string describe(const WorkEntry& e) {
-  std::ostringstream o;
-  switch (e.kind) {
-    case WorkEntry::Kind::kernel: {
-      o << "kernel " << e.call.name << ' ' << (e.call.bf16 ? "bf16" : "fp32") << ' ' << e.call.bytes << 'B';
-      if (e.call.family == kernels::Family::gemm)
-        o << ' ' << e.call.shape[0] << 'x' << e.call.shape[1] << 'x' << e.call.shape[2] << " products "
-          << e.call.shape[3];
-      break;
-    }
-    case WorkEntry::Kind::comm:
-      o << "comm " << e.group << '(' << e.group_size << ") " << comm::op_name(e.op) << ' ' << comm::dtype_name(e.type)
-        << ' ' << e.bytes << 'B';
-      break;
-    case WorkEntry::Kind::region_begin: o << "region+ " << e.group; break;
-    case WorkEntry::Kind::region_end: o << "region- " << e.group; break;
-    case WorkEntry::Kind::require: o << "require " << e.layer; break;
-    case WorkEntry::Kind::unit_done: o << "unit_done " << e.layer; break;
-  }
-  return o.str();
-}
 
 void WorkLog::kernel(const kernels::KernelCall& call) {
   WorkEntry e;

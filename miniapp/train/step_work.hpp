@@ -31,9 +31,6 @@ struct WorkEntry {
   int layer = 0;                           // require, unit_done: the unit (-1 embedding, L final norm and head)
 };
 
-// "kernel matmul_forward bf16 1024x2304x768", "comm tp allreduce f32 3145728", "region+ kformer::forward".
-std::string describe(const WorkEntry& e);
-
 class WorkLog : public kernels::CallSink {
  public:
   std::vector<WorkEntry> entries;
