@@ -185,17 +185,20 @@ for f in "$out.tmp"/lib/*.so*; do runpaths+=("$f=\$ORIGIN"); done
 for f in "$out.tmp"/lib/openmpi/components/*.so; do [ -e "$f" ] && runpaths+=("$f=\$ORIGIN/../.."); done
 set_runpaths "${runpaths[@]}" || die "could not rewrite the run paths of the bundled libraries"
 
-# The CPU's iteration-1 loss of input/tiny.yaml from the host build, for gpu_check.sh to hold the
-# GPU's to (within 1e-5 relative): the same deck, kernels and data, another backend.
+# The CPU's iteration-1 losses of input/tiny.yaml from the host build, fp32 and bf16, for
+# gpu_check.sh to hold the GPU's to: the same deck, kernels and data, another backend.
 mkdir -p "$top/build"
 bash -c 'source "$1/scripts/common.sh" && kformer_configure default && kformer_build default kformer' _ "$top" ||
   die "the host build (preset default) failed: it gives the CPU loss the GPU run is compared with"
-(cd "$top" && OMP_NUM_THREADS=2 OMP_PROC_BIND=false KFORMER_COMM_STRICT=false build/default/bin/kformer input/tiny.yaml \
-   comm.backend=self train.steps=1 output.json="$out.tmp/cpu_tiny.json" >"$out.tmp/cpu_tiny.log" 2>&1) ||
-  die "the host run of input/tiny.yaml failed (see $out.tmp/cpu_tiny.log)"
-cpu_loss=$(/usr/bin/python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["iterations"][0]["loss"]))' \
-  "$out.tmp/cpu_tiny.json")
-rm -f "$out.tmp/cpu_tiny.json" "$out.tmp/cpu_tiny.log"
+cpu_loss() {  # PRECISION: prints the iteration-1 loss
+  (cd "$top" && OMP_NUM_THREADS=2 OMP_PROC_BIND=false KFORMER_COMM_STRICT=false build/default/bin/kformer input/tiny.yaml \
+     comm.backend=self train.steps=1 train.precision="$1" output.json="$out.tmp/cpu_tiny.json" >"$out.tmp/cpu_tiny.log" 2>&1) ||
+    die "the host run of input/tiny.yaml in $1 failed (see $out.tmp/cpu_tiny.log)"
+  /usr/bin/python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["iterations"][0]["loss"]))' "$out.tmp/cpu_tiny.json"
+  rm -f "$out.tmp/cpu_tiny.json" "$out.tmp/cpu_tiny.log"
+}
+cpu_loss_fp32=$(cpu_loss fp32)
+cpu_loss_bf16=$(cpu_loss bf16)
 
 glibc_needed=$(objdump -T "$out.tmp"/bin/* "$out.tmp"/lib/*.so* "$out.tmp"/lib/openmpi/components/*.so 2>/dev/null |
   grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V | tail -n 1 || true)
@@ -207,7 +210,8 @@ glibc_needed=$(objdump -T "$out.tmp"/bin/* "$out.tmp"/lib/*.so* "$out.tmp"/lib/o
   echo "glibc ${glibc_needed#GLIBC_}"
   echo "cuda_libs ${cuda_libs[*]}"
   echo "binaries ${targets[*]}"
-  echo "cpu_tiny_loss1 $cpu_loss"
+  echo "cpu_tiny_loss1 $cpu_loss_fp32"
+  echo "cpu_tiny_bf16_loss1 $cpu_loss_bf16"
 } >"$out.tmp/MANIFEST"
 rm -rf "$out" && mv "$out.tmp" "$out"
 

@@ -76,9 +76,11 @@ cd "$top" || exit 2
 deadline=$((SECONDS + budget))
 # kformer-kernel-bench in three runs, each with its own time cap, merged into kernel_bench.json
 # (what a run cut short had written is kept).
+# The caps are for the default budget (540 s) and shrink with a smaller one, leaving the steps the
+# same share.
 parts=()
 for i in 0 1 2; do
-  part=(gemm attention memory) cap=(150 60 100) what=("(a) GEMM native and cuBLAS" "(b) attention fused and naive"
+  part=(gemm attention memory) cap=($((150 * budget / 540)) $((60 * budget / 540)) $((100 * budget / 540))) what=("(a) GEMM native and cuBLAS" "(b) attention fused and naive"
     "(c) memory-bound kernels and the copy")
   step "kernel-${part[i]}" bench "${cap[i]}" "${what[i]}" -- "$bin/kformer-kernel-bench" \
     "--benchmark_filter=${filters[i]}" --benchmark_out="$work/${part[i]}.json" --benchmark_out_format=json
@@ -86,7 +88,7 @@ for i in 0 1 2; do
 done
 "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --merge-bench "${parts[@]}" >>"$logf" 2>&1 ||
   say "the kernel benchmark's reports could not be merged (log: gpu_perf.log)"
-step sdpa python 60 "(e) PyTorch SDPA at the attention cases' shapes" -- \
+step sdpa python $((60 * budget / 540)) "(e) PyTorch SDPA at the attention cases' shapes" -- \
   "$python" "$py/bench/attention_vs_sdpa.py" --kernel-bench "$outdir/kernel_bench.json" --T "$T" \
   --device "$device" "${sdpa_args[@]}" --json "$outdir/sdpa.json"
 for precision in fp32 bf16; do
