@@ -7,7 +7,7 @@
 namespace kformer::predict {
 namespace kk = kernels;
 
-double kernel_us(const MachineProfile& p, const kk::KernelCall& c) {
+double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionModel attention) {
   const auto& s = c.shape;
   switch (c.family) {
     case kk::Family::gemm: {
@@ -15,6 +15,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c) {
       return c.backward && s[3] != 3 ? full / 2 : full;  // one of the backward's two products
     }
     case kk::Family::attention:
+      if (attention != AttentionModel::kformer)
+        return system_attention_us(p, c.bf16, attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward);
       return attention_us(p, c.bf16, s[5] ? "fused" : "naive", int(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]),
                           c.backward);
     case kk::Family::convert:
@@ -27,14 +29,14 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c) {
 }
 
 std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<WorkEntry>& entries,
-                                 std::vector<WorkItem>* head) {
+                                 std::vector<WorkItem>* head, AttentionModel attention) {
   std::vector<WorkItem> items;
   std::vector<WorkItem>* out = &items;
   WorkItem* miss = nullptr;  // inside ParamStore::require's gather: its kernels are the miss's
   for (const WorkEntry& e : entries) {
     switch (e.kind) {
       case WorkEntry::Kind::kernel: {
-        const double us = kernel_us(p, e.call) * p.compute_scale;
+        const double us = kernel_us(p, e.call, attention) * p.compute_scale;
         if (miss) miss->us += us;
         else out->push_back({ItemKind::compute, e.call.name, us, 0, 0});
         break;
@@ -63,11 +65,12 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   ChunkWork w;
   const ChunkLog any = describe_chunk(plan, chunk, false, kk::GemmImpl::native);
   const ChunkLog last = describe_chunk(plan, chunk, true, kk::GemmImpl::native);
-  w.forward = work_items(p, any.forward.entries, &w.head_backward);
-  w.backward = work_items(p, any.backward.entries);
-  w.weight = work_items(p, any.weight.entries);
-  w.backward_last = work_items(p, last.backward.entries);
-  w.weight_last = work_items(p, last.weight.entries);
+  const AttentionModel a = plan.settings.predict.attention;
+  w.forward = work_items(p, any.forward.entries, &w.head_backward, a);
+  w.backward = work_items(p, any.backward.entries, nullptr, a);
+  w.weight = work_items(p, any.weight.entries, nullptr, a);
+  w.backward_last = work_items(p, last.backward.entries, nullptr, a);
+  w.weight_last = work_items(p, last.weight.entries, nullptr, a);
 
   const ModelShape& s = plan.shape;
   const int S = int(plan.chunks.size());

@@ -51,10 +51,13 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk);
 // A described list as items: kernels costed on `p`, TP calls, requires and units done. With
 // `head`, what runs inside the region kformer::head_backward goes there instead.
 std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<WorkEntry>& entries,
-                                 std::vector<WorkItem>* head = nullptr);
+                                 std::vector<WorkItem>* head = nullptr,
+                                 AttentionModel attention = AttentionModel::kformer);
 
-// A described kernel call's modelled time on `p` (before the profile's compute_scale).
-double kernel_us(const MachineProfile& p, const kernels::KernelCall& call);
+// A described kernel call's modelled time on `p` (before the profile's compute_scale); its
+// attention as `attention`'s kernels run it (predict.attention).
+double kernel_us(const MachineProfile& p, const kernels::KernelCall& call,
+                 AttentionModel attention = AttentionModel::kformer);
 
 // Sum of the compute items' times of a list.
 double compute_us(const std::vector<WorkItem>& items);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "predict/machine_profile.hpp"
+#include "settings/choices.hpp"
 
 namespace kformer::predict {
 
@@ -18,6 +19,18 @@ double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool bac
 double attention_us(const MachineProfile& p, bool bf16, const std::string& kind, int b, int t, int h, int kv, int hd,
                     bool backward);
 double attention_flops(int b, int t, int h, int hd, bool backward);
+// The same attention as another system's kernels run it (predict.attention), on the profile's GEMM
+// curve in the run's precision and its `activation` bandwidth, each batched call's efficiency that of
+// one GEMM of its FLOPs (a batched call fills the GPU as one GEMM of its size):
+// - batched_gemm (Megatron-LM's attention): QK^T and PV as batched GEMMs over the full T*T scores
+//   (no causal skip), then the fused scale-mask-softmax reading the scores and writing the
+//   probabilities, 2 bytes an element in bf16, 4 in fp32; backward: the four products of the two
+//   gradients and the softmax's backward (reads the probabilities and their gradient, writes the
+//   scores'). Attention dropout is not charged.
+// - flash (FlashAttention-2, PyTorch's SDPA): both products over the causal half, no T*T traffic;
+//   backward 2.5 times the forward's products (it recomputes the scores).
+double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
+                           bool backward);
 // A memory-bound kernel of `family` moving `bytes`.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes);
 

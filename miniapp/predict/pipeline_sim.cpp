@@ -99,9 +99,11 @@ class Sim {
   // On a profile whose calls share one stream (NCCL), a blocking call starts only after the sends
   // this rank posted before it and left in flight: false while one of them waits for its
   // receiver (the rank is blocked there), else the rank's clock moves past their ends.
-  bool stream_free(int r, double& timer) {
+  bool stream_free(int r, double& timer) { return !s_.one_stream || sends_done(r, timer); }
+  // False while one of the sends this rank left in flight waits for its receiver, else the rank's
+  // clock moves past their ends (the wait is exposed communication, and part of `timer`).
+  bool sends_done(int r, double& timer) {
     Rank& me = ranks_[r];
-    if (!s_.one_stream) return true;
     for (long g : me.pending)
       if (!complete(groups_[g])) return false;
     for (long g : me.pending) {
@@ -167,7 +169,11 @@ class Sim {
     Rank& me = ranks_[r];
     const ChunkWork& w = s_.chunks[std::size_t(a.chunk)];
     const bool last_micro = a.micro == s_.microbatches - 1;
-    if (me.action_t0 < 0) me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0;
+    if (me.action_t0 < 0) {
+      double waited = 0;  // exposed, not the action's
+      if (s_.serial_p2p && !sends_done(r, waited)) return false;
+      me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0;
+    }
     if (a.phase == Phase::forward) {
       if (me.part == 0) {
         if (!work(r, w.forward, last_micro, out_[r].forward_us)) return false;

@@ -56,6 +56,7 @@ struct PipelineSetup {
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
   bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
+  bool serial_p2p = false;              // an action starts after the rank's sends in flight (predict.pipeline_p2p)
 };
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);

@@ -43,10 +43,15 @@ int run_predict(const std::vector<std::string>& args) {
   std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
             << " pp=" << cfg.parallel.pp << " tp=" << cfg.parallel.tp << "), machine " << profile.name
             << " (" << path << ")"
+            << (cfg.predict.attention != AttentionModel::kformer
+                    ? std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels"
+                    : std::string())
             << (cfg.comm.latency_us > 0 || cfg.comm.bandwidth_gbps > 0
                     ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"
                     : std::string())
+            << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
+            << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << "  predicted in " << took << " s\n"
             << std::flush;

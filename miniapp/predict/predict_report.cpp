@@ -83,7 +83,13 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   return {{"config", cfg.deck.json},
           {"mesh", {{"world", tp * pp * dp}, {"tp", tp}, {"pp", pp}, {"dp", dp}}},
           {"platform", {{"machine", prof.name}, {"profile", prof.source}, {"ranks", tp * pp * dp}}},
-          {"predicted", {{"machine", prof.name}, {"profile", prof.source}, {"fits", mem["fits"]}}},
+          {"predicted",
+           {{"machine", prof.name},
+            {"profile", prof.source},
+            {"attention", name_of(cfg.predict.attention)},
+            {"pipeline_p2p", name_of(cfg.predict.pipeline_p2p)},
+            {"grad_reduce", name_of(cfg.predict.grad_reduce)},
+            {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};
 }

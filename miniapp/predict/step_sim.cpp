@@ -58,6 +58,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
+  ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;
   ps.fsdp_grads = plan.shards_grads();
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
@@ -109,7 +110,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // on MPI without a progress thread they move only once every member waits for them.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
-    const bool overlap = prof.async_progress;
+    const bool overlap = prof.async_progress && cfg.predict.grad_reduce == Overlap::overlapped;
     for_groups(ps.dp, [&](const std::vector<int>& m) {
       const StageTimeline& x = st[l.stage(m.front())];
       double all_in = 0;

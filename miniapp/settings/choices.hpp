@@ -1,5 +1,5 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
-// kernels.gemm, kernels.attention) as enums, with their names. The names are the schema's choices
+// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p and predict.grad_reduce) as enums, with their names. The names are the schema's choices
 // in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
 // the schema without its enum value fails a test rather than a run.
 #pragma once
@@ -18,6 +18,11 @@ enum class Precision { fp32, bf16 };  // train.precision and parallel.grad_reduc
 enum class Recompute { none, selective, full };
 enum class ScheduleKind { one_f_one_b, gpipe, interleaved, zb_h1 };
 enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before start-up resolves auto
+// predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
+enum class AttentionModel { kformer, batched_gemm, flash };
+// predict.pipeline_p2p and predict.grad_reduce: whether the communication runs beside the
+// computation or the computation waits for it.
+enum class Overlap { overlapped, serialized };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -42,6 +47,14 @@ struct Names<ScheduleKind> {
 template <>
 struct Names<GemmSetting> {
   static constexpr std::array<const char*, 3> list{"auto", "native", "vendor"};
+};
+template <>
+struct Names<AttentionModel> {
+  static constexpr std::array<const char*, 3> list{"kformer", "batched_gemm", "flash"};
+};
+template <>
+struct Names<Overlap> {
+  static constexpr std::array<const char*, 2> list{"overlapped", "serialized"};
 };
 template <>
 struct Names<AttentionKind> {

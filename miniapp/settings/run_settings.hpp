@@ -71,6 +71,9 @@ struct StragglerSettings {
 struct PredictSettings {
   std::string machine;  // profile path; "" = the default profile
   std::int64_t world = 0;  // 0 = tp*pp*dp
+  AttentionModel attention = AttentionModel::kformer;
+  Overlap pipeline_p2p = Overlap::overlapped;
+  Overlap grad_reduce = Overlap::overlapped;
 };
 
 struct RunSettings {

@@ -116,6 +116,18 @@ std::vector<KeySpec> make_schema() {
            "machine profile (YAML) that kformer predict reads; empty = $KFORMER_MACHINE, else "
            "input/machines/this-machine.yaml (what kformer calibrate writes)"),
       integer("predict.world", 0, 0, 1 << 24, "ranks kformer predict simulates; 0 = tp*pp*dp (dp 1 when unset)"),
+      choice("predict.attention", {"kformer", "batched_gemm", "flash"},
+             "attention kernels kformer predict costs: kformer's own (the profile's attention rates), batched_gemm "
+             "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
+             "bandwidth) or flash (FlashAttention-2's: the causal half on the GEMM curve, no T*T traffic)"),
+      choice("predict.pipeline_p2p", {"overlapped", "serialized"},
+             "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
+             "flight) or serialized (Megatron-LM's and DeepSpeed's pipelines of 2022: a stage's next computation "
+             "waits for its sends, which their send calls queue on the compute stream)"),
+      choice("predict.grad_reduce", {"overlapped", "serialized"},
+             "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
+             "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
+             "of 2022 and DeepSpeed's pipeline engine: one reduction after the last backward)"),
   };
 }
 

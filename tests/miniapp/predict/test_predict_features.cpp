@@ -4,7 +4,9 @@
 // backward; sequence parallelism replaces each TP all-reduce of the forward by a reduce-scatter
 // and an all-gather of the same bytes; a profile without bf16 rates refuses a bf16 deck; a group
 // spread over nodes gets its share of the nodes' NICs (network_cost.hpp); on one stream a TP call
-// waits for the sends before it.
+// waits for the sends before it. And how the published systems ran (predict.attention,
+// predict.pipeline_p2p, predict.grad_reduce): their attention kernels on the GEMM curve, sends
+// that hold the next computation, a gradient reduction after the backward.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "parallel/schedule.hpp"
 #include "predict/network_cost.hpp"
 #include "predict/pipeline_sim.hpp"
+#include "predict/step_sim.hpp"
 #include "settings/prediction_deck.hpp"
 
 namespace kp = kformer::predict;
@@ -195,4 +198,103 @@ TEST(PredictFeatures, OneStreamQueuesATpCallBehindTheSendsBeforeIt) {
   std::cout << "2 stages, 10 ms sends: the first stage's forward takes " << overlapped / 1e3
             << " ms with its TP calls beside the sends, " << queued / 1e3 << " ms queued behind them" << std::endl;
   EXPECT_NEAR(queued - overlapped, 9000, 1e-6);
+}
+
+// Attention as Megatron-LM runs it (batched_gemm): the two products over the full T*T scores,
+// each one batched GEMM on the profile's bf16 curve, plus the softmax's pass over the scores (2
+// bytes an element read and written) at the activation bandwidth; the backward four products and
+// three passes. FlashAttention's (flash): the causal half of the two products as one call on the
+// curve, the backward 2.5 times its FLOPs. Both against the curve written out here.
+TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto& r = a100.rates(true);
+  const double b = 2, t = 2048, h = 12, hd = 128, scores = b * h * t * t, product = 2 * scores * hd;
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  const double act = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
+  const auto with = [&](kformer::AttentionModel m, bool backward) {
+    c.backward = backward;
+    return kp::kernel_us(a100, c, m);
+  };
+  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
+  EXPECT_NEAR(with(bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
+  EXPECT_NEAR(with(bg, true), 4 * curve_us(r, a100.launch_us, product) + a100.launch_us + 3 * 2 * scores / act, 1e-6);
+  EXPECT_NEAR(with(fl, false), curve_us(r, a100.launch_us, product), 1e-6);
+  EXPECT_NEAR(with(fl, true), curve_us(r, a100.launch_us, 2.5 * product), 1e-6);
+  // kformer's own kernel on this profile runs on the CUDA cores: far slower than either.
+  const double own = with(kformer::AttentionModel::kformer, false);
+  std::cout << "bf16 attention, B 2, T 2048, 12 heads of 128 on a DGX A100: kformer's " << own / 1e3
+            << " ms, Megatron-LM's batched GEMMs " << with(bg, false) / 1e3 << " ms, flash "
+            << with(fl, false) / 1e3 << " ms" << std::endl;
+  EXPECT_GT(own, 5 * with(bg, false));
+}
+
+// Sends that hold the next computation (predict.pipeline_p2p=serialized): on 2 stages with 10 ms
+// sends and 1 ms forwards, the first stage's second forward starts only once the first forward's
+// send has ended, 10 ms after it was posted, where overlapped it starts at once (at 1 ms). The
+// pipeline cannot end sooner for it (here it ends no later either: the sends of the steady state
+// are on its critical path both ways).
+TEST(PredictFeatures, SerializedSendsHoldTheNextComputation) {
+  kp::MachineProfile p = profile("perlmutter-a100-40gb");
+  p.intra_node = {};
+  p.intra_node.fallback = {0, 0, 0};
+  p.intra_node.collectives["send"] = {{10000, 0, 0}};
+  p.inter_node = p.intra_node;
+  p.one_stream = false;
+  const kp::NetworkCost net(p, {});
+  const auto wall = [&](bool serial) {
+    kp::PipelineSetup s;
+    s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
+    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
+    for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
+    s.unit_bytes.assign(2, {});
+    s.tp = {1, 1}, s.pp_group = {2, 1};
+    s.message_bytes = 1e6;
+    for (int c = 0; c < 2; ++c) {
+      kp::ChunkWork w;
+      w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
+      w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
+      s.chunks.push_back(w);
+    }
+    s.serial_p2p = serial;
+    const auto st = kp::simulate_pipeline(s, net, true);
+    double second_forward = -1;  // when stage 0's forward of micro-batch 1 began
+    for (const auto& sp : st[0].spans)
+      if (!sp.comm && sp.name == "forward" && sp.micro == 1) second_forward = sp.start_us;
+    return std::make_pair(st[0].wall_us, second_forward);
+  };
+  const auto [overlapped, f1_overlapped] = wall(false);
+  const auto [serialized, f1_serialized] = wall(true);
+  std::cout << "2 stages, 10 ms sends: stage 0's second forward starts at " << f1_overlapped / 1e3 << " ms with "
+            << "its sends in flight, " << f1_serialized / 1e3 << " ms held by them; its pipeline ends at "
+            << overlapped / 1e3 << " and " << serialized / 1e3 << " ms" << std::endl;
+  EXPECT_NEAR(f1_overlapped, 1000, 1e-6);
+  EXPECT_NEAR(f1_serialized, 11000, 1e-6);
+  EXPECT_GE(serialized, overlapped - 1e-6);
+}
+
+// The gradient reduction after the backward (predict.grad_reduce=serialized): at dp=8 on a GPU
+// profile, whose NCCL reduces buckets while the last backward runs, the step takes longer, by at
+// most the reduction's whole time (the fp32 gradients' all-reduce, and a latency per bucket, one
+// per unit: the blocks, the embedding and the head), which is all overlapped could have hidden.
+TEST(PredictFeatures, AGradientReductionAfterTheBackwardHidesNothing) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto step = [&](const char* when) {
+    return kp::predict_step(plan("gpt3-small.yaml", {"predict.world=8", "parallel.dp=8", "train.precision=bf16",
+                                                     std::string("predict.grad_reduce=") + when}),
+                            a100, false)
+        .step_ms;
+  };
+  const double overlapped = step("overlapped"), serialized = step("serialized");
+  const kp::NetworkCost net(a100, {});
+  const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=8", "parallel.dp=8"});  // fp32, ZeRO 0
+  const double params = pl.memory.params / 4, buckets = pl.settings.model.n_layers + 2;
+  const auto ar = kformer::comm::OpKind::allreduce;
+  const double reduce_ms = (net.real_us(ar, 4 * params, {8, 1}) + buckets * net.real_us(ar, 0, {8, 1})) / 1e3;
+  std::cout << "gpt3-small at dp=8 in bf16: step " << overlapped << " ms with the reduction beside the backward, "
+            << serialized << " ms after it (the reduction alone " << reduce_ms << " ms)" << std::endl;
+  EXPECT_GT(serialized, overlapped);
+  EXPECT_LE(serialized - overlapped, reduce_ms);
 }

@@ -44,6 +44,9 @@ TEST(Settings, EnumsNameTheSchemasChoices) {
   EXPECT_EQ(names<ScheduleKind>(), choices("parallel.schedule"));
   EXPECT_EQ(names<GemmSetting>(), choices("kernels.gemm"));
   EXPECT_EQ(names<AttentionKind>(), choices("kernels.attention"));
+  EXPECT_EQ(names<AttentionModel>(), choices("predict.attention"));
+  EXPECT_EQ(names<Overlap>(), choices("predict.pipeline_p2p"));
+  EXPECT_EQ(names<Overlap>(), choices("predict.grad_reduce"));
   EXPECT_THROW(parse_choice<ScheduleKind>("pipedream"), std::invalid_argument);
   EXPECT_EQ(parse_choice<ScheduleKind>("zb-h1"), ScheduleKind::zb_h1);
 }

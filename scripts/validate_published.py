@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Predicts published GPU training runs with `kformer predict` and compares the step times.
+
+Each row of scripts/published_runs.yaml (its sources, layouts and assumptions are written there)
+becomes a deck; `kformer predict` runs it on the row's shipped machine profile with the predict
+keys of the row's system (how the published software ran: its attention kernels, whether its
+pipeline sends and gradient reduction overlap the computation). Prints one
+markdown table (measured and predicted seconds per iteration, the error, the predicted memory
+peak and whether it fits), the median and largest absolute errors over the rows kept in the
+statistics, and, for seed note 004's layouts, the fastest per GPU as logged and as predicted.
+
+  scripts/validate_published.py [--kformer build/default/bin/kformer] [--runs scripts/published_runs.yaml]
+                                [--decks DIR] [--md FILE] [--doc docs/predict.md]
+
+--decks keeps each row's deck (DIR/ID.yaml) and report (DIR/ID.json); --md writes the table to
+FILE; --doc replaces the text between the markers "<!-- published-validation:begin -->" and
+"<!-- published-validation:end -->" in that file with it. Exit 1 when a prediction fails, or
+with --check when the predicted fastest of seed note 004's layouts is not the logged one.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- published-validation:begin -->", "<!-- published-validation:end -->"
+
+
+def nested(flat):
+    """{'model.n_layers': 2, ...} -> {'model': {'n_layers': 2}, ...}"""
+    out = {}
+    for key, value in flat.items():
+        section, name = key.split(".", 1)
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def predict(kformer, row, system, folder):
+    deck = dict(row["deck"])
+    deck.update({"data.source": "random", "train.steps": 1})
+    path = os.path.join(folder, row["id"] + ".yaml")
+    report = os.path.join(folder, row["id"] + ".json")
+    with open(path, "w") as f:
+        f.write(f"# {row['id']}: {row['what']} ({row['source']}); written by scripts/validate_published.py\n")
+        yaml.safe_dump(nested(deck), f, sort_keys=False)
+    machine = os.path.join(TOP, "input", "machines", row["machine"] + ".yaml")
+    cmd = [kformer, "predict", path, f"predict.machine={machine}", f"output.json={report}"]
+    cmd += [f"{k}={v}" for k, v in system.items()]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{row['id']}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
+    with open(report) as f:
+        return json.load(f)
+
+
+def gpus(row):
+    d = row["deck"]
+    return d.get("parallel.tp", 1) * d.get("parallel.pp", 1) * max(1, d.get("parallel.dp", 1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kformer", default=os.path.join(TOP, "build", "default", "bin", "kformer"))
+    ap.add_argument("--runs", default=os.path.join(TOP, "scripts", "published_runs.yaml"))
+    ap.add_argument("--decks", help="keep each row's deck and report here")
+    ap.add_argument("--md", help="write the table to this file")
+    ap.add_argument("--doc", help="replace the marked section of this markdown file with the table")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the fastest seed-004 layout is the logged one")
+    args = ap.parse_args()
+
+    with open(args.runs) as f:
+        runs = yaml.safe_load(f)
+    folder = args.decks or tempfile.mkdtemp(prefix="kformer-published-")
+    os.makedirs(folder, exist_ok=True)
+
+    lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    errors, failed, per_gpu, same_fastest = [], 0, [], True
+    for row in runs["rows"]:
+        try:
+            rep = predict(args.kformer, row, runs["systems"][row["system"]], folder)
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            failed += 1
+            lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']} | failed | | |")
+            continue
+        step = rep["summary"]["step_ms_median"] / 1e3
+        err = step / row["measured_s"] - 1
+        kept = row.get("in_stats", True)
+        if kept:
+            errors.append(abs(err))
+        mem = rep["summary"]["memory"]
+        peak = mem.get("predicted_peak_bytes", mem.get("estimated_bytes", 0)) / 1e9
+        fits = "yes" if rep["predicted"]["fits"] else "no"
+        lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']:.2f} | "
+                     f"{step:.2f} | {100 * err:+.1f}%{'' if kept else ' (not in stats)'} | {peak:.1f} ({fits}) |")
+        if row["source"] == "seed004":
+            per_gpu.append((row["id"], row["what"], row["measured_s"] * gpus(row), step * gpus(row)))
+
+    out = "\n".join(lines) + "\n\n"
+    if errors:
+        out += (f"{len(errors)} rows in the statistics: median absolute error {100 * statistics.median(errors):.1f}%, "
+                f"largest {100 * max(errors):.1f}%, {sum(e > 0.2 for e in errors)} above 20%.\n")
+    if per_gpu:
+        by_log = min(per_gpu, key=lambda r: r[2])
+        by_predict = min(per_gpu, key=lambda r: r[3])
+        same_fastest = by_log[0] == by_predict[0]
+        out += (f"Seed note 004's layouts, fastest per GPU (least GPU-seconds per iteration): logged {by_log[0]} "
+                f"({by_log[1]}), predicted {by_predict[0]} ({by_predict[1]}).\n")
+    print(out, end="")
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(out)
+    if args.doc:
+        with open(args.doc) as f:
+            text = f.read()
+        if BEGIN not in text or END not in text:
+            sys.exit(f"{args.doc} has no {BEGIN} ... {END} markers: add them where the table goes")
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        with open(args.doc, "w") as f:
+            f.write(head + BEGIN + "\n" + out + END + tail)
+    if args.check and not same_fastest:
+        print("validate_published: the predicted fastest layout is not the logged one", file=sys.stderr)
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
