@@ -81,6 +81,28 @@ double sync_us(comm::Communicator& g, float* a, float* b, double latency_us) {
   return std::max(0.0, per_call - latency_us);
 }
 
+// The non-blocking all-reduce or reduce-scatter as GradSync posts its buckets: kPosted calls on
+// separate buffers, in place, then one wait for them all; per call, the batch's mean. On MPI
+// without a progress thread they move only inside the wait, one after another, which a blocking
+// call's fit does not see.
+constexpr int kPosted = 6;
+double posted_us(comm::Communicator& g, comm::OpKind kind, float* buf, std::size_t count) {
+  const std::size_t n = std::size_t(g.size()), per = std::max<std::size_t>(1, count / n);
+  return mean_us(g, [&] {
+           std::vector<comm::Request> r;
+           for (int i = 0; i < kPosted; ++i) {
+             float* b = buf + std::size_t(i) * count;
+             if (kind == comm::OpKind::allreduce)
+               r.push_back(g.iallreduce(b, b, count, comm::DType::f32, comm::ReduceOp::sum));
+             else
+               r.push_back(g.ireduce_scatter(b, b + std::size_t(g.rank()) * per, per, comm::DType::f32,
+                                             comm::ReduceOp::sum));
+           }
+           comm::wait_all(r);
+         }) /
+         kPosted;
+}
+
 LinkCost fit(comm::OpKind kind, int n, const std::vector<double>& bytes, const std::vector<double>& us) {
   std::vector<double> bus;
   for (double b : bytes) bus.push_back(comm::bus_factor(kind, n) * b);
@@ -100,7 +122,9 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
   const std::size_t max_count = std::size_t(1) << 20;  // floats: 4 MiB
   const auto a = device_buffer<float*>("calibrate_send", max_count * std::size_t(size));
   const auto b = device_buffer<float*>("calibrate_recv", max_count * std::size_t(size));
+  const auto posted = device_buffer<float*>("calibrate_posted", max_count * kPosted);
   Kokkos::deep_copy(a, 1.0f);
+  Kokkos::deep_copy(posted, 1.0f);
   std::map<std::string, std::vector<LinkCost>> fits;
   for (int n = 2; n <= size; n *= 2) {
     if (size % n) continue;
@@ -122,6 +146,14 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
       }
       fits[kind == comm::OpKind::allreduce ? "allreduce" : kind == comm::OpKind::allgather ? "allgather" : "reduce_scatter"]
           .push_back(fit(kind, n, bytes, us));
+    }
+    for (comm::OpKind kind : {comm::OpKind::allreduce, comm::OpKind::reduce_scatter}) {
+      std::vector<double> bytes, us;
+      for (std::size_t count = 2 * std::size_t(n); count <= max_count; count *= 8) {
+        us.push_back(posted_us(*g, kind, posted.data(), count));
+        bytes.push_back(4.0 * count);  // the buffer (allreduce), the input (reduce_scatter)
+      }
+      fits[kind == comm::OpKind::allreduce ? "iallreduce" : "ireduce_scatter"].push_back(fit(kind, n, bytes, us));
     }
     if (n == 2) {  // one message each way between the pair, as the pipeline's groups send them
       std::vector<double> bytes, us;

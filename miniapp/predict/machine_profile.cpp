@@ -102,11 +102,11 @@ struct Reader {
     return c;
   }
   LinkClass link_class(const YAML::Node& n, const std::string& where) const {
-    keys(n, where, {"default", "allreduce", "allgather", "reduce_scatter", "send"});
+    keys(n, where, {"default", "allreduce", "allgather", "reduce_scatter", "send", "iallreduce", "ireduce_scatter"});
     LinkClass lc;
     if (!n["default"]) bad(file, where + ".default", "missing: give latency_us and bandwidth_gbps for any collective");
     lc.fallback = link(n["default"], where + ".default");
-    for (const char* k : {"allreduce", "allgather", "reduce_scatter", "send"}) {
+    for (const char* k : {"allreduce", "allgather", "reduce_scatter", "send", "iallreduce", "ireduce_scatter"}) {
       const YAML::Node v = n[k];
       if (!v) continue;
       const std::string at = where + "." + k;
@@ -181,13 +181,17 @@ const std::vector<std::string>& memory_families() {
   return f;
 }
 
-LinkCost LinkClass::cost(comm::OpKind kind, int n) const {
+LinkCost LinkClass::cost(comm::OpKind kind, int n, bool nonblocking) const {
   const char* name = kind == comm::OpKind::allreduce        ? "allreduce"
                      : kind == comm::OpKind::allgather      ? "allgather"
                      : kind == comm::OpKind::reduce_scatter ? "reduce_scatter"
                      : kind == comm::OpKind::broadcast      ? "allgather"
                                                             : "send";
-  const auto it = collectives.find(name);
+  auto it = collectives.find(name);
+  if (nonblocking) {
+    const auto i = collectives.find(std::string("i") + name);
+    if (i != collectives.end() && !i->second.empty()) it = i;
+  }
   if (it == collectives.end() || it->second.empty()) return fallback;
   const LinkCost* best = &it->second.front();
   for (const auto& c : it->second)

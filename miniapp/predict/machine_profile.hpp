@@ -34,9 +34,12 @@ struct LinkCost {  // time = latency_us + bus bytes / bandwidth
 
 struct LinkClass {
   LinkCost fallback;                                         // "default": any collective
-  std::map<std::string, std::vector<LinkCost>> collectives;  // allreduce, allgather, reduce_scatter, send
-  // The entry for `kind` nearest to a group of n ranks, else the default.
-  LinkCost cost(comm::OpKind kind, int n) const;
+  // allreduce, allgather, reduce_scatter, send; iallreduce and ireduce_scatter: the non-blocking
+  // forms, posted several at once and waited for together, as the data-parallel buckets are.
+  std::map<std::string, std::vector<LinkCost>> collectives;
+  // The entry for `kind` nearest to a group of n ranks (with `nonblocking`, the non-blocking form's
+  // where the class has one), else the default.
+  LinkCost cost(comm::OpKind kind, int n, bool nonblocking = false) const;
 };
 
 // What GEMMs and causal attention cost in one element type (the GEMMs' inputs, attention's q, k,

@@ -10,10 +10,10 @@ int NetworkCost::members_per_node(GroupShape g) const {
   return std::max(1, std::min(g.size, p_.devices_per_node / std::max(1, g.stride)));
 }
 
-double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g) const {
+double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g, bool nonblocking) const {
   if (g.size <= 1) return 0.0;
   const bool inside = intra_node(g);
-  const LinkCost c = (inside ? p_.intra_node : p_.inter_node).cost(kind, g.size);
+  const LinkCost c = (inside ? p_.intra_node : p_.inter_node).cost(kind, g.size, nonblocking);
   double gbps = c.bandwidth_gbps;
   if (!inside && p_.nics_per_node > 0 && gbps > 0) {
     const int r = members_per_node(g);

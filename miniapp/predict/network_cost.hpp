@@ -27,8 +27,10 @@ class NetworkCost {
   bool intra_node(GroupShape g) const { return double(g.stride) * g.size <= p_.devices_per_node; }
   // The members of group g on one node (ranks are placed on nodes in world-rank order).
   int members_per_node(GroupShape g) const;
-  // The machine's time for a call moving `bytes` (nccl-tests' size) on the group.
-  double real_us(comm::OpKind kind, double bytes, GroupShape g) const;
+  // The machine's time for a call moving `bytes` (nccl-tests' size) on the group; `nonblocking`:
+  // one of several non-blocking calls posted together (the profile's iallreduce, ireduce_scatter
+  // where it has them, else the blocking call's figures).
+  double real_us(comm::OpKind kind, double bytes, GroupShape g, bool nonblocking = false) const;
   // The emulated network's floor under the call (0 without emulation).
   double emulated_us(comm::OpKind kind, double bytes, int n) const;
   // A group of point-to-point messages posted together: one latency, the larger direction.

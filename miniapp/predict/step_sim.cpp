@@ -106,7 +106,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   };
 
   // The data-parallel buckets: reduce-scatter under ZeRO >= 2, else all-reduce, one after the
-  // other. Where the network progresses on its own (a GPU's NCCL) they run during the backward;
+  // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where the network progresses on its own (a GPU's NCCL) they run during the backward;
   // on MPI without a progress thread they move only once every member waits for them.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
@@ -118,7 +118,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       double end = 0;
       for (std::size_t i = 0; i < x.buckets.size(); ++i) {
         const BucketPost& b = x.buckets[i];
-        end = std::max(end, overlap ? b.post_us : all_in) + net.real_us(kind, b.bytes, ps.dp);
+        end = std::max(end, overlap ? b.post_us : all_in) + net.real_us(kind, b.bytes, ps.dp, true);
       }
       if (!x.buckets.empty()) end += net.wakeup_us(l.dp);
       for (int w : m) {

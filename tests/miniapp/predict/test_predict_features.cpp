@@ -298,3 +298,26 @@ TEST(PredictFeatures, AGradientReductionAfterTheBackwardHidesNothing) {
   EXPECT_GT(serialized, overlapped);
   EXPECT_LE(serialized - overlapped, reduce_ms);
 }
+
+// The data-parallel buckets at the profile's non-blocking rate (iallreduce, which calibrate fits
+// to calls posted together and waited for at once, as GradSync posts them): on a profile whose
+// network does not progress on its own, every bucket moves after the backward, so a non-blocking
+// all-reduce 4 times slower than the blocking one adds, over the fp32 gradients' 4 P bytes (bus
+// factor 1 at 2 ranks), 4P / bandwidth * (4 - 1) to the step, and nothing where the profile has no
+// non-blocking figures.
+TEST(PredictFeatures, BucketsTakeTheNonBlockingRate) {
+  kp::MachineProfile p = profile("perlmutter-a100-40gb");
+  p.async_progress = false;
+  const double gbps = 100;
+  p.intra_node.collectives["allreduce"] = {{5, gbps, 2}};
+  p.inter_node = p.intra_node;
+  const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=2", "parallel.dp=2"});  // fp32, ZeRO 0
+  const double blocking = kp::predict_step(pl, p, false).step_ms;
+  p.intra_node.collectives["iallreduce"] = {{5, gbps / 4, 2}};
+  p.inter_node = p.intra_node;
+  const double posted = kp::predict_step(pl, p, false).step_ms;
+  const double expected_ms = 4 * pl.memory.params / 4 / (gbps * 125) * 3 / 1e3;
+  std::cout << "gpt3-small at dp=2: step " << blocking << " ms with buckets at the blocking rate, " << posted
+            << " ms at a non-blocking rate 4x slower (expected +" << expected_ms << " ms)" << std::endl;
+  EXPECT_NEAR(posted - blocking, expected_ms, 1e-6 * expected_ms);
+}
