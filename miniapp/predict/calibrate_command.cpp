@@ -95,7 +95,7 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
   p.process_baseline_gb = baseline / 1e9;
   p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
   calibrate_kernels(cfg, gemm, tp_degrees(cfg.model, runtime.world_size()), p);
-  p.compute_scale = measure_compute_scale(cfg, gemm, p);
+  p.compute_scale = measure_compute_scale(cfg, gemm, p, world.get());
 
   if (runtime.world_size() > 1) {
     calibrate_comm(*world, p);

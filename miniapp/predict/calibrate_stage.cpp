@@ -6,10 +6,12 @@
 #include "predict/chunk_work.hpp"
 #include "model/param_store.hpp"
 #include "model/stage.hpp"
+#include "platform/device_reduce.hpp"
 
 namespace kformer::predict {
 
-double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p) {
+double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p,
+                             comm::Communicator* world) {
   const ModelShape s = model_shape(cfg.model, 1, false);
   const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
   ParamStore params(model_params(s), 1, 0, nullptr, 0, cfg.bf16());
@@ -32,7 +34,11 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
   do step(), ++calls;
   while (calls < 3 || timer.seconds() < 0.2);
   Exec().fence();  // the stage queues its kernels without waiting (output.phase_timing off)
-  const double measured = timer.seconds() * 1e6 / calls;
+  double measured = timer.seconds() * 1e6 / calls;
+  if (world && world->size() > 1) {
+    DeviceReduce slowest;
+    measured = slowest.allreduce(*world, measured, comm::ReduceOp::max);
+  }
 
   // The modelled time of the same calls: the stage's step, described (train/step_work.hpp).
   WorkLog log;

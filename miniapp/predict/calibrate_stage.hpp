@@ -7,11 +7,17 @@
 
 #include "kernels/kernel_choice.hpp"
 #include "settings/run_settings.hpp"
+#include "comm/communicator.hpp"
 #include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
 
 // Measured / modelled (with compute_scale 1) time of a forward and backward of one micro-batch.
-double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p);
+// With `world` (calibrate under mpirun, every rank measuring at once), the measured time is the
+// slowest rank's: a run's ranks wait for the slowest at every collective, and a prediction, whose
+// ranks are alike, should go at its pace (cores of one VM need not run alike: one 17% slower than
+// the other was seen here, and the faster rank's waits then showed as communication).
+double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p,
+                             comm::Communicator* world = nullptr);
 
 }  // namespace kformer::predict
