@@ -66,6 +66,37 @@ double curve_us(const kp::ComputeRates& r, double launch_us, double flops) {
   return launch_us + flops / (r.gemm_peak_tflops * eff * 1e6);
 }
 
+// The A100 profile with every pipeline send taking 10 ms, whatever its size, and nothing else
+// costing time on the network.
+kp::MachineProfile slow_sends() {
+  kp::MachineProfile p = profile("perlmutter-a100-40gb");
+  p.intra_node = {};
+  p.intra_node.fallback = {0, 0, 0};
+  p.intra_node.collectives["send"] = {{10000, 0, 0}};
+  p.inter_node = p.intra_node;
+  return p;
+}
+
+// 1F1B over 2 stages of one chunk each, 4 micro-batches: forwards of 1 ms (then, with tp_call, one
+// TP all-reduce on 2 ranks), backwards of 2 ms.
+kp::PipelineSetup two_stages(bool tp_call) {
+  kp::PipelineSetup s;
+  s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
+  const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
+  for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
+  s.unit_bytes.assign(2, {});
+  s.tp = {tp_call ? 2 : 1, 1}, s.pp_group = {2, 1};
+  s.message_bytes = 1e6;
+  for (int c = 0; c < 2; ++c) {
+    kp::ChunkWork w;
+    w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
+    if (tp_call) w.forward.push_back({kp::ItemKind::tp_comm, "allreduce", 0, 1e3, 0});
+    w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
+    s.chunks.push_back(w);
+  }
+  return s;
+}
+
 }  // namespace
 
 TEST(PredictFeatures, Bf16GemmsTakeTheProfilesBf16Rate) {
@@ -170,27 +201,11 @@ TEST(PredictFeatures, AGroupAcrossNodesSharesTheNodesNics) {
 // profile says the calls share one stream: its forward time grows by the send's 10 ms less the
 // millisecond of compute before the call.
 TEST(PredictFeatures, OneStreamQueuesATpCallBehindTheSendsBeforeIt) {
-  kp::MachineProfile p = profile("perlmutter-a100-40gb");
-  p.intra_node = {};
-  p.intra_node.fallback = {0, 0, 0};
-  p.intra_node.collectives["send"] = {{10000, 0, 0}};  // a send: 10 ms, whatever its size
-  p.inter_node = p.intra_node;
+  kp::MachineProfile p = slow_sends();
   const auto predict = [&](bool one_stream) {
     p.one_stream = one_stream;
     const kp::NetworkCost net(p, {});
-    kp::PipelineSetup s;
-    s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
-    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
-    for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
-    s.unit_bytes.assign(2, {});
-    s.tp = {2, 1}, s.pp_group = {2, 1};
-    s.message_bytes = 1e6;
-    for (int c = 0; c < 2; ++c) {
-      kp::ChunkWork w;
-      w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}, {kp::ItemKind::tp_comm, "allreduce", 0, 1e3, 0}};
-      w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
-      s.chunks.push_back(w);
-    }
+    kp::PipelineSetup s = two_stages(true);
     s.one_stream = one_stream;
     return kp::simulate_pipeline(s, net, false)[0].forward_us;
   };
@@ -237,27 +252,11 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
 // pipeline cannot end sooner for it (here it ends no later either: the sends of the steady state
 // are on its critical path both ways).
 TEST(PredictFeatures, SerializedSendsHoldTheNextComputation) {
-  kp::MachineProfile p = profile("perlmutter-a100-40gb");
-  p.intra_node = {};
-  p.intra_node.fallback = {0, 0, 0};
-  p.intra_node.collectives["send"] = {{10000, 0, 0}};
-  p.inter_node = p.intra_node;
+  kp::MachineProfile p = slow_sends();
   p.one_stream = false;
   const kp::NetworkCost net(p, {});
   const auto wall = [&](bool serial) {
-    kp::PipelineSetup s;
-    s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
-    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
-    for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
-    s.unit_bytes.assign(2, {});
-    s.tp = {1, 1}, s.pp_group = {2, 1};
-    s.message_bytes = 1e6;
-    for (int c = 0; c < 2; ++c) {
-      kp::ChunkWork w;
-      w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
-      w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
-      s.chunks.push_back(w);
-    }
+    kp::PipelineSetup s = two_stages(false);
     s.serial_p2p = serial;
     const auto st = kp::simulate_pipeline(s, net, true);
     double second_forward = -1;  // when stage 0's forward of micro-batch 1 began
