@@ -91,7 +91,8 @@ struct CopyProbe {
 #if defined(KOKKOS_ENABLE_CUDA)
     // On a GPU the ceiling is the runtime's own device copy (cudaMemcpy, wide accesses): a loop
     // of one float per index fell far short of it on an H200 (837 against 2961 GB/s).
-    if (!std::is_same<Exec::memory_space, Kokkos::HostSpace>::value) return [=] { Kokkos::deep_copy(Exec(), dst, src); };
+    if (!std::is_same<Exec::memory_space, Kokkos::HostSpace>::value)
+      return [=] { Kokkos::deep_copy(Exec(), dst, src); };
 #endif
     return [=] {
       Kokkos::parallel_for(

@@ -153,7 +153,7 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
         us.push_back(posted_us(*g, kind, posted.data(), count));
         bytes.push_back(4.0 * count);  // the buffer (allreduce), the input (reduce_scatter)
       }
-      fits[kind == comm::OpKind::allreduce ? "iallreduce" : "ireduce_scatter"].push_back(fit(kind, n, bytes, us));
+      fits[std::string("i") + comm::op_name(kind)].push_back(fit(kind, n, bytes, us));
     }
     if (n == 2) {  // one message each way between the pair, as the pipeline's groups send them
       std::vector<double> bytes, us;

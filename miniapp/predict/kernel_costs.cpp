@@ -38,11 +38,8 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
   const ComputeRates& r = p.rates(bf16);
   const double scores = double(b) * h * t * t;  // elements of the full T*T score matrices
   const double product = 2.0 * scores * hd;     // one of QK^T and PV over the full scores
-  if (model == AttentionModel::flash) {
-    const double forward = product;  // both products over the causal half
-    const double flops = backward ? 2.5 * forward : forward;
-    return p.launch_us + curve_us(r, flops);
-  }
+  if (model == AttentionModel::flash)  // both products over the causal half: one product's FLOPs
+    return p.launch_us + curve_us(r, backward ? 2.5 * product : product);
   // batched_gemm: forward 2 products and the softmax (read scores, write probabilities); backward
   // 4 products and the softmax's gradient (read probabilities and their gradient, write the scores').
   const int products = backward ? 4 : 2;

@@ -102,11 +102,15 @@ struct Reader {
     return c;
   }
   LinkClass link_class(const YAML::Node& n, const std::string& where) const {
-    keys(n, where, {"default", "allreduce", "allgather", "reduce_scatter", "send", "iallreduce", "ireduce_scatter"});
+    static const std::set<std::string> collectives = {"allreduce", "allgather",  "reduce_scatter",
+                                                      "send",      "iallreduce", "ireduce_scatter"};
+    std::set<std::string> allowed = collectives;
+    allowed.insert("default");
+    keys(n, where, allowed);
     LinkClass lc;
     if (!n["default"]) bad(file, where + ".default", "missing: give latency_us and bandwidth_gbps for any collective");
     lc.fallback = link(n["default"], where + ".default");
-    for (const char* k : {"allreduce", "allgather", "reduce_scatter", "send", "iallreduce", "ireduce_scatter"}) {
+    for (const std::string& k : collectives) {
       const YAML::Node v = n[k];
       if (!v) continue;
       const std::string at = where + "." + k;

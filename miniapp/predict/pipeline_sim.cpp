@@ -97,8 +97,7 @@ class Sim {
     out_[r].spans.push_back({name, comm, a, b, micro, chunk, bytes, head});
   }
   // On a profile whose calls share one stream (NCCL), a blocking call starts only after the sends
-  // this rank posted before it and left in flight: false while one of them waits for its
-  // receiver (the rank is blocked there), else the rank's clock moves past their ends.
+  // this rank posted before it and left in flight (sends_done).
   bool stream_free(int r, double& timer) { return !s_.one_stream || sends_done(r, timer); }
   // False while one of the sends this rank left in flight waits for its receiver, else the rank's
   // clock moves past their ends (the wait is exposed communication, and part of `timer`).

@@ -106,8 +106,10 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   };
 
   // The data-parallel buckets: reduce-scatter under ZeRO >= 2, else all-reduce, one after the
-  // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where the network progresses on its own (a GPU's NCCL) they run during the backward;
-  // on MPI without a progress thread they move only once every member waits for them.
+  // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where
+  // the network progresses on its own (a GPU's NCCL) they run during the backward, unless
+  // predict.grad_reduce=serialized; on MPI without a progress thread they move only once every
+  // member waits for them.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
     const bool overlap = prof.async_progress && cfg.predict.grad_reduce == Overlap::overlapped;

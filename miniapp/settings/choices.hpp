@@ -1,5 +1,6 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
-// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p and predict.grad_reduce) as enums, with their names. The names are the schema's choices
+// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p and
+// predict.grad_reduce) as enums, with their names. The names are the schema's choices
 // in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
 // the schema without its enum value fails a test rather than a run.
 #pragma once
