@@ -11,8 +11,9 @@
 //
 // Work shape (work_shape.hpp): rows are teams, columns the team's threads, so on a GPU
 // consecutive threads touch consecutive channels. The host shape gives a team (one thread) 16
-// rows in the forward and 32 in the backward; the GPU shape one row in the forward and 8 in the
-// backward (enough teams to fill the device at N = 2048; fewer, longer blocks would leave SMs idle).
+// rows in the forward and 32 in the backward, and the backward adds its parameter gradients in
+// the same pass. The GPU shape gives a team of kGpuRowTeam threads one row, and the backward's
+// parameter gradients are a pass of their own, a thread per (block of rows, column).
 #pragma once
 
 #include "convert.hpp"
@@ -25,6 +26,21 @@
 namespace kformer::kernels::detail {
 
 struct NormPartials {};  // the tag of the backward's kept buffer
+
+// Threads per row team in the GPU shape. Kokkos::AUTO picks the smallest team that fills an SM
+// (64 threads with Kokkos 3.4 on sm_80 and sm_90), which leaves a 4096-channel row to 64 threads
+// and, with few rows, most of the device idle: on an H100 the backward ran at 0.005 of the copy
+// bandwidth at 256x4096. A power of two (Kokkos' team reductions need one); 256 threads fit
+// any kernel's registers. The host keeps AUTO (one thread per team on OpenMP).
+constexpr int kGpuRowTeam = 256;
+
+template <class ExecSpace>
+Kokkos::TeamPolicy<ExecSpace> row_teams(const ExecSpace& exec, int league) {
+  if constexpr (runs_on_host<ExecSpace>)
+    return Kokkos::TeamPolicy<ExecSpace>(exec, league, Kokkos::AUTO);
+  else
+    return Kokkos::TeamPolicy<ExecSpace>(exec, league, kGpuRowTeam);
+}
 
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
 // rstd = 1 / sqrt(mean((x - mu)^2) + eps). Saves mean (N) when centred, rstd (N) always.
@@ -43,7 +59,7 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   constexpr int RB = S == Shape::host ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "kformer::norm_forward", Policy(exec, (N + RB - 1) / RB, Kokkos::AUTO),
+      "kformer::norm_forward", row_teams(exec, (N + RB - 1) / RB),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r0 = team.league_rank() * RB, r1 = r0 + RB < N ? r0 + RB : N;
         for (int r = r0; r < r1; ++r) {
@@ -70,61 +86,23 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
       });
 }
 
-// dx (N,C) = rstd * (g - mean(g) [centred only] - xhat * mean(g * xhat)), g = dy * w;
-// dw (C) += sum over rows of dy * xhat; db (C) += sum over rows of dy (when db is not empty):
-// parameter gradients accumulate over micro-batches, as the GEMM's do.
-template <Shape S0, class ExecSpace, class DxView, class DyView, class XView>
-void norm_backward(const ExecSpace& exec, const DxView& dx,
-                   const DView<float*, ExecSpace>& dw, const DView<float*, ExecSpace>& db,
-                   const DyView& dy, const XView& x,
-                   const DView<const float*, ExecSpace>& w, const DView<const float*, ExecSpace>& mean,
-                   const DView<const float*, ExecSpace>& rstd, bool centered) {
-  const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
-  using TDX = elem_t<DxView>;
-  using TDY = elem_t<DyView>;
-  using TX = elem_t<XView>;
-  const bool has_bias = db.extent(0) > 0;
-  // Parameter gradients in two passes with a fixed partition: each team owns kRows consecutive
-  // rows (streamed in order, as dx needs them anyway) and writes its partial column sums; then
-  // one work item per column adds the partials in order. Walking a column over all rows instead
-  // strides by C floats per row, which no prefetcher follows. The partials live in a buffer kept
-  // between calls (no allocation inside a training step).
-  constexpr Shape S = shape_for<S0, ExecSpace>;
-  constexpr int kRows = S == Shape::host ? 32 : 8;
-  const int nchunk = (N + kRows - 1) / kRows;
+// Partial column sums of the parameter gradients, in blocks of kRows rows: part(k, c) and
+// part(k, C + c) for block k (a buffer kept between calls: no allocation inside a training step).
+template <class ExecSpace>
+auto norm_partials(int nchunk, int C) {
   const auto kept = kept_buffer<NormPartials, float, typename ExecSpace::memory_space>(std::size_t(nchunk) * 2 * C,
                                                                                    "kformer::norm_dparams");
-  const Kokkos::View<float**, Kokkos::LayoutRight, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      part(kept.data(), nchunk, 2 * C);
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  Kokkos::parallel_for(
-      "kformer::norm_backward", Policy(exec, nchunk, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int k = team.league_rank(), r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
-        const float* KOKKOS_RESTRICT wp = w.data();
-        float* KOKKOS_RESTRICT pw = &part(k, 0);
-        float* KOKKOS_RESTRICT pb = &part(k, C);
-        // Zeroed with the same thread-to-column mapping as the sums below, so that each thread
-        // only ever touches its own columns (one range over 2C would hand pb[c] to another thread
-        // when C is not a multiple of the team size, with no barrier between the two).
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] = 0.f; });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] = 0.f; });
-        for (int r = r0; r < r1; ++r) {
-          const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
-          const TX* KOKKOS_RESTRICT xr = &x(r, 0);
-          const TDY* KOKKOS_RESTRICT gr = &dy(r, 0);
-          TDX* KOKKOS_RESTRICT dxr = &dx(r, 0);
-          const float mg = centered ? team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
-          const float mgx = team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
-          // Separate loops, each with few enough pointers for the compiler's alias checks, so
-          // both vectorise. Each thread keeps its columns from row to row: no barrier needed.
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-            dxr[c] = TDX(rs * (gr[c] * wp[c] - mg - (xr[c] - mu) * rs * mgx));
-          });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] += gr[c] * (xr[c] - mu) * rs; });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] += gr[c]; });
-        }
-      });
+  return Kokkos::View<float**, Kokkos::LayoutRight, typename ExecSpace::memory_space,
+                      Kokkos::MemoryTraits<Kokkos::Unmanaged>>(kept.data(), nchunk, 2 * C);
+}
+
+// dw (C) += the blocks' partials of dy * xhat, db (C) += those of dy (when db is not empty), each
+// column's blocks added in order.
+template <class ExecSpace, class Part>
+void norm_add_partials(const ExecSpace& exec, const Part& part, const DView<float*, ExecSpace>& dw,
+                       const DView<float*, ExecSpace>& db) {
+  const int nchunk = static_cast<int>(part.extent(0)), C = static_cast<int>(part.extent(1)) / 2;
+  const bool has_bias = db.extent(0) > 0;
   Kokkos::parallel_for(
       "kformer::norm_backward_dparams", Kokkos::RangePolicy<ExecSpace>(exec, 0, C), KOKKOS_LAMBDA(const int c) {
         float sw = 0.f, sb = 0.f;
@@ -135,6 +113,90 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         dw(c) += sw;
         if (has_bias) db(c) += sb;
       });
+}
+
+// dx of row r from its g = dy * w and xhat: the formula of norm_backward, for a team's row.
+template <Shape S, class Member, class TDX, class TDY, class TX>
+KOKKOS_INLINE_FUNCTION void norm_row_dx(const Member& team, int C, TDX* KOKKOS_RESTRICT dxr,
+                                        const TDY* KOKKOS_RESTRICT gr, const TX* KOKKOS_RESTRICT xr,
+                                        const float* KOKKOS_RESTRICT wp, float mu, float rs, bool centered) {
+  const float mg = centered ? team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c]; }) / C : 0.f;
+  const float mgx = team_row_sum<S>(team, C, [&](int c) { return gr[c] * wp[c] * (xr[c] - mu) * rs; }) / C;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
+                       [&](int c) { dxr[c] = TDX(rs * (gr[c] * wp[c] - mg - (xr[c] - mu) * rs * mgx)); });
+}
+
+// dx (N,C) = rstd * (g - mean(g) [centred only] - xhat * mean(g * xhat)), g = dy * w;
+// dw (C) += sum over rows of dy * xhat; db (C) += sum over rows of dy (when db is not empty):
+// parameter gradients accumulate over micro-batches, as the GEMM's do.
+//
+// Parameter gradients in two steps with a fixed partition, so that they are bitwise
+// reproducible: partial column sums over blocks of kRows consecutive rows, then one work item per
+// column adds the blocks in order. Walking a column over all rows instead strides by C floats
+// per row, which no prefetcher follows. Host shape: a team (one thread) owns a block, streams
+// its rows in order for dx and adds each into its partials. GPU shape: dx is a team per row, and
+// the partials a pass of their own, a thread per (block, column), so that a warp reads 32
+// consecutive channels of a row.
+template <Shape S0, class ExecSpace, class DxView, class DyView, class XView>
+void norm_backward(const ExecSpace& exec, const DxView& dx,
+                   const DView<float*, ExecSpace>& dw, const DView<float*, ExecSpace>& db,
+                   const DyView& dy, const XView& x,
+                   const DView<const float*, ExecSpace>& w, const DView<const float*, ExecSpace>& mean,
+                   const DView<const float*, ExecSpace>& rstd, bool centered) {
+  const int N = static_cast<int>(x.extent(0)), C = static_cast<int>(x.extent(1));
+  using TDX = elem_t<DxView>;
+  using TDY = elem_t<DyView>;
+  using TX = elem_t<XView>;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
+  constexpr int kRows = 32;
+  const int nchunk = (N + kRows - 1) / kRows;
+  const auto part = norm_partials<ExecSpace>(nchunk, C);
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  if constexpr (S == Shape::host) {
+    Kokkos::parallel_for(
+        "kformer::norm_backward", row_teams(exec, nchunk), KOKKOS_LAMBDA(const Member& team) {
+          const int k = team.league_rank(), r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
+          float* KOKKOS_RESTRICT pw = &part(k, 0);
+          float* KOKKOS_RESTRICT pb = &part(k, C);
+          // Zeroed with the same thread-to-column mapping as the sums below, so that each thread
+          // only ever touches its own columns (one range over 2C would hand pb[c] to another
+          // thread when C is not a multiple of the team size, with no barrier between the two).
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] = 0.f; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] = 0.f; });
+          for (int r = r0; r < r1; ++r) {
+            // Raw row pointers and separate loops, each with few enough pointers for the
+            // compiler's alias checks, so that each vectorises. Each thread keeps its columns
+            // from row to row: no barrier needed.
+            const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
+            const TX* KOKKOS_RESTRICT xr = &x(r, 0);
+            const TDY* KOKKOS_RESTRICT gr = &dy(r, 0);
+            norm_row_dx<S>(team, C, &dx(r, 0), gr, xr, w.data(), mu, rs, centered);
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pw[c] += gr[c] * (xr[c] - mu) * rs; });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) { pb[c] += gr[c]; });
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "kformer::norm_backward", row_teams(exec, N), KOKKOS_LAMBDA(const Member& team) {
+          const int r = team.league_rank();
+          norm_row_dx<S>(team, C, &dx(r, 0), &dy(r, 0), &x(r, 0), w.data(), centered ? mean(r) : 0.f, rstd(r),
+                         centered);
+        });
+    Kokkos::parallel_for(
+        "kformer::norm_backward_partials", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunk * C),
+        KOKKOS_LAMBDA(const int i) {
+          const int k = i / C, c = i - k * C, r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
+          float sw = 0.f, sb = 0.f;
+          for (int r = r0; r < r1; ++r) {
+            const float g = dy(r, c);
+            sw += g * (x(r, c) - (centered ? mean(r) : 0.f)) * rstd(r);
+            sb += g;
+          }
+          part(k, c) = sw;
+          part(k, C + c) = sb;
+        });
+  }
+  norm_add_partials(exec, part, dw, db);
 }
 
 }  // namespace kformer::kernels::detail

@@ -16,6 +16,7 @@
 #include "platform/device.hpp"
 #include "platform/errors.hpp"
 #include "platform/gpu_placement.hpp"
+#include "plan/gpu_memory.hpp"
 #include "plan/memory.hpp"
 #include "platform/node_memory.hpp"
 #include "io/posix_file.hpp"
@@ -93,7 +94,10 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
            std::to_string(Exec().concurrency()) + " thread(s) per rank, " + std::to_string(runtime.world_size()) +
            " rank(s), calibrated)";
   p.process_baseline_gb = baseline / 1e9;
-  p.memory_gb = probe_node_memory(runtime.ranks_on_node()).per_rank() / 1e9;
+  // Per device: the GPU's own memory where the ranks run on GPUs (the model lives there; an H100
+  // node's 128 GB of host memory is not what a rank can fill), else the node's share.
+  const double gpu_bytes = gpu_memory_bytes();
+  p.memory_gb = (gpu_bytes > 0 ? gpu_bytes : probe_node_memory(runtime.ranks_on_node()).per_rank()) / 1e9;
   calibrate_kernels(cfg, gemm, tp_degrees(cfg.model, runtime.world_size()), p);
   p.compute_scale = measure_compute_scale(cfg, gemm, p, world.get());
 
