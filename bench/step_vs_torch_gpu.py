@@ -106,7 +106,7 @@ def run_kformer(a, deck_args, tmp, rnd):
     if a.device == "cpu":
         env["OMP_NUM_THREADS"] = str(a.threads)
     cmd = [a.kformer, *deck_args, f"train.steps={a.steps}", f"train.precision={a.precision}", "kernels.gemm=vendor",
-           "kernels.attention=fused", "comm.backend=self", f"output.json={report}", "output.log_every=1000"]
+           f"kernels.attention={a.attention}", "comm.backend=self", f"output.json={report}", "output.log_every=1000"]
     p = subprocess.run(cmd, env=env, cwd=a.root, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"step_vs_torch_gpu: kformer failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
@@ -216,6 +216,8 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2")
+    ap.add_argument("--attention", choices=["fused", "naive", "batched_gemm"], default="fused",
+                    help="kformer's kernels.attention (PyTorch runs SDPA either way)")
     ap.add_argument("--steps", type=int, default=10, help="steps per run of each variant")
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of each run's median")
     ap.add_argument("--rounds", type=int, default=2)
@@ -239,6 +241,7 @@ def main():
     out = {"device": a.device, "gpu": torch.cuda.get_device_name() if a.device == "cuda" else None,
            "torch": torch.__version__, "precision": a.precision, "shape": a.shape, "steps": a.steps,
            "warmup": a.warmup, "rounds_asked": a.rounds, "rounds": 0, "attention": torch_gpt.attention_impl()[1],
+           "kformer_attention": a.attention,
            "kformer": {"step_ms_rounds": []}, "eager": {"step_ms_rounds": []}, "compile": {"step_ms_rounds": []}}
 
     def save():

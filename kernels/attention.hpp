@@ -1,10 +1,12 @@
-// Causal grouped-query attention: the run-time choice between the `naive` and `fused` variants
-// (deck key kernels.attention) and the buffers each keeps between forward and backward.
+// Causal grouped-query attention: the run-time choice between the `naive`, `fused` and
+// `batched_gemm` variants (deck key kernels.attention) and the buffers each keeps between forward
+// and backward (batched_gemm keeps naive's).
 // Layout of qkv (B,T,(H+2KV)*hd) and out (B,T,H*hd): see attention_common.hpp.
 #pragma once
 
 #include "call_record.hpp"
 
+#include "attention_batched.hpp"
 #include "attention_fused.hpp"
 #include "attention_fused_backward.hpp"
 #include "attention_naive.hpp"
@@ -22,7 +24,7 @@ namespace kformer::kernels {
 template <class ExecSpace, class P = float>
 struct AttentionState {
   AttentionKind kind = AttentionKind::fused;
-  DView<P****, ExecSpace> att;       // naive: probabilities (B,H,T,T)
+  DView<P****, ExecSpace> att;       // naive, batched_gemm: probabilities (B,H,T,T)
   DView<float****, ExecSpace> datt;  // naive backward scratch (Bc,H,T,T), Bc <= B: the sequences are taken Bc
                                      // at a time; also the forward's scores when P is bf16
   DView<float***, ExecSpace> lse;    // fused: row logsumexp (B,H,T)
@@ -35,7 +37,7 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   AttentionState<ExecSpace> s;
   s.kind = kind;
   const auto noinit = [](const char* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
-  if (kind == AttentionKind::naive) {
+  if (keeps_probabilities(kind)) {
     s.att = DView<float****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
     s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), 1, H, T, T);
   } else {
@@ -66,7 +68,7 @@ KernelCall attention_call(AttentionKind kind, bool bf16, bool backward, const Qk
                           double bytes) {
   const std::int64_t b = qkv.extent(0), t = qkv.extent(1), hd = std::int64_t(qkv.extent(2)) / (h + 2 * kv);
   const double flops = 2.0 * double(b) * h * double(t) * double(t) * double(hd) * (backward ? 2 : 1);
-  return {Family::attention, bf16, backward, bytes, flops, {b, t, h, kv, hd, kind == AttentionKind::fused ? 1 : 0}};
+  return {Family::attention, bf16, backward, bytes, flops, {b, t, h, kv, hd, static_cast<int>(kind)}};
 }
 
 template <class State, class Body>
@@ -84,16 +86,28 @@ void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState
     return detail::attention_call(state.kind, holds_bf16<QkvView>, false, qkv, n_heads, n_kv_heads, bytes_of(out, qkv));
   });
   if (call.described()) return;
-  if (state.kind == AttentionKind::fused)
+  if (state.kind == AttentionKind::fused) {
     attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
-  else if constexpr (std::is_same<P, float>::value)  // the scores go into att itself: one call, no scratch
-    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
-  else  // bf16 probabilities: fp32 scores in the scratch, as many sequences at a time as it holds
+    return;
+  }
+  const bool batched = state.kind == AttentionKind::batched_gemm;
+  if constexpr (std::is_same<P, float>::value) {  // the scores go into att itself: one call, no scratch
+    if (batched)
+      attention_batched_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+    else
+      attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+  } else {  // bf16 probabilities: fp32 scores in the scratch, as many sequences at a time as it holds
     detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
-      attention_naive_forward(exec, detail::sequences(out, b0, nb), detail::sequences(state.att, b0, nb),
-                              detail::sequences(qkv, b0, nb), n_heads, n_kv_heads,
-                              detail::sequences(state.datt, 0, nb));
+      const auto o = detail::sequences(out, b0, nb);
+      const auto a = detail::sequences(state.att, b0, nb);
+      const auto q = detail::sequences(qkv, b0, nb);
+      const auto sc = detail::sequences(state.datt, 0, nb);
+      if (batched)
+        attention_batched_forward(exec, o, a, q, n_heads, n_kv_heads, sc);
+      else
+        attention_naive_forward(exec, o, a, q, n_heads, n_kv_heads, sc);
     });
+  }
 }
 
 // dqkv (B,T,(H+2KV)*hd) from dout (B,T,H*hd) and the forward's qkv, out and state.
@@ -105,14 +119,21 @@ void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionSt
                                   bytes_of(dqkv, dout, qkv, out));
   });
   if (call.described()) return;
-  if (state.kind == AttentionKind::naive)
-    detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
-      attention_naive_backward(exec, detail::sequences(dqkv, b0, nb), detail::sequences(state.datt, 0, nb),
-                               detail::sequences(dout, b0, nb), detail::sequences(qkv, b0, nb),
-                               detail::sequences(state.att, b0, nb), n_heads, n_kv_heads);
-    });
-  else
+  if (state.kind == AttentionKind::fused) {
     attention_fused_backward(exec, dqkv, state.delta, dout, qkv, out, state.lse, n_heads, n_kv_heads);
+    return;
+  }
+  detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
+    const auto dq = detail::sequences(dqkv, b0, nb);
+    const auto da = detail::sequences(state.datt, 0, nb);
+    const auto dO = detail::sequences(dout, b0, nb);
+    const auto q = detail::sequences(qkv, b0, nb);
+    const auto a = detail::sequences(state.att, b0, nb);
+    if (state.kind == AttentionKind::batched_gemm)
+      attention_batched_backward(exec, dq, da, dO, q, a, n_heads, n_kv_heads);
+    else
+      attention_naive_backward(exec, dq, da, dO, q, a, n_heads, n_kv_heads);
+  });
 }
 
 }  // namespace kformer::kernels

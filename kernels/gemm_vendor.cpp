@@ -108,6 +108,30 @@ void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, fl
 #endif
 }
 
+void host_gemm_strided(const StridedGemm& g) {
+  // The stored (not transposed) shapes of C and, for the bf16 C, its fp32 copy.
+  const std::size_t c_elems = std::size_t(g.M - 1) * std::size_t(g.ldc) + std::size_t(g.N);
+  std::vector<float> c32(g.c == BlasType::bf16 ? c_elems : 0);
+  for (int i = 0; i < g.count; ++i) {
+    const std::size_t oa = std::size_t(i) * std::size_t(g.stride_a), ob = std::size_t(i) * std::size_t(g.stride_b),
+                      oc = std::size_t(i) * std::size_t(g.stride_c);
+    float* c = g.c == BlasType::f32 ? static_cast<float*>(g.cp) + oc : c32.data();
+    bf16* c16 = g.c == BlasType::bf16 ? static_cast<bf16*>(g.cp) + oc : nullptr;
+    if (c16 && g.beta != 0.f)
+      for (int r = 0; r < g.M; ++r)
+        for (int n = 0; n < g.N; ++n) c[std::size_t(r) * g.ldc + n] = float(c16[std::size_t(r) * g.ldc + n]);
+    if (g.ab == BlasType::f32)
+      cblas_sgemm_rowmajor(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, static_cast<const float*>(g.a) + oa, g.lda,
+                           static_cast<const float*>(g.b) + ob, g.ldb, g.beta, c, g.ldc);
+    else
+      host_gemm_bf16_rowmajor(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, static_cast<const bf16*>(g.a) + oa,
+                              g.lda, static_cast<const bf16*>(g.b) + ob, g.ldb, g.beta, c, g.ldc);
+    if (c16)
+      for (int r = 0; r < g.M; ++r)
+        for (int n = 0; n < g.N; ++n) c16[std::size_t(r) * g.ldc + n] = bf16(c[std::size_t(r) * g.ldc + n]);
+  }
+}
+
 const char* host_gemm_bf16_library() { return g_bf16_library; }
 bool& host_gemm_bf16_try_dnnl() {
   static bool on = true;
@@ -169,6 +193,25 @@ void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool tran
   throw std::runtime_error(
       "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
       "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");
+#endif
+}
+
+void cublas_gemm_strided(const Kokkos::Cuda& exec, const StridedGemm& g) {
+#if KFORMER_HAVE_CUBLAS
+  // Column-major as in cublas_sgemm_rowmajor: C_i^T = op(B_i)^T op(A_i)^T.
+  const cudaDataType ab = g.ab == BlasType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType c = g.c == BlasType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+      cublas_handle(exec), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.N, g.M,
+      g.K, &g.alpha, g.b, ab, g.ldb, g.stride_b, g.a, ab, g.lda, g.stride_a, &g.beta, g.cp, c, g.ldc, g.stride_c,
+      g.count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmStridedBatchedEx failed with status " + std::to_string(static_cast<int>(st)));
+#else
+  (void)exec, (void)g;
+  throw std::runtime_error(
+      "kernels.attention=batched_gemm needs cuBLAS under CUDA, but this kformer was built without it: reconfigure "
+      "with -DKFORMER_ENABLE_BLAS=ON, or use kernels.attention=fused");
 #endif
 }
 #endif

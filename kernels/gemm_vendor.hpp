@@ -27,7 +27,30 @@ const char* host_gemm_bf16_library();
 // Whether to try oneDNN first (default true); tests set it false to run the CBLAS path here too.
 bool& host_gemm_bf16_try_dnnl();
 
+// A strided batch of row-major GEMMs, C_i = alpha op(A_i) op(B_i) + beta C_i for i < count, with
+// A_i = a + i * stride_a (elements) and likewise B_i, C_i; the element types given at run time
+// (A and B alike: fp32 or bf16; C fp32 or bf16), every sum fp32. The batched attention's products
+// (attention_batched.hpp).
+enum class BlasType { f32, bf16 };
+struct StridedGemm {
+  bool trans_a = false, trans_b = false;
+  int M = 0, N = 0, K = 0;
+  float alpha = 1.f, beta = 0.f;
+  BlasType ab = BlasType::f32, c = BlasType::f32;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* cp = nullptr;
+  int lda = 0, ldb = 0, ldc = 0;
+  long long stride_a = 0, stride_b = 0, stride_c = 0;
+  int count = 1;
+};
+// On the host, with CBLAS (bf16 operands as host_gemm_bf16_rowmajor takes them; a bf16 C through
+// an fp32 copy, rounded once). Throws naming the fix when this build has no CBLAS.
+void host_gemm_strided(const StridedGemm& g);
+
 #if defined(KOKKOS_ENABLE_CUDA)
+// cublasGemmStridedBatchedEx on `exec`'s stream (CUBLAS_COMPUTE_32F: no TF32 for fp32 operands).
+void cublas_gemm_strided(const Kokkos::Cuda& exec, const StridedGemm& g);
 // The same on `exec`'s stream with cuBLAS (asynchronous, like a Kokkos kernel on `exec`).
 void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                            const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);

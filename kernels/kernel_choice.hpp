@@ -8,13 +8,21 @@
 
 namespace kformer::kernels {
 
-enum class AttentionKind { naive, fused };
+// naive: scores and probabilities materialised, products in Kokkos loops; fused: tiled online
+// softmax, nothing of size T*T kept; batched_gemm: naive's algorithm with its four products as
+// batched vendor GEMMs (cuBLAS on the tensor cores in bf16, OpenBLAS on the host), as Megatron-LM
+// runs attention without a flash kernel.
+enum class AttentionKind { naive, fused, batched_gemm };
 
-// "naive" or "fused"; throws naming the valid values otherwise.
+// Whether the kind keeps the probabilities (B,H,T,T) from forward to backward.
+constexpr bool keeps_probabilities(AttentionKind k) { return k != AttentionKind::fused; }
+
+// "naive", "fused" or "batched_gemm"; throws naming the valid values otherwise.
 inline AttentionKind attention_kind_from_string(const std::string& s) {
   if (s == "naive") return AttentionKind::naive;
   if (s == "fused") return AttentionKind::fused;
-  throw std::invalid_argument("kernels.attention: '" + s + "' is not one of naive, fused");
+  if (s == "batched_gemm") return AttentionKind::batched_gemm;
+  throw std::invalid_argument("kernels.attention: '" + s + "' is not one of naive, fused, batched_gemm");
 }
 
 enum class GemmImpl { native, vendor };

@@ -57,11 +57,13 @@ void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSp
 }
 
 // dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
-// dscores may alias datt. att is float or bf16 (what the forward stored).
-template <Shape S0 = Shape::natural, class ExecSpace, class ProbView>
-void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecSpace>& dscores,
+// dscores may alias datt (fp32), or be bf16 (rounded once, for the batched attention's products).
+// att is float or bf16 (what the forward stored).
+template <Shape S0 = Shape::natural, class ExecSpace, class DsView, class ProbView>
+void causal_softmax_backward(const ExecSpace& exec, const DsView& dscores,
                              const DView<const float****, ExecSpace>& datt, const ProbView& att) {
   using TP = elem_t<ProbView>;
+  using TS = elem_t<DsView>;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -71,10 +73,10 @@ void causal_softmax_backward(const ExecSpace& exec, const DView<float****, ExecS
         const int r = team.league_rank(), t = r % T, bh = r / T, b = bh / H, h = bh % H;
         const TP* p = &att(b, h, t, 0);
         const float* dp = &datt(b, h, t, 0);
-        float* ds = &dscores(b, h, t, 0);
+        TS* ds = &dscores(b, h, t, 0);
         const float pd = detail::team_row_sum<S>(team, t + 1, [&](int j) { return p[j] * dp[j]; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-          ds[j] = j <= t ? p[j] * (dp[j] - pd) : 0.f;
+          ds[j] = TS(j <= t ? p[j] * (dp[j] - pd) : 0.f);
         });
       });
 }

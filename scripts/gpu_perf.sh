@@ -47,7 +47,7 @@ if [ -n "$host_bin" ]; then
   step_args=(--shape tiny --steps 3 --warmup 1 --rounds 2)
   sdpa_args=(--dtypes fp32 --reps 2 --warmup 1)
   filters=('^((gemm|matmul_bwd)/native|gemm_bf16/(native|vendor))/256x4096x1024/'
-           '^attention(_bwd)?/(naive|fused)/T128/' '^layernorm(_bf16)?/fwd/2048x768/')
+           '^attention(_bwd)?/(naive|fused|batched_gemm)/T128/' '^layernorm(_bf16)?/fwd/2048x768/')
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false
   say "host mode: $bin, tiny shapes on the CPU"
 else
@@ -63,7 +63,7 @@ else
   step_args=(--shape gpt2 --steps 10 --warmup 3 --rounds 2)
   sdpa_args=(--dtypes "fp32,bf16" --reps 20 --warmup 5)
   filters=('^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/2048x[0-9x]+/min_time'
-           '^attention(_bwd)?/(naive|fused)/T2048[^/]*(/[^/]*)?/min_time'
+           '^attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
            '^(bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?/')
 fi
 for f in "$bin/kformer" "$bin/kformer-kernel-bench"; do
@@ -98,7 +98,7 @@ for precision in fp32 bf16; do
   [ "$precision" = fp32 ] && left=$((left / 2))
   step "step-$precision" python "$left" "(d) the training step against PyTorch, $precision" -- \
     "$python" "$py/bench/step_vs_torch_gpu.py" --kformer "$bin/kformer" --device "$device" --precision "$precision" \
-    "${step_args[@]}" --budget-s $((left > 30 ? left - 15 : 15)) --json "$outdir/step_$precision.json"
+    --attention "${KFORMER_STEP_ATTENTION:-fused}" "${step_args[@]}" --budget-s $((left > 30 ? left - 15 : 15)) --json "$outdir/step_$precision.json"
 done
 
 # --- the table ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import re
 import sys
 
 GEMM_MIN, ATTN_NAIVE_MIN, ATTN_SDPA_MAX, MEM_MIN, STEP_MIN = 0.5, 3.0, 2.0, 0.6, 1.0
-ATTN = re.compile(r"^attention(_bwd)?/(naive|fused)/(.+)$")
+ATTN = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
 GEMM = re.compile(r"^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/(\d+x\d+x\d+)$")
 
 
@@ -175,9 +175,12 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
         s.target("attention-naive", text, f"{r:.2f}x (worst of {len(speedups)}: {k})", verdict(r >= ATTN_NAIVE_MIN), value=r)
     else:
         s.target("attention-naive", text, why or f"no naive and fused attention cases at T{T or 2048}", "n/a")
-    s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", "naive/fused"],
-            [[k, f"{v['naive']:.3f}" if "naive" in v else "-", f"{v['fused']:.3f}" if "fused" in v else "-",
-              f"{v['naive'] / v['fused']:.2f}" if len(v) == 2 else "-"] for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
+    def cell(v, impl):
+        return f"{v[impl]:.3f}" if impl in v else "-"
+    s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", "batched_gemm", "naive/fused"],
+            [[k, cell(v, "naive"), cell(v, "fused"), cell(v, "batched_gemm"),
+              f"{v['naive'] / v['fused']:.2f}" if "naive" in v and "fused" in v else "-"]
+             for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
 
     rows = (sdpa or {}).get("rows", [])
     fp32 = [r for r in rows if r["dtype"] == "fp32" and r.get("fused_over_sdpa")]

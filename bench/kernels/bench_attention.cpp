@@ -1,8 +1,8 @@
-// Causal attention cases, naive vs fused, at GPT-3-small shapes: B*T = 2048 tokens, C = 768,
-// H = 12 heads of 64 (no GQA), for T = 128, 512, 1024, 2048 (B = 2048 / T). Names are
-// attention/<naive|fused>/T<T> (forward) and attention_bwd/<naive|fused>/T<T>. Beside them, at
-// T = 2048 with GQA (B = 1, H = 4, KV = 2: small enough for a CPU, the same cases on a GPU),
-// attention[_bwd]/<naive|fused>/T2048/hd<64|128>. gflops counts
+// Causal attention cases, naive, fused and batched_gemm (where the build has a vendor BLAS), at
+// GPT-3-small shapes: B*T = 2048 tokens, C = 768, H = 12 heads of 64 (no GQA), for T = 128, 512,
+// 1024, 2048 (B = 2048 / T). Names are attention/<kind>/T<T> (forward) and
+// attention_bwd/<kind>/T<T>. Beside them, at T = 2048 with GQA (B = 1, H = 4, KV = 2: small
+// enough for a CPU, the same cases on a GPU), attention[_bwd]/<kind>/T2048/hd<64|128>. gflops counts
 // the model FLOPs of the causal half (forward 4*B*H*hd*T(T+1)/2, backward twice that; the fused
 // backward's recomputation is not counted); vs_ceiling is against the vendor sgemm at the QKV
 // projection's shape (2048x768x2304), timed alternately with the case (see run_case).
@@ -64,8 +64,10 @@ void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int
 }
 
 void register_cases() {
-  for (kernels::AttentionKind kind : {kernels::AttentionKind::naive, kernels::AttentionKind::fused}) {
-    const std::string variant = kind == kernels::AttentionKind::naive ? "naive" : "fused";
+  using K = kernels::AttentionKind;
+  for (K kind : {K::naive, K::fused, K::batched_gemm}) {
+    if (kind == K::batched_gemm && !kernels::gemm_vendor_available<Exec>()) continue;  // no vendor BLAS built
+    const std::string variant = kind == K::naive ? "naive" : kind == K::fused ? "fused" : "batched_gemm";
     for (int T : {128, 512, 1024, 2048}) add_pair(kind, variant + "/T" + std::to_string(T), 2048 / T, T, 12, 12, 64);
     for (int hd : {64, 128}) add_pair(kind, variant + "/T2048/hd" + std::to_string(hd), 1, 2048, 4, 2, hd);
   }

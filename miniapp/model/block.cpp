@@ -33,7 +33,7 @@ void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const
   t.mlp_in = typed_view<T>("mlp_in", N, d.mlp_in_width());
   t.act = typed_view<T>("act", N, d.Fl);
   t.att.kind = kind;
-  if (kind == kk::AttentionKind::naive) {
+  if (kk::keeps_probabilities(kind)) {
     if (scores) t.att.att = scratch<T****>("att", d.B, d.Hl, d.T, d.T);
     t.att.datt = shared.datt;
   } else {
@@ -82,7 +82,7 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   }
   if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
-  if (kind == kk::AttentionKind::naive)
+  if (kk::keeps_probabilities(kind))
     att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);  // one sequence at a time (kernels/attention.hpp)
   else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);

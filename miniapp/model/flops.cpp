@@ -15,7 +15,7 @@ Flops block_flops(const BlockDims& d) {
 
 double recompute_flops(const BlockDims& d, Recompute mode, kernels::AttentionKind attention) {
   if (mode == Recompute::full) return block_flops(d).forward;
-  if (mode == Recompute::selective && attention == kernels::AttentionKind::naive)
+  if (mode == Recompute::selective && kernels::keeps_probabilities(attention))
     return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd;
   return 0;
 }
@@ -48,7 +48,7 @@ double model_flops_per_token(const ModelShape& s, int seq_len) {
 double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention) {
   const double attention_forward = 4.0 * s.n_layers * seq_len * double(s.n_heads) * s.head_dim;
   if (mode == Recompute::full) return 2 * s.n_layers * block_matmul_params(s) + attention_forward;
-  if (mode == Recompute::selective && attention == kernels::AttentionKind::naive) return attention_forward;
+  if (mode == Recompute::selective && kernels::keeps_probabilities(attention)) return attention_forward;
   return 0;
 }
 

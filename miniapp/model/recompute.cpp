@@ -23,7 +23,7 @@ void refill_scores(const BlockDims& d, TypedActs<T>& t, const DV<T**>& out) {
 }  // namespace
 
 void Block::recompute_scores(BlockActs& a, BlockScratch& s) const {
-  if (k_.attention != kk::AttentionKind::naive) return;  // fused: the backward recomputes them itself
+  if (!kk::keeps_probabilities(k_.attention)) return;  // fused: the backward recomputes them itself
   if (k_.bf16)
     refill_scores(d_, a.h, s.h.d_att_out);
   else
@@ -34,7 +34,7 @@ void Stage::set_recompute(Recompute r) {
   if (!slots_.empty()) throw std::logic_error("Stage::set_recompute after the first micro-batch");
   recompute_ = r;
   if (r == Recompute::full) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
-  if (r == Recompute::selective && k_.attention == kk::AttentionKind::naive) {
+  if (r == Recompute::selective && kk::keeps_probabilities(k_.attention)) {
     if (k_.bf16)
       scores16_ = scratch<kk::bf16****>("att_recomputed_bf16", d_.B, d_.Hl, d_.T, d_.T);
     else

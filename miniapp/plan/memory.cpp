@@ -75,7 +75,7 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   }
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims& d = plan.dims;
-  const bool naive = rs.kernels.attention == AttentionKind::naive;
+  const bool naive = kernels::keeps_probabilities(rs.kernels.attention);
   const Recompute recompute = rs.train.recompute;
   // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
   const double N = d.N(), R = d.rows(), C = d.C;

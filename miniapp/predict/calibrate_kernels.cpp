@@ -107,7 +107,7 @@ void measure_attention(const BlockDims& d, kk::AttentionKind k, ComputeRates& r)
   kk::AttentionState<Exec, T> state;
   const auto f32 = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
   state.kind = k, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
-  if (k == kk::AttentionKind::naive) state.att = DV<T****>("att", d.B, d.Hl, d.T, d.T);
+  if (kk::keeps_probabilities(k)) state.att = DV<T****>("att", d.B, d.Hl, d.T, d.T);
   const auto t3 = [&](const DV<T**>& v) {
     return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), d.B, d.T,
                                                                                                  v.extent(1));

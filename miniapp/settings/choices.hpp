@@ -59,7 +59,7 @@ struct Names<Overlap> {
 };
 template <>
 struct Names<AttentionKind> {
-  static constexpr std::array<const char*, 2> list{"naive", "fused"};
+  static constexpr std::array<const char*, 3> list{"naive", "fused", "batched_gemm"};
 };
 
 template <class E>

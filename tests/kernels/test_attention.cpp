@@ -1,5 +1,5 @@
-// Causal GQA attention, naive and fused: forward and backward against the float64 reference,
-// the two variants against each other, the reference backward against finite differences,
+// Causal GQA attention, naive, fused and batched_gemm (where the build has a vendor BLAS):
+// forward and backward against the float64 reference, the variants against each other, the reference backward against finite differences,
 // bitwise determinism of both backwards, and the shape checks.
 #include "attention.hpp"
 #include "finite_diff.hpp"
@@ -48,11 +48,11 @@ Result run(kk::AttentionKind kind, const AttnShape& s, const View<float***>& qkv
   Result r{ktest::to_host(out), ktest::to_host(dqkv)};
   ktest::poison(dqkv);
   kk::attention_backward(Exec(), dqkv, state, dout, qkv, out, s.H, s.KV);
-  ktest::expect_bitwise_equal(r.dqkv, ktest::to_host(dqkv), kind == kk::AttentionKind::naive ? "naive dqkv" : "fused dqkv");
+  ktest::expect_bitwise_equal(r.dqkv, ktest::to_host(dqkv), "dqkv run to run");
   return r;
 }
 
-TEST(Attention, NaiveAndFusedMatchReferenceAndEachOther) {
+TEST(Attention, KindsMatchReferenceAndEachOther) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (const AttnShape& s : shapes(rng)) {
     SCOPED_TRACE(describe(s));
@@ -68,6 +68,12 @@ TEST(Attention, NaiveAndFusedMatchReferenceAndEachOther) {
     EXPECT_LT(ktest::rel_err(fused.dqkv, ref_dqkv), 1e-5);
     EXPECT_LT(ktest::rel_err(fused.out, naive.out), 1e-5);
     EXPECT_LT(ktest::rel_err(fused.dqkv, naive.dqkv), 1e-5);
+    if (kk::gemm_vendor_available<Exec>()) {  // batched_gemm: the vendor BLAS (OpenBLAS, cuBLAS)
+      SCOPED_TRACE("batched_gemm");
+      const Result batched = run(kk::AttentionKind::batched_gemm, s, qkv, dout);
+      EXPECT_LT(ktest::rel_err(batched.out, ref_out), 1e-5);
+      EXPECT_LT(ktest::rel_err(batched.dqkv, ref_dqkv), 1e-5);
+    }
   }
 }
 
@@ -91,6 +97,7 @@ TEST(Attention, RejectsShapesThatDoNotFit) {
   EXPECT_THROW(kk::attention_forward(Exec(), out, state, qkv, 4, 1), std::invalid_argument);  // 40 % 6 != 0
   EXPECT_THROW(kk::attention_kind_from_string("flash"), std::invalid_argument);
   EXPECT_EQ(kk::attention_kind_from_string("naive"), kk::AttentionKind::naive);
+  EXPECT_EQ(kk::attention_kind_from_string("batched_gemm"), kk::AttentionKind::batched_gemm);
 }
 
 }  // namespace

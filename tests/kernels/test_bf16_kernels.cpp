@@ -203,15 +203,16 @@ TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
     auto dout = twin(rng, hdout, -1, 1, std::size_t(s.B) * s.T * s.H * s.hd);
     const View<bf16***> Q(qkv.second.data(), s.B, s.T, s.W()), D(dout.second.data(), s.B, s.T, s.H * s.hd);
     const Vec ref_out = ktest::ref::attention_forward(hqkv, s);
-    for (const auto kind : {kk::AttentionKind::naive, kk::AttentionKind::fused}) {
-      SCOPED_TRACE(kind == kk::AttentionKind::naive ? "naive" : "fused");
+    for (const auto kind : {kk::AttentionKind::naive, kk::AttentionKind::fused, kk::AttentionKind::batched_gemm}) {
+      if (kind == kk::AttentionKind::batched_gemm && !kk::gemm_vendor_available<Exec>()) continue;  // no BLAS built
+      SCOPED_TRACE(kind == kk::AttentionKind::naive ? "naive" : kind == kk::AttentionKind::fused ? "fused" : "batched_gemm");
       const auto f32 = kk::make_attention_state<Exec>(kind, s.B, s.T, s.H);
       kk::AttentionState<Exec, bf16> st;
       st.kind = kind;
       st.datt = f32.datt;
       st.lse = f32.lse;
       st.delta = f32.delta;
-      if (kind == kk::AttentionKind::naive) st.att = View<bf16****>("att16", s.B, s.H, s.T, s.T);
+      if (kk::keeps_probabilities(kind)) st.att = View<bf16****>("att16", s.B, s.H, s.T, s.T);
       View<bf16***> out("out", s.B, s.T, s.H * s.hd), dqkv("dqkv", s.B, s.T, s.W());
       ktest::poison(out);
       ktest::poison(dqkv);
@@ -221,7 +222,9 @@ TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
       const Vec hout = ktest::to_host(out), hdq = ktest::to_host(dqkv);
       EXPECT_LT(ktest::rel_err(hout, ref_out), 2 * kBf16Tol);
       // The backward's reference: the exact gradient of the exact inputs; bf16 probabilities
-      // (naive) or the rounded output in delta (fused) add a few roundings' worth.
+      // (naive, batched_gemm), the rounded output in delta (fused) or batched_gemm's d(scores)
+      // rounded to bf16 for its products (one more rounding, relative 2^-9 per element) add a
+      // few roundings' worth.
       EXPECT_LT(ktest::rel_err(hdq, ktest::ref::attention_backward(hqkv, hdout, s)), 4 * kBf16Tol);
       kk::attention_backward(Exec(), dqkv, st, D, Q, out, s.H, s.KV);
       Kokkos::fence();
