@@ -19,6 +19,8 @@
 # kernel_bench.json, sdpa.json, step_fp32.json, step_bf16.json, gpu_perf.log (every command with
 # its output), nvidia-smi.txt. Exit 0 when every step ran (a target missed is a result, not an
 # error), 1 when one failed or ran out of time, 2 when nothing could start.
+# KFORMER_PERF_SKIP: kernel-bench parts to leave out (any of gemm attention memory, space-separated),
+# KFORMER_STEP_ATTENTION: kformer's kernels.attention in (d) (default fused).
 #
 # The Python scripts come from the bundle (py/, copied by gpu_bundle.sh with the binaries, so
 # both are of one commit) when it has them, else from this checkout; python3 is the machine's
@@ -82,6 +84,9 @@ parts=()
 for i in 0 1 2; do
   part=(gemm attention memory) cap=($((150 * budget / 540)) $((60 * budget / 540)) $((100 * budget / 540))) what=("(a) GEMM native and cuBLAS" "(b) attention fused and naive"
     "(c) memory-bound kernels and the copy")
+  case " ${KFORMER_PERF_SKIP:-} " in *" ${part[i]} "*) say "kernel-${part[i]} skipped (KFORMER_PERF_SKIP)"; continue ;; esac
+  # A skipped GEMM part leaves its time to the memory-bound cases (the longest list after it).
+  case " ${KFORMER_PERF_SKIP:-} " in *" gemm "*) [ "$i" -eq 2 ] && cap[2]=$((cap[2] + cap[0])) ;; esac
   step "kernel-${part[i]}" bench "${cap[i]}" "${what[i]}" -- "$bin/kformer-kernel-bench" \
     "--benchmark_filter=${filters[i]}" --benchmark_out="$work/${part[i]}.json" --benchmark_out_format=json
   parts+=("$work/${part[i]}.json")

@@ -125,6 +125,10 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
     e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width() +
                                 (d.sp > 1 ? N * C : 0)) +
                    (last ? kHalf * N * Vl : 0);
+  // batched_gemm's kept buffers, shared by every block (kernels/attention_batched.hpp): in bf16,
+  // one sequence's d(scores) for the products and its dqkv sums.
+  if (rs.kernels.attention == AttentionKind::batched_gemm && e.bf16)
+    e.workspace += kHalf * double(d.Hl) * d.T * d.T + kFloat * double(d.T) * d.qkv_width();
   return e;
 }
 
