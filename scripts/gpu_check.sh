@@ -4,7 +4,8 @@
 # one rank, and one-GPU training runs in fp32 and bf16: input/tiny.yaml, then GPT-2 124M shapes
 # (12 layers, d 768, 12 heads, vocab 50304, seq 1024; 5 steps of 8 sequences). The tiny runs'
 # iteration-1 losses must match the CPU's (the host build's, carried in the bundle's MANIFEST):
-# fp32 within 1e-5 relative (step tiny-vs-cpu), bf16 within 2e-3 (step tiny-bf16-vs-cpu).
+# fp32 within 1e-5 relative (step tiny-vs-cpu), bf16 within 2e-3 (step tiny-bf16-vs-cpu), also with
+# kernels.attention=batched_gemm (steps tiny-batched-vs-cpu, tiny-batched-bf16-vs-cpu).
 #
 #   scripts/gpu_check.sh [OUTDIR]      OUTDIR: $OUT when set (the device tool's), else build/gpu-check
 #
@@ -117,6 +118,16 @@ compare_loss tiny-vs-cpu "$outdir/tiny.json" cpu_tiny_loss1 1e-5
 step tiny-bf16 kformer 120 "input/tiny.yaml in bf16, comm.backend=nccl" -- \
   "$bundle/bin/kformer" input/tiny.yaml train.precision=bf16 comm.backend=nccl output.json="$outdir/tiny-bf16.json"
 compare_loss tiny-bf16-vs-cpu "$outdir/tiny-bf16.json" cpu_tiny_bf16_loss1 2e-3
+# The same two against the same CPU losses with the attention's products on cuBLAS (iteration 1's
+# loss is the forward's: the batched GEMMs' sums, in another order than naive attention's loops).
+for precision in fp32 bf16; do
+  name=tiny-batched key=cpu_tiny_loss1 limit=1e-5
+  [ "$precision" = bf16 ] && name=tiny-batched-bf16 key=cpu_tiny_bf16_loss1 limit=2e-3
+  step "$name" kformer 120 "input/tiny.yaml in $precision, kernels.attention=batched_gemm, comm.backend=nccl" -- \
+    "$bundle/bin/kformer" input/tiny.yaml train.precision=$precision kernels.attention=batched_gemm comm.backend=nccl \
+    output.json="$work/$name.json"  # not kept: OUTDIR holds the 8 files the device tool brings back
+  compare_loss "$name-vs-cpu" "$work/$name.json" "$key" "$limit"
+done
 for precision in fp32 bf16; do
   name=gpt2-124m; [ "$precision" = bf16 ] && name=gpt2-124m-bf16
   step "$name" kformer 200 "GPT-2 124M shapes in $precision, comm.backend=nccl, gemm auto, fused attention" -- \

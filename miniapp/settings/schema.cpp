@@ -57,7 +57,8 @@ std::vector<KeySpec> make_schema() {
              "fp32, or bf16 mixed precision: fp32 master weights and AdamW state, bf16 weight copies and "
              "activations, fp32 accumulation, norms, softmax and loss"),
       choice("train.recompute", {"none", "selective", "full"},
-             "activation recomputation: selective recomputes the naive attention's probabilities in backward, "
+             "activation recomputation: selective recomputes the naive or batched_gemm attention's"
+             " probabilities in backward, "
              "full keeps only each block's input and re-runs its forward"),
       integer("train.max_nan", 5, 1, kInt, "stop after this many non-finite iterations in a row"),
       integer("train.stop_at", 0, 0, kInt,
