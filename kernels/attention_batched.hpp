@@ -41,7 +41,8 @@ void require_batched_gemm() {
   if (!gemm_vendor_available<ExecSpace>())
     throw std::runtime_error(std::string("kernels.attention=batched_gemm needs a vendor BLAS (OpenBLAS on the host, "
                                          "cuBLAS under CUDA) and this build has none for ") +
-                             ExecSpace::name() + ": reconfigure with -DKFORMER_ENABLE_BLAS=ON, or use kernels.attention=fused");
+                             ExecSpace::name() +
+                             ": reconfigure with -DKFORMER_ENABLE_BLAS=ON, or use kernels.attention=fused");
 }
 
 // g on exec: cuBLAS on its stream, or the host BLAS once exec's earlier kernels are done.
@@ -98,7 +99,8 @@ void attention_batched_forward(const ExecSpace& exec, const OutView& out, const 
   constexpr bool f32_probs = std::is_same<elem_t<AttView>, float>::value;
   if (!f32_probs && scores.span() != att.span())
     throw std::invalid_argument("attention: bf16 probabilities need fp32 scores scratch");
-  detail::require_contiguous(qkv, "qkv"), detail::require_contiguous(out, "out"), detail::require_contiguous(att, "att");
+  detail::require_contiguous(qkv, "qkv"), detail::require_contiguous(out, "out");
+  detail::require_contiguous(att, "att");
   const int nb = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
   const int H = L.H, KV = L.KV, G = H / KV, hd = L.hd, W = static_cast<int>(qkv.extent(2)), Wo = H * hd;
   const long long TT = (long long)T * T;
@@ -118,8 +120,8 @@ void attention_batched_forward(const ExecSpace& exec, const OutView& out, const 
   for (int b = 0; b < nb; ++b)
     for (int g = 0; g < G; ++g)  // out_h = P_h V_kvh
       detail::head_batch(exec, {false, false, T, hd, T, 1.f, 0.f}, att.data() + (b * H + g) * TT, T, G * TT,
-                         qkv.data() + (long long)b * T * W + L.v_col(0), W, hd, out.data() + (long long)b * T * Wo + g * hd,
-                         Wo, G * hd, KV);
+                         qkv.data() + (long long)b * T * W + L.v_col(0), W, hd,
+                         out.data() + (long long)b * T * Wo + g * hd, Wo, G * hd, KV);
 }
 
 // dqkv (nb,T,W) from dout (nb,T,H*hd), the forward's qkv and att (nb,H,T,T); datt (nb,H,T,T)
@@ -161,7 +163,8 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
   if constexpr (std::is_same<TD, float>::value) {
     gs = dqkv.data();
   } else {
-    sums = detail::kept_buffer<detail::BatchedGradSums, float, Mem>(std::size_t(nb) * TW, "kformer::attention_batched_sums");
+    sums = detail::kept_buffer<detail::BatchedGradSums, float, Mem>(std::size_t(nb) * TW,
+                                                                   "kformer::attention_batched_sums");
     gs = sums.data();
   }
   for (int b = 0; b < nb; ++b) {

@@ -12,7 +12,7 @@
 // Work shape (work_shape.hpp): rows are teams, columns the team's threads, so on a GPU
 // consecutive threads touch consecutive channels. The host shape gives a team (one thread) 16
 // rows in the forward and 32 in the backward, and the backward adds its parameter gradients in
-// the same pass. The GPU shape gives a team of kGpuRowTeam threads one row, and the backward's
+// the same pass. The GPU shape gives a team of gpu_row_team(C) threads one row, and the backward's
 // parameter gradients are a pass of their own, a thread per (block of rows, column).
 #pragma once
 
@@ -27,19 +27,27 @@ namespace kformer::kernels::detail {
 
 struct NormPartials {};  // the tag of the backward's kept buffer
 
-// Threads per row team in the GPU shape. Kokkos::AUTO picks the smallest team that fills an SM
-// (64 threads with Kokkos 3.4 on sm_80 and sm_90), which leaves a 4096-channel row to 64 threads
-// and, with few rows, most of the device idle: on an H100 the backward ran at 0.005 of the copy
-// bandwidth at 256x4096. A power of two (Kokkos' team reductions need one); 256 threads fit
-// any kernel's registers. The host keeps AUTO (one thread per team on OpenMP).
-constexpr int kGpuRowTeam = 256;
+// Threads per row team in the GPU shape: C/8 rounded down to a power of two (Kokkos' team
+// reductions need one), within [32, 256]. Kokkos::AUTO picks the smallest team that fills an SM
+// (64 threads with Kokkos 3.4 on sm_80 and sm_90) whatever the row: on an H100 that left the
+// 256x4096 backward at 0.005 of the copy bandwidth (32 teams of 64 threads) and its forward at
+// 0.07, where 256 threads gave 0.18 and 0.20; at C = 768, 64 threads ran the forward at 0.34 of
+// the copy and 256 at 0.23 (more warps to join in each row reduction, 3 channels a thread). The
+// rule gives each of those shapes the better of the two measured (64 at C = 768, 256 at 4096);
+// the host keeps AUTO (one thread per team on OpenMP).
+constexpr int gpu_row_team(int C) {
+  int t = 32;
+  while (t < 256 && 2 * t <= C / 8) t *= 2;
+  return t;
+}
 
+// `league` teams over rows of C channels.
 template <class ExecSpace>
-Kokkos::TeamPolicy<ExecSpace> row_teams(const ExecSpace& exec, int league) {
+Kokkos::TeamPolicy<ExecSpace> row_teams(const ExecSpace& exec, int league, int C) {
   if constexpr (runs_on_host<ExecSpace>)
     return Kokkos::TeamPolicy<ExecSpace>(exec, league, Kokkos::AUTO);
   else
-    return Kokkos::TeamPolicy<ExecSpace>(exec, league, kGpuRowTeam);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, league, gpu_row_team(C));
 }
 
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
@@ -59,7 +67,7 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   constexpr int RB = S == Shape::host ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "kformer::norm_forward", row_teams(exec, (N + RB - 1) / RB),
+      "kformer::norm_forward", row_teams(exec, (N + RB - 1) / RB, C),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r0 = team.league_rank() * RB, r1 = r0 + RB < N ? r0 + RB : N;
         for (int r = r0; r < r1; ++r) {
@@ -154,7 +162,7 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   if constexpr (S == Shape::host) {
     Kokkos::parallel_for(
-        "kformer::norm_backward", row_teams(exec, nchunk), KOKKOS_LAMBDA(const Member& team) {
+        "kformer::norm_backward", row_teams(exec, nchunk, C), KOKKOS_LAMBDA(const Member& team) {
           const int k = team.league_rank(), r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
           float* KOKKOS_RESTRICT pw = &part(k, 0);
           float* KOKKOS_RESTRICT pb = &part(k, C);
@@ -177,7 +185,7 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         });
   } else {
     Kokkos::parallel_for(
-        "kformer::norm_backward", row_teams(exec, N), KOKKOS_LAMBDA(const Member& team) {
+        "kformer::norm_backward", row_teams(exec, N, C), KOKKOS_LAMBDA(const Member& team) {
           const int r = team.league_rank();
           norm_row_dx<S>(team, C, &dx(r, 0), &dy(r, 0), &x(r, 0), w.data(), centered ? mean(r) : 0.f, rstd(r),
                          centered);
