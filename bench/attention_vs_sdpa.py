@@ -36,11 +36,11 @@ import torch  # noqa: E402
 import torch_gpt  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-CASE = re.compile(r"^attention(_bwd)?/(naive|fused)/(.+)$")
+CASE = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
 
 
 def bench_cases(path, T):
-    """{key: {"fwd"|"bwd": {"naive"|"fused": benchmark}}} for the keys with T<T>."""
+    """{key: {"fwd"|"bwd": {"naive"|"fused"|"batched_gemm": benchmark}}} for the keys with T<T>."""
     with open(path) as f:
         report = json.load(f)
     cases = {}
@@ -149,19 +149,23 @@ def main():
     for key, c in sorted(cases.items()):
         fused = c["fwd"].get("fused"), c["bwd"].get("fused")
         naive = c["fwd"].get("naive"), c["bwd"].get("naive")
+        batched = c["fwd"].get("batched_gemm"), c["bwd"].get("batched_gemm")
         if not all(fused):
             print(f"{key}: no fused forward and backward case in the report: skipped")
             continue
         shape = shape_of(key, fused[0])
         k_fused = ms(fused[0]) + ms(fused[1])
         k_naive = ms(naive[0]) + ms(naive[1]) if all(naive) else None
+        k_batched = ms(batched[0]) + ms(batched[1]) if all(batched) else None
         for d in dtypes:
             fwd, fb = sdpa_times(a.device, DTYPES[d], shape, a.reps, a.warmup)
             row = {"case": key, "shape": dict(zip(("B", "H", "KV", "T", "hd"), shape)), "dtype": d, "sdpa_fwd_ms": fwd,
                    "sdpa_fwd_bwd_ms": fb, "kformer_fused_fwd_ms": ms(fused[0]), "kformer_fused_bwd_ms": ms(fused[1]),
                    "kformer_fused_fwd_bwd_ms": k_fused, "kformer_naive_fwd_bwd_ms": k_naive,
                    "fused_over_sdpa": k_fused / fb if d == "fp32" else None,
-                   "naive_over_fused": k_naive / k_fused if k_naive else None}
+                   "naive_over_fused": k_naive / k_fused if k_naive else None,
+                   "kformer_batched_gemm_fwd_bwd_ms": k_batched,
+                   "batched_gemm_over_sdpa": k_batched / fb if k_batched and d == "fp32" else None}
             out["rows"].append(row)
             ratio = "" if row["fused_over_sdpa"] is None else f"{row['fused_over_sdpa']:.2f}"
             speed = "" if row["naive_over_fused"] is None else f"{row['naive_over_fused']:.2f}"

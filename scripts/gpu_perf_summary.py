@@ -195,6 +195,11 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
             s.target("attention-sdpa", text, f"{r:.2f}x, but against {impl}", "n/a", value=r)
     else:
         s.target("attention-sdpa", text, sdpa_why or "no fp32 row in sdpa.json", "n/a")
+    batched = [r for r in fp32 if r.get("batched_gemm_over_sdpa")]
+    if batched:  # for information: the batched-GEMM attention against the same target
+        r, k = max((x["batched_gemm_over_sdpa"], x["case"]) for x in batched)
+        s.target("attention-batched-sdpa", f"batched_gemm attention against PyTorch SDPA's time, fp32 fwd+bwd, T={T_sdpa}",
+                 f"{r:.2f}x SDPA's time (worst of {len(batched)}: {k})", "info", value=r)
     s.table("Attention against PyTorch (ms)", ["case", "B,H,KV,T,hd", "dtype", "sdpa fwd", "sdpa fwd+bwd",
                                                "kformer fused fwd+bwd", "fused/sdpa"],
             [[r["case"], ",".join(str(r["shape"][x]) for x in ("B", "H", "KV", "T", "hd")), r["dtype"],
