@@ -65,7 +65,7 @@ else
   step_args=(--shape gpt2 --steps 10 --warmup 3 --rounds 2)
   sdpa_args=(--dtypes "fp32,bf16" --reps 20 --warmup 5)
   filters=('^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/2048x[0-9x]+/min_time'
-           '^attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
+           '^(attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?|attention_bf16(_bwd)?/[a-z_]+/T[0-9]+)/min_time'
            '^(bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?/')
 fi
 for f in "$bin/kformer" "$bin/kformer-kernel-bench"; do

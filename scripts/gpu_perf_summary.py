@@ -27,6 +27,7 @@ import sys
 
 GEMM_MIN, ATTN_NAIVE_MIN, ATTN_SDPA_MAX, MEM_MIN, STEP_MIN = 0.5, 3.0, 2.0, 0.6, 1.0
 ATTN = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
+ATTN_BF16 = re.compile(r"^attention_bf16(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
 GEMM = re.compile(r"^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/(\d+x\d+x\d+)$")
 
 
@@ -149,11 +150,11 @@ def gemm_rows(s, cases, why):
             ["cases", "shape (tokens x in x out)", "native", "vendor", "native/vendor"], rows)
 
 
-def attention_keys(cases):
-    """{key: {"naive"|"fused": fwd+bwd ms}} of the attention cases with both directions."""
+def attention_keys(cases, pattern=ATTN):
+    """{key: {"naive"|"fused"|"batched_gemm": fwd+bwd ms}} of the attention cases with both directions."""
     parts = {}
     for name, b in cases.items():
-        m = ATTN.match(name)
+        m = pattern.match(name)
         if m:
             parts.setdefault(m.group(3), {}).setdefault(m.group(2), {})["bwd" if m.group(1) else "fwd"] = ms(b)
     return {k: {impl: d["fwd"] + d["bwd"] for impl, d in v.items() if len(d) == 2} for k, v in parts.items()}
@@ -182,6 +183,13 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
               f"{v['naive'] / v['fused']:.2f}" if "naive" in v and "fused" in v else "-"]
              for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
 
+    bf16 = attention_keys(cases, ATTN_BF16)
+    if bf16:
+        s.table("Attention in bf16, fwd+bwd ms (kformer-kernel-bench attention_bf16: 8192 tokens, 12 heads of 64)",
+                ["case", "naive", "fused", "batched_gemm"],
+                [[k, cell(v, "naive"), cell(v, "fused"), cell(v, "batched_gemm")]
+                 for k, v in sorted(bf16.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
+
     rows = (sdpa or {}).get("rows", [])
     fp32 = [r for r in rows if r["dtype"] == "fp32" and r.get("fused_over_sdpa")]
     T_sdpa = (sdpa or {}).get("T", T or 2048)
@@ -195,11 +203,16 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
             s.target("attention-sdpa", text, f"{r:.2f}x, but against {impl}", "n/a", value=r)
     else:
         s.target("attention-sdpa", text, sdpa_why or "no fp32 row in sdpa.json", "n/a")
+    # For information: the batched-GEMM attention against the same yardstick.
+    text = f"batched_gemm attention against PyTorch SDPA's time, fp32 fwd+bwd, T={T_sdpa}"
     batched = [r for r in fp32 if r.get("batched_gemm_over_sdpa")]
-    if batched:  # for information: the batched-GEMM attention against the same target
+    if batched:
         r, k = max((x["batched_gemm_over_sdpa"], x["case"]) for x in batched)
-        s.target("attention-batched-sdpa", f"batched_gemm attention against PyTorch SDPA's time, fp32 fwd+bwd, T={T_sdpa}",
-                 f"{r:.2f}x SDPA's time (worst of {len(batched)}: {k})", "info", value=r)
+        impl = sdpa.get("attention", "")
+        against = f"{r:.2f}x SDPA's time (worst of {len(batched)}: {k})" if impl == "sdpa" else f"{r:.2f}x, but against {impl}"
+        s.target("attention-batched-sdpa", text, against, "info", value=r)
+    else:
+        s.target("attention-batched-sdpa", text, sdpa_why or "no batched_gemm case (a build without a vendor BLAS)", "n/a")
     s.table("Attention against PyTorch (ms)", ["case", "B,H,KV,T,hd", "dtype", "sdpa fwd", "sdpa fwd+bwd",
                                                "kformer fused fwd+bwd", "fused/sdpa"],
             [[r["case"], ",".join(str(r["shape"][x]) for x in ("B", "H", "KV", "T", "hd")), r["dtype"],

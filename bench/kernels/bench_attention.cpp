@@ -2,7 +2,9 @@
 // GPT-3-small shapes: B*T = 2048 tokens, C = 768, H = 12 heads of 64 (no GQA), for T = 128, 512,
 // 1024, 2048 (B = 2048 / T). Names are attention/<kind>/T<T> (forward) and
 // attention_bwd/<kind>/T<T>. Beside them, at T = 2048 with GQA (B = 1, H = 4, KV = 2: small
-// enough for a CPU, the same cases on a GPU), attention[_bwd]/<kind>/T2048/hd<64|128>. gflops counts
+// enough for a CPU, the same cases on a GPU), attention[_bwd]/<kind>/T2048/hd<64|128>, and in bf16
+// attention_bf16[_bwd]/<kind>/T<T> (8192 tokens at T 1024 and 2048 on a device, 2048 at T 128 on
+// the host). gflops counts
 // the model FLOPs of the causal half (forward 4*B*H*hd*T(T+1)/2, backward twice that; the fused
 // backward's recomputation is not counted); vs_ceiling is against the vendor sgemm at the QKV
 // projection's shape (2048x768x2304), timed alternately with the case (see run_case).
@@ -31,32 +33,46 @@ struct QkvSgemm {
   }
 };
 
+// One case's buffers in element type E (float, or bf16 as train.precision=bf16 keeps them: qkv,
+// out, their gradients and the stored probabilities bf16; scores and statistics fp32).
+template <class E = float>
 struct AttentionCase {
   int B, T, H, KV, hd;
-  kernels::AttentionState<Exec> state;
-  V<float***> qkv, out, dout, dqkv;
+  kernels::AttentionState<Exec, E> state;
+  V<E***> qkv, out, dout, dqkv;
   AttentionCase(kernels::AttentionKind kind, int b, int t, int h = 12, int kv = 12, int d = 64)
-      : B(b), T(t), H(h), KV(kv), hd(d), state(kernels::make_attention_state<Exec>(kind, b, t, h)),
-        qkv("qkv", b, t, (H + 2 * KV) * hd), out("out", b, t, H * hd), dout("dout", b, t, H * hd),
-        dqkv("dqkv", b, t, (H + 2 * KV) * hd) {
+      : B(b), T(t), H(h), KV(kv), hd(d), qkv("qkv", b, t, (H + 2 * KV) * hd), out("out", b, t, H * hd),
+        dout("dout", b, t, H * hd), dqkv("dqkv", b, t, (H + 2 * KV) * hd) {
+    const auto f32 = kernels::make_attention_state<Exec>(kind, b, t, h);
+    state.kind = kind, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
+    if constexpr (std::is_same<E, float>::value)
+      state.att = f32.att;
+    else if (kernels::keeps_probabilities(kind))
+      state.att = V<E****>("att", b, h, t, t);
     Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
-    Kokkos::fill_random(qkv, pool, -1.0f, 1.0f);
-    Kokkos::fill_random(dout, pool, -1.0f, 1.0f);
+    V<float***> q32("q32", b, t, (H + 2 * KV) * hd), d32("d32", b, t, H * hd);
+    Kokkos::fill_random(q32, pool, -1.0f, 1.0f);
+    Kokkos::fill_random(d32, pool, -1.0f, 1.0f);
+    kernels::convert(Exec(), qkv, q32);
+    kernels::convert(Exec(), dout, d32);
   }
   void forward() { kernels::attention_forward(Exec(), out, state, qkv, H, KV); }
   void backward() { kernels::attention_backward(Exec(), dqkv, state, dout, qkv, out, H, KV); }
   double forward_flops() const { return 4.0 * B * H * hd * double(T) * (T + 1) / 2; }
 };
 
-// attention/<suffix> (forward) and attention_bwd/<suffix> on the shape B, T, H, KV, hd.
-void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int T, int H, int KV, int hd) {
-  add_case("attention/" + suffix, [=](benchmark::State& state) {
-    AttentionCase c(kind, B, T, H, KV, hd);
+// <family>/<suffix> (forward) and <family>_bwd/<suffix> on the shape B, T, H, KV, hd, in
+// element type E.
+template <class E = float>
+void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int T, int H, int KV, int hd,
+              const std::string& family = "attention") {
+  add_case(family + "/" + suffix, [=](benchmark::State& state) {
+    AttentionCase<E> c(kind, B, T, H, KV, hd);
     QkvSgemm ref;
     run_case(state, [&] { c.forward(); }, c.forward_flops(), 0.0, ref.reference());
   });
-  add_case("attention_bwd/" + suffix, [=](benchmark::State& state) {
-    AttentionCase c(kind, B, T, H, KV, hd);
+  add_case(family + "_bwd/" + suffix, [=](benchmark::State& state) {
+    AttentionCase<E> c(kind, B, T, H, KV, hd);
     QkvSgemm ref;
     c.forward();
     run_case(state, [&] { c.backward(); }, 2 * c.forward_flops(), 0.0, ref.reference());
@@ -70,6 +86,12 @@ void register_cases() {
     const std::string variant = kind == K::naive ? "naive" : kind == K::fused ? "fused" : "batched_gemm";
     for (int T : {128, 512, 1024, 2048}) add_pair(kind, variant + "/T" + std::to_string(T), 2048 / T, T, 12, 12, 64);
     for (int hd : {64, 128}) add_pair(kind, variant + "/T2048/hd" + std::to_string(hd), 1, 2048, 4, 2, hd);
+    // bf16 mixed precision's attention (attention_bf16[_bwd]/<kind>/T<T>): on a device, the GPT-2
+    // 124M step's (T 1024, 8 sequences) and T 2048; on the host T 128 only.
+    constexpr bool host = kernels::runs_on_host<Exec>;
+    for (int T : host ? std::vector<int>{128} : std::vector<int>{1024, 2048})
+      add_pair<kernels::bf16>(kind, variant + "/T" + std::to_string(T), (host ? 2048 : 8192) / T, T, 12, 12, 64,
+                              "attention_bf16");
   }
 }
 

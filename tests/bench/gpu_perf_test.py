@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-TARGETS = ["gemm-gemm", "gemm-gemm_bf16", "gemm-matmul_bwd", "attention-naive", "attention-sdpa", "memory-fp32",
+TARGETS = ["gemm-gemm", "gemm-gemm_bf16", "gemm-matmul_bwd", "attention-naive", "attention-sdpa",
+           "attention-batched-sdpa", "memory-fp32",
            "memory-bf16", "step-eager-fp32", "step-compile-fp32", "mfu-fp32", "step-eager-bf16", "step-compile-bf16",
            "mfu-bf16"]
 # Rows the CPU run must give a figure for (the others: SDPA needs torch >= 2.0, compile too).
