@@ -22,9 +22,9 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionMode
     case kk::Family::convert:
     case kk::Family::copy: {  // element-wise streams: the residual add's rate unless measured
       const char* f = kk::family_name(c.family);
-      return memory_us(p, p.memory_gbps.count(f) ? f : "residual", c.bytes);
+      return memory_us(p, p.memory_gbps.count(f) ? f : "residual", c.bytes, c.bf16);
     }
-    default: return memory_us(p, kk::family_name(c.family), c.bytes);
+    default: return memory_us(p, kk::family_name(c.family), c.bytes, c.bf16);
   }
 }
 

@@ -49,11 +49,13 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
   const int products = backward ? 4 : 2;
   const double element = bf16 ? 2 : 4;
   const double softmax_bytes = scores * element * (backward ? 3 : 2);
-  return products * (p.launch_us + curve_us(r, product)) + memory_us(p, "activation", softmax_bytes);
+  return products * (p.launch_us + curve_us(r, product)) + memory_us(p, "activation", softmax_bytes, bf16);
 }
 
-double memory_us(const MachineProfile& p, const std::string& family, double b) {
-  return p.launch_us + b / (p.memory_gbps.at(family) * 1e3);  // GB/s = 1e3 bytes/us
+double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {
+  const auto f = p.bf16.memory_gbps.find(family);
+  const double gbps = bf16 && f != p.bf16.memory_gbps.end() ? f->second : p.memory_gbps.at(family);
+  return p.launch_us + b / (gbps * 1e3);  // GB/s = 1e3 bytes/us
 }
 
 namespace bytes {

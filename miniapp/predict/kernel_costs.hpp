@@ -31,8 +31,9 @@ double attention_flops(int b, int t, int h, int hd, bool backward);
 //   backward 2.5 times the forward's products (it recomputes the scores).
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward);
-// A memory-bound kernel of `family` moving `bytes`.
-double memory_us(const MachineProfile& p, const std::string& family, double bytes);
+// A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
+// bf16 rate of the family where it has one.
+double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);
 
 // Bytes AdamW moves over `elements` parameters (fp32): p, g, m, v read; p, m, v written. The
 // model's kernels describe their own bytes (kernels/call_record.hpp).

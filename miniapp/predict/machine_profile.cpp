@@ -150,8 +150,16 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   p.fp32 = r.rates(root, "");
   if (const YAML::Node b = root["bf16"]) {
-    r.keys(b, "bf16", {"gemm", "attention"});
+    r.keys(b, "bf16", {"gemm", "attention", "memory_bound"});
     p.bf16 = r.rates(b, "bf16.");
+    if (const YAML::Node m = b["memory_bound"]) {
+      r.keys(m, "bf16.memory_bound", std::set<std::string>(memory_families().begin(), memory_families().end()));
+      for (const auto& f : memory_families())
+        if (m[f]) {
+          p.bf16.memory_gbps[f] = r.number(m, "bf16.memory_bound", f, 0, true);
+          if (p.bf16.memory_gbps[f] <= 0) bad(file, "bf16.memory_bound." + f, "must be > 0 GB/s");
+        }
+    }
   }
 
   const YAML::Node m = root["memory_bound"];
@@ -249,6 +257,10 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   if (p.bf16.given()) {
     o << "bf16:  # bf16 mixed precision's GEMMs and attention\n";
     rates(p.bf16, "  ");
+    if (!p.bf16.memory_gbps.empty()) {
+      o << "  memory_bound:  # GB/s of the families on bf16 activations\n";
+      for (const auto& f : p.bf16.memory_gbps) o << "    " << f.first << ": " << f.second << "\n";
+    }
   }
   o << "memory_bound:  # GB/s over the bytes each family moves\n";
   for (const auto& f : memory_families()) o << "  " << f << ": " << p.memory_gbps.at(f) << "\n";

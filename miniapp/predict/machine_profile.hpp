@@ -51,6 +51,10 @@ struct ComputeRates {
   std::vector<GemmPoint> gemm_points;
   std::map<std::string, double> attention_tflops;  // naive, fused
   std::vector<AttentionPoint> attention_points;
+  // bf16 section only: GB/s of the memory-bound families calibrate timed on bf16 activations
+  // (half the bytes of fp32, not always half the time); a family missing here takes the top
+  // level's rate.
+  std::map<std::string, double> memory_gbps;
   bool given() const { return gemm_peak_tflops > 0; }
   double best_gemm_tflops() const;  // the curve's ceiling, or a measured shape's rate above it
 };

@@ -128,6 +128,27 @@ TEST(PredictFeatures, Bf16GemmsTakeTheProfilesBf16Rate) {
   EXPECT_LT(sum(b16.forward, kp::ItemKind::compute), sum(f32.forward, kp::ItemKind::compute));
 }
 
+// A bf16 memory-bound call takes the profile's bf16 rate of its family where calibrate measured
+// one (on an H100 the streaming kernels move half the GB/s on bf16 activations), the fp32 rate
+// otherwise; fp32 calls never take it.
+TEST(PredictFeatures, Bf16MemoryBoundCallsTakeTheBf16RateWhereGiven) {
+  auto a100 = profile("perlmutter-a100-40gb");
+  const auto norms = [&](const kp::MachineProfile& p, const char* precision) {
+    double us = 0;
+    for (const auto& i : kp::chunk_work(p, plan("gpt3-small.yaml", {std::string("train.precision=") + precision}), 0).forward)
+      if (i.name.rfind("layernorm", 0) == 0) us += i.us - p.launch_us;
+    return us;
+  };
+  const double f32 = norms(a100, "fp32"), b16 = norms(a100, "bf16");
+  ASSERT_GT(b16, 0);
+  auto slow = a100;
+  slow.bf16.memory_gbps["norm"] = a100.memory_gbps.at("norm") / 2;  // half the GB/s on bf16
+  EXPECT_NEAR(norms(slow, "bf16"), 2 * b16, 1e-9 * b16);
+  EXPECT_NEAR(norms(slow, "fp32"), f32, 1e-9 * f32);
+  slow.bf16.memory_gbps.erase("norm");  // a family without a bf16 rate: the fp32 one
+  EXPECT_NEAR(norms(slow, "bf16"), b16, 1e-9 * b16);
+}
+
 TEST(PredictFeatures, AProfileWithoutBf16RatesRefusesABf16Deck) {
   const auto v100 = profile("v100-16gb-10gbe");
   EXPECT_NO_THROW(kp::chunk_work(v100, plan("tiny.yaml", {}), 0));
