@@ -49,7 +49,7 @@ if [ -n "$host_bin" ]; then
   step_args=(--shape tiny --steps 3 --warmup 1 --rounds 2)
   sdpa_args=(--dtypes fp32 --reps 2 --warmup 1)
   filters=('^((gemm|matmul_bwd)/native|gemm_bf16/(native|vendor))/256x4096x1024/'
-           '^attention(_bwd)?/(naive|fused|batched_gemm)/T128/' '^layernorm(_bf16)?/fwd/2048x768/')
+           '^attention(_bwd)?/(naive|fused)/T128/' '^layernorm(_bf16)?/fwd/2048x768/')
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false
   say "host mode: $bin, tiny shapes on the CPU"
 else
