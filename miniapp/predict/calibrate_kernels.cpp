@@ -148,13 +148,18 @@ struct FamilyTime {
   double gbps(double launch_us) const { return rate(bytes, us, calls * launch_us); }
 };
 
-void measure_memory_families(const ModelShape& s, const BlockDims& d, MachineProfile& p) {
+// GB/s of the norm, residual and activation families on activations of element type T (bf16:
+// x, y and their gradients bf16, the norms' statistics and weights fp32, as train.precision=bf16
+// runs them; half the bytes need not take half the time: on an H100 the streaming kernels moved
+// half the GB/s in bf16).
+template <class T>
+std::map<std::string, double> activation_families(const ModelShape& s, const BlockDims& d, double L) {
   Exec exec;
-  const double L = p.launch_us;
-  const DV<float**> x = random("x", d.N(), d.C, 6), y("y", d.N(), d.C), dy = random("dy", d.N(), d.C, 7), dx("dx", d.N(), d.C);
+  const DV<T**> x = random_as<T>("x", d.N(), d.C, 6), dy = random_as<T>("dy", d.N(), d.C, 7);
+  const DV<T**> y("y", d.N(), d.C), dx("dx", d.N(), d.C);
   const DV<float*> wv("w", d.C), dwv("dw", d.C), bv("b", d.C), dbv("db", d.C), mean("mean", d.N()), rstd("rstd", d.N());
   Kokkos::deep_copy(wv, 1.0f);
-  FamilyTime norm, residual, activation, rope, embedding, xent;
+  FamilyTime norm, residual, activation;
   if (s.gpt) {
     norm.add([&] { kk::layernorm_forward(exec, y, mean, rstd, x, wv, bv); });
     norm.add([&] { kk::layernorm_backward(exec, dx, dwv, dbv, dy, x, wv, mean, rstd); });
@@ -162,12 +167,9 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
     norm.add([&] { kk::rmsnorm_forward(exec, y, rstd, x, wv); });
     norm.add([&] { kk::rmsnorm_backward(exec, dx, dwv, dy, x, wv, rstd); });
   }
-  p.memory_gbps["norm"] = norm.gbps(L);
   residual.add([&] { kk::residual_forward(exec, y, x, dy); });
-  p.memory_gbps["residual"] = residual.gbps(L);
-
-  const DV<float**> in = random("in", d.N(), d.mlp_in_width(), 8), act("act", d.N(), d.Fl), dact = random("dact", d.N(), d.Fl, 9);
-  const DV<float**> din("din", d.N(), d.mlp_in_width());
+  const DV<T**> in = random_as<T>("in", d.N(), d.mlp_in_width(), 8), dact = random_as<T>("dact", d.N(), d.Fl, 9);
+  const DV<T**> act("act", d.N(), d.Fl), din("din", d.N(), d.mlp_in_width());
   if (s.gpt) {
     activation.add([&] { kk::gelu_forward(exec, act, in); });
     activation.add([&] { kk::gelu_backward(exec, din, in, dact); });
@@ -175,7 +177,15 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
     activation.add([&] { kk::swiglu_forward(exec, act, in); });
     activation.add([&] { kk::swiglu_backward(exec, din, in, dact); });
   }
-  p.memory_gbps["activation"] = activation.gbps(L);
+  return {{"norm", norm.gbps(L)}, {"residual", residual.gbps(L)}, {"activation", activation.gbps(L)}};
+}
+
+void measure_memory_families(const ModelShape& s, const BlockDims& d, MachineProfile& p) {
+  Exec exec;
+  const double L = p.launch_us;
+  for (const auto& f : activation_families<float>(s, d, L)) p.memory_gbps[f.first] = f.second;
+  const DV<float**> y("y", d.N(), d.C), dy = random("dy", d.N(), d.C, 7);
+  FamilyTime rope, embedding, xent;
 
   if (!s.gpt || d.hd % 2 == 0) {
     const DV<float**> q = random("q", d.N(), d.qkv_width(), 10);
@@ -216,40 +226,6 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   p.memory_gbps["optimizer"] = rate(bytes::adamw(double(n)), time_us([&] { kk::adamw_update(exec, pv, g, m, v, h); }), L);
   if (!p.memory_gbps.count("rope")) p.memory_gbps["rope"] = p.memory_gbps["residual"];
   p.copy_gbps = 2.0 * 4 * n / (time_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
-}
-
-// The activation families again on bf16 activations, as train.precision=bf16 runs them (x, y and
-// their gradients bf16; the norms' statistics and weights fp32), into the bf16 section: half the
-// bytes need not take half the time (on an H100 the streaming kernels moved half the GB/s).
-void measure_bf16_families(const ModelShape& s, const BlockDims& d, MachineProfile& p) {
-  using B = kk::bf16;
-  Exec exec;
-  const double L = p.launch_us;
-  const DV<B**> x = random_as<B>("x16", d.N(), d.C, 6), dy = random_as<B>("dy16", d.N(), d.C, 7);
-  const DV<B**> y("y16", d.N(), d.C), dx("dx16", d.N(), d.C);
-  const DV<float*> wv("w", d.C), dwv("dw", d.C), bv("b", d.C), dbv("db", d.C), mean("mean", d.N()), rstd("rstd", d.N());
-  Kokkos::deep_copy(wv, 1.0f);
-  FamilyTime norm, residual, activation;
-  if (s.gpt) {
-    norm.add([&] { kk::layernorm_forward(exec, y, mean, rstd, x, wv, bv); });
-    norm.add([&] { kk::layernorm_backward(exec, dx, dwv, dbv, dy, x, wv, mean, rstd); });
-  } else {
-    norm.add([&] { kk::rmsnorm_forward(exec, y, rstd, x, wv); });
-    norm.add([&] { kk::rmsnorm_backward(exec, dx, dwv, dy, x, wv, rstd); });
-  }
-  p.bf16.memory_gbps["norm"] = norm.gbps(L);
-  residual.add([&] { kk::residual_forward(exec, y, x, dy); });
-  p.bf16.memory_gbps["residual"] = residual.gbps(L);
-  const DV<B**> in = random_as<B>("in16", d.N(), d.mlp_in_width(), 8), dact = random_as<B>("dact16", d.N(), d.Fl, 9);
-  const DV<B**> act("act16", d.N(), d.Fl), din("din16", d.N(), d.mlp_in_width());
-  if (s.gpt) {
-    activation.add([&] { kk::gelu_forward(exec, act, in); });
-    activation.add([&] { kk::gelu_backward(exec, din, in, dact); });
-  } else {
-    activation.add([&] { kk::swiglu_forward(exec, act, in); });
-    activation.add([&] { kk::swiglu_backward(exec, din, in, dact); });
-  }
-  p.bf16.memory_gbps["activation"] = activation.gbps(L);
 }
 
 // The curve's ceiling and half-efficiency point, from the measured GEMMs' forward rates; the
@@ -293,7 +269,10 @@ void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vec
     }
     measure_attention<float>(d, cfg.kernels.attention, p.fp32);
     measure_attention<kk::bf16>(d, cfg.kernels.attention, p.bf16);
-    if (tp == tps.front()) measure_memory_families(s, d, p), measure_bf16_families(s, d, p);
+    if (tp == tps.front()) {
+      measure_memory_families(s, d, p);
+      p.bf16.memory_gbps = activation_families<kk::bf16>(s, d, p.launch_us);
+    }
   }
   fit_gemm_curve(p.fp32, p.fma_peak_tflops, p.launch_us);
   fit_gemm_curve(p.bf16, p.fma_peak_tflops, p.launch_us);
