@@ -75,25 +75,25 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   }
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims& d = plan.dims;
-  const bool naive = kernels::keeps_probabilities(rs.kernels.attention);
+  const bool keeps_probs = kernels::keeps_probabilities(rs.kernels.attention);  // naive, batched_gemm
   const Recompute recompute = rs.train.recompute;
   // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
   const double N = d.N(), R = d.rows(), C = d.C;
-  const double att_saved = naive ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
+  const double att_saved = keeps_probs ? double(d.B) * d.Hl * d.T * d.T : double(d.B) * d.Hl * d.T;
   const double tp_region = N * d.qkv_width() + N * d.q_width() + N * d.mlp_in_width() + N * d.Fl;
   // Kept per block: fp32 in both precisions the residual stream (x_mid, x_out), the norms'
   // statistics and the fused attention's logsumexp; in the activation precision (tb bytes) the
   // norms' outputs, the TP region's qkv, attention output, MLP input and activation, and naive
   // attention's probabilities.
   const double tb = e.bf16 ? kHalf : kFloat;
-  const double block_all = kFloat * (2 * R * C + 4 * R + (naive ? 0 : att_saved)) +
-                           tb * (2 * R * C + tp_region + (naive ? att_saved : 0));  // BlockActs, none
+  const double block_all = kFloat * (2 * R * C + 4 * R + (keeps_probs ? 0 : att_saved)) +
+                           tb * (2 * R * C + tp_region + (keeps_probs ? att_saved : 0));  // BlockActs, none
   // What a slot keeps per block, and what each chunk adds once to recompute the rest.
   const double per_layer = recompute == Recompute::full                     ? kFloat * R * C
-                           : recompute == Recompute::selective && naive   ? block_all - tb * att_saved
+                           : recompute == Recompute::selective && keeps_probs ? block_all - tb * att_saved
                                                                            : block_all;
   const double recompute_set = recompute == Recompute::full                     ? block_all
-                               : recompute == Recompute::selective && naive   ? tb * att_saved
+                               : recompute == Recompute::selective && keeps_probs ? tb * att_saved
                                                                                : 0;
   // The slots whose activations this stage holds at once, spread over its v chunks: what its
   // schedule says (schedule.hpp).
@@ -109,7 +109,7 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   const double Vl = double(s.vocab_padded) / s.tp;
   // The attention backward's scratch: the fused kernel's delta (B,H,T); the naive one's d(scores)
   // for one sequence at a time (H,T,T), also its bf16 forward's fp32 scores.
-  const double att_scratch = naive ? double(d.Hl) * d.T * d.T : att_saved;
+  const double att_scratch = keeps_probs ? double(d.Hl) * d.T * d.T : att_saved;
   // The TP region's fp32 gradients d_att_out, d_qkv, d_mlp_in, d_act; in bf16 the four share one
   // buffer (block.cpp), and their bf16 roundings are counted below.
   const double tp_grads =

@@ -17,8 +17,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionMode
     case kk::Family::attention:
       if (attention != AttentionModel::kformer)
         return system_attention_us(p, c.bf16, attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward);
-      return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]),
-                          c.backward);
+      return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
+                          int(s[3]), int(s[4]), c.backward);
     case kk::Family::convert:
     case kk::Family::copy: {  // element-wise streams: the residual add's rate unless measured
       const char* f = kk::family_name(c.family);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "platform/errors.hpp"
+#include "settings/choices.hpp"
 
 namespace kformer::predict {
 namespace {
@@ -96,8 +97,11 @@ struct Reader {
                          int(number(n, where, "h", 0, true)), int(number(n, where, "kv", 0, true)),
                          int(number(n, where, "hd", 0, true)), n["kind"] ? n["kind"].as<std::string>() : "",
                          number(n, where, "forward_us", 0, true), number(n, where, "backward_us", 0, true)};
-        if (q.kind != "naive" && q.kind != "fused" && q.kind != "batched_gemm")
-          bad(file, where + ".kind", "must be naive, fused or batched_gemm");
+        try {
+          parse_choice<AttentionKind>(q.kind);  // kernels.attention's names
+        } catch (const std::invalid_argument& e) {
+          bad(file, where + ".kind", e.what());
+        }
         c.attention_points.push_back(q);
       }
     return c;
