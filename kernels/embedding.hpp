@@ -70,14 +70,15 @@ TokenIndex<ExecSpace> make_token_index(const std::int32_t* tokens, std::size_t N
 }
 
 // out (N,C) = wte(tok - v0) for tokens in [v0, v0 + Vl), else 0; plus wpe(n % T) when wpe is
-// not empty (pass it on one TP rank only, so the all-reduce adds it once).
-template <Shape S = Shape::natural, class ExecSpace>
+// not empty (pass it on one TP rank only, so the all-reduce adds it once). The tables are fp32 or
+// bf16 (a bf16 model whose fp32 masters are optimizer shards reads its embedding in bf16).
+template <Shape S = Shape::natural, class ExecSpace, class Table, class PosTable>
 void embedding_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& out,
-                       const DView<const std::int32_t*, ExecSpace>& tokens, const DView<const float**, ExecSpace>& wte,
-                       int v0, const DView<const float**, ExecSpace>& wpe, int T) {
+                       const DView<const std::int32_t*, ExecSpace>& tokens, const Table& wte, int v0,
+                       const PosTable& wpe, int T) {
   const Call call("embedding_forward", [&] {
-    return KernelCall{Family::embedding, false, false,
-                      bytes_of(out, out, tokens) + (wpe.extent(0) ? 4.0 * T * out.extent(1) : 0.0)};
+    const double pos_bytes = double(sizeof(typename PosTable::value_type)) * T * out.extent(1);
+    return KernelCall{Family::embedding, false, false, bytes_of(out, out, tokens) + (wpe.extent(0) ? pos_bytes : 0.0)};
   });
   if (call.described()) return;
   const std::int64_t N = out.extent(0), C = out.extent(1);
@@ -86,8 +87,8 @@ void embedding_forward(const ExecSpace& exec, const DView<float**, ExecSpace>& o
   detail::for_rows_columns<S>(
       exec, "kformer::embedding_forward", N, C, KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t c) {
         const int r = tokens(n) - v0;
-        float v = (r >= 0 && r < Vl) ? wte(r, c) : 0.f;
-        if (pos) v += wpe(n % T, c);
+        float v = (r >= 0 && r < Vl) ? float(wte(r, c)) : 0.f;
+        if (pos) v += float(wpe(n % T, c));
         out(n, c) = v;
       });
 }

@@ -22,6 +22,7 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     shards_ = dp->size();
     shard_rank_ = dp->rank();
     sharded_ = zero >= 3;
+    masters_sharded_ = bf16 && !sharded_;
     grads_sharded_ = sharded_ && shard_grads;
     bf16_grad_reduce_ = bf16_grad_reduce;
   }
@@ -44,9 +45,17 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     size_ += p.rows * p.cols;
   }
   if (!units_.empty()) close_unit();
-  values_ = device_buffer<float*>("kformer::params", sharded_ ? size_ / shards_ : size_);
+  values_ = device_buffer<float*>("kformer::params", sharded_ || masters_sharded_ ? size_ / shards_ : size_);
   grads_ = device_buffer<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
-  if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", values_.extent(0));
+  if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", sharded_ ? size_ / shards_ : size_);
+  if (masters_sharded_) {  // the vectors, packed in slot order (so adjacent ones stay adjacent)
+    std::int64_t n = 0;
+    for (const auto& p : slots_) {
+      vector_at_.push_back(p.cols == 1 ? n : -1);
+      if (p.cols == 1) n += p.rows;
+    }
+    vectors_ = device_buffer<float*>("kformer::vectors", n);
+  }
   if (sharded_) {
     std::int64_t largest = 0;
     for (const auto& u : units_) largest = std::max(largest, u.size);
@@ -73,11 +82,14 @@ const ParamSlot& ParamStore::slot(const std::string& name) const {
 
 float* ParamStore::shard_values(std::size_t u) const {
   const ParamUnit& unit = units_[u];
-  if (sharded_) return values_.data() + unit.offset / shards_;
+  if (sharded_ || masters_sharded_) return values_.data() + unit.offset / shards_;
   return values_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
 }
 
 float* ParamStore::unit_values(std::size_t u) const {
+  if (masters_sharded_)
+    throw std::logic_error("kformer: layer " + std::to_string(units_[u].layer) +
+                           " has no whole fp32 values: bf16 under ZeRO-1/2 keeps the masters as shards");
   if (!sharded_) return values_.data() + units_[u].offset;
   for (auto& g : pool_)
     if (g.valid && g.unit == u) return g.buf.data();
@@ -114,7 +126,7 @@ void ParamStore::require(int layer) const {
 }
 
 void ParamStore::refresh_bf16() const {
-  if (!bf16_) return;
+  if (!bf16_ || masters_sharded_) return;
   kernels::convert(Exec(), values16_, values_);  // no fence: the GEMMs read it on the same execution space
 }
 
@@ -139,6 +151,19 @@ void ParamStore::drop_gathered() const {
 
 void ParamStore::allgather_values() const {
   if (sharded_ || shards_ == 1) return;
+  if (masters_sharded_) {  // each rank rounds its shard into its place in the bf16 copy; that travels
+    Exec exec;
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      const std::int64_t n = units_[u].size / shards_, at = units_[u].offset + shard_rank_ * n;
+      kernels::convert(exec, Kokkos::subview(values16_, std::make_pair(at, at + n)), as_vector(shard_values(u), n));
+    }
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      const std::int64_t n = units_[u].size / shards_, at = units_[u].offset;
+      dp_->allgather(values16_.data() + at + shard_rank_ * n, values16_.data() + at, n, comm::DType::bf16);
+    }
+    widen_vectors();
+    return;
+  }
   for (std::size_t u = 0; u < units_.size(); ++u)  // in place: this rank's shard is at its offset
     dp_->allgather(shard_values(u), unit_values(u), units_[u].size / shards_, comm::DType::f32);
 }
@@ -156,8 +181,24 @@ std::pair<std::int64_t, std::int64_t> ParamStore::block(const std::string& first
   return {s.offset, rows};
 }
 
+void ParamStore::widen_vectors() const {
+  Exec exec;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (vector_at_[i] < 0) continue;
+    const std::int64_t at = vector_at_[i], n = slots_[i].rows, from = slots_[i].offset;
+    kernels::convert(exec, Kokkos::subview(vectors_, std::make_pair(at, at + n)),
+                     Kokkos::subview(values16_, std::make_pair(from, from + n)));
+  }
+}
+
 float* ParamStore::value_ptr(const std::string& first) const {
-  const ParamSlot& s = slots_[index_.at(first)];
+  const std::size_t i = index_.at(first);
+  const ParamSlot& s = slots_[i];
+  if (masters_sharded_) {
+    if (vector_at_[i] < 0)
+      throw std::logic_error("kformer: " + first + " is read in fp32, but bf16 under ZeRO-1/2 holds it in bf16 only");
+    return vectors_.data() + vector_at_[i];
+  }
   return unit_values(s.unit) + (s.offset - units_[s.unit].offset);
 }
 
@@ -180,7 +221,7 @@ void ParamStore::initialize(std::uint64_t seed) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     const ParamUnit& unit = units_[u];
     float* base = values_.data() + unit.offset;
-    if (sharded_) {
+    if (sharded_ || masters_sharded_) {
       if (whole.extent(0) < std::size_t(unit.size)) whole = device_buffer<float*>("kformer::init_unit", unit.size);
       Kokkos::deep_copy(exec, whole, 0.0f);
       base = whole.data();
@@ -198,11 +239,15 @@ void ParamStore::initialize(std::uint64_t seed) {
       if (first_pad < p.rows)
         Kokkos::deep_copy(exec, Kokkos::subview(view, std::make_pair(first_pad, p.rows), Kokkos::ALL()), 0.0f);
     }
-    if (sharded_) {
+    if (sharded_ || masters_sharded_) {
       const std::int64_t n = unit.size / shards_;
       Kokkos::deep_copy(exec, as_vector(shard_values(u), n), as_vector(base + shard_rank_ * n, n));
     }
+    if (masters_sharded_)  // the whole unit's bf16 copy, as allgather_values() would give it
+      kernels::convert(exec, Kokkos::subview(values16_, std::make_pair(unit.offset, unit.offset + unit.size)),
+                       as_vector(base, unit.size));
   }
+  if (masters_sharded_) widen_vectors();
   exec.fence();
 }
 
@@ -210,7 +255,7 @@ void ParamStore::initialize(std::uint64_t seed) {
 void ParamStore::zero_grads() { Kokkos::deep_copy(Exec(), grads_, 0.0f); }
 
 std::int64_t ParamStore::resident_bytes() const {
-  std::int64_t n = values_.span() + grads_.span();
+  std::int64_t n = values_.span() + grads_.span() + vectors_.span();
   for (const auto& g : pool_) n += g.buf.span();
   for (const auto& g : grad_pool_) n += g.buf.span();
   std::int64_t halves = values16_.span();

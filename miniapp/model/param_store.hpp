@@ -13,6 +13,12 @@
 // bf16 mixed precision (train.precision=bf16): the values stay the fp32 masters the optimizer
 // updates; a bf16 copy of them, refreshed by refresh_bf16(), is what the GEMMs read (w16). Norm
 // weights and biases are read in fp32 (v). Gradients are fp32 in both precisions.
+//
+// bf16 under ZeRO-1/2 over dp > 1 (masters_sharded()), as DeepSpeed's ZeRO-1 and Megatron-LM's
+// distributed optimizer keep it: the fp32 masters are optimizer state, so a rank holds only its
+// shard of them; the whole model is its bf16 copy, all-gathered in bf16 after each step
+// (allgather_values), and the vectors (norm weights, biases) are read in fp32 from a small
+// buffer widened from that copy, as the ZeRO-3 gathers widen theirs. The embedding is read in bf16.
 #pragma once
 
 #include <map>
@@ -73,6 +79,8 @@ class ParamStore {
   int shards() const { return shards_; }
   int shard_rank() const { return shard_rank_; }
   bool values_sharded() const { return sharded_; }
+  // bf16 with ZeRO-1/2 over dp > 1: fp32 masters as shards, the whole model in bf16 (above).
+  bool masters_sharded() const { return masters_sharded_; }
 
   DV<float*> grads() const { return grads_; }  // the flat layout, or this rank's shards (grads_sharded())
   bool grads_sharded() const { return grads_sharded_; }
@@ -94,7 +102,8 @@ class ParamStore {
   void require(int layer) const;
   // ZeRO-3: forget the gathered copies (the optimizer changed the shards).
   void drop_gathered() const;
-  // ZeRO-1/2: after each rank updated its shard, give every rank the whole values.
+  // ZeRO-1/2: after each rank updated its shard, give every rank the whole values (under
+  // masters_sharded(): round the shard to bf16, all-gather the bf16 copy, widen the vectors).
   void allgather_values() const;
 
   // Views of a tensor, or of `count` adjacent tensors starting at `first` read as one block of
@@ -114,7 +123,8 @@ class ParamStore {
   }
   bool bf16() const { return bf16_; }
   // bf16 stores: round the (local or shard) masters into the bf16 copy; call after the values
-  // change (initialisation, a checkpoint load, an optimizer step). Nothing to do in fp32.
+  // change (initialisation, a checkpoint load, an optimizer step). Nothing to do in fp32, nor
+  // under masters_sharded(), where initialize() and allgather_values() keep the copy current.
   void refresh_bf16() const;
 
   std::int64_t resident_bytes() const;  // values, gradients and gather buffers held now
@@ -122,6 +132,7 @@ class ParamStore {
  private:
   std::pair<std::int64_t, std::int64_t> block(const std::string& first, int count) const;  // offset, rows
   float* value_ptr(const std::string& first) const;
+  void widen_vectors() const;  // masters_sharded(): the fp32 vectors from the bf16 copy
   float* grad_ptr(const std::string& first) const;
 
   std::vector<ParamSlot> slots_;
@@ -134,7 +145,10 @@ class ParamStore {
   bool sharded_ = false;
   DV<float*> values_, grads_;  // values_: the whole layout, or this rank's shards under ZeRO-3
   bool bf16_ = false;
-  DV<kernels::bf16*> values16_;  // bf16 copy of values_ (bf16 stores)
+  DV<kernels::bf16*> values16_;  // bf16 copy of values_ (bf16 stores); the whole layout under masters_sharded_
+  bool masters_sharded_ = false;
+  DV<float*> vectors_;                   // masters_sharded_: the 1-D tensors, widened from values16_
+  std::vector<std::int64_t> vector_at_;  // per slot: its place in vectors_, or -1
 
   struct Gathered {
     std::size_t unit = 0;

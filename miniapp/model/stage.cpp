@@ -122,9 +122,14 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     if (c_.first()) {
       p_.require(-1);
       // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
-      const DV<float**> wpe = s_.gpt && tp_rank_ == 0 ? p_.w("embed.positions.weight") : DV<float**>();
+      const bool positions = s_.gpt && tp_rank_ == 0;
       const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
-      kk::embedding_forward(exec, embedded, inputs(s), p_.w("embed.tokens.weight"), v0_, wpe, T);
+      if (p_.masters_sharded())  // the tables exist in bf16 only
+        kk::embedding_forward(exec, embedded, inputs(s), p_.w16("embed.tokens.weight"), v0_,
+                              positions ? p_.w16("embed.positions.weight") : DV<kk::bf16**>(), T);
+      else
+        kk::embedding_forward(exec, embedded, inputs(s), p_.w("embed.tokens.weight"), v0_,
+                              positions ? p_.w("embed.positions.weight") : DV<float**>(), T);
       tp_reduce_rows(embedded, s.x_in);
     } else if (k_.bf16) {
       kk::convert(exec, s.x_in, s.act16);  // received in bf16

@@ -50,19 +50,26 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   const auto& chunks = plan.chunks;
   int count = 0;  // blocks on this pipeline rank, over its chunks
   for (std::size_t c = stage; c < chunks.size(); c += pp) count += chunks[c].second;
-  double P = 0, largest_unit = 0;
+  double P = 0, largest_unit = 0, vectors = 0;
   std::map<int, double> units;
   for (const auto& p : rank_params(s, chunks, pp, stage)) {
     P += double(p.local_size(s.tp));
     units[p.layer] += double(p.local_size(s.tp));
+    if (p.cols == 1) vectors += double(p.local_size(s.tp));
   }
   for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
   MemoryEstimate e;
   e.bf16 = rs.bf16();
   const double shards = zero >= 1 ? dp : 1;
   // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
+  // bf16 under ZeRO-1/2 (ParamStore::masters_sharded): the whole model in bf16, this rank's shard
+  // of the fp32 masters, and the vectors widened to fp32.
   const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
-  e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
+  e.masters_sharded = e.bf16 && (zero == 1 || zero == 2) && dp > 1;
+  if (e.masters_sharded)
+    e.params = kHalf * P + kFloat * (P / shards + vectors);
+  else
+    e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
   // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
   // whole-unit buffers (ParamStore's kGradBuffers). A bf16 gradient reduction adds bf16 copies of
   // what travels: all of it, or the whole-unit buffers.
@@ -137,7 +144,9 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
 nlohmann::json MemoryEstimate::to_json() const {
   return {{"estimated_bytes", total()},
           {"precision", bf16 ? "bf16" : "fp32"},
-          {"param_bytes", bf16 ? "fp32 masters + bf16 copies (6 per parameter)" : "fp32 (4 per parameter)"},
+          {"param_bytes", masters_sharded ? "bf16 copies + this rank's shard of the fp32 masters (2 + 4/dp per parameter)"
+                          : bf16          ? "fp32 masters + bf16 copies (6 per parameter)"
+                                          : "fp32 (4 per parameter)"},
           {"estimate_split_bytes",
            {{"params", params}, {"grads", grads}, {"optimizer", optimizer}, {"activations", activations},
             {"workspace", workspace}}},
@@ -157,7 +166,10 @@ MemoryEstimate estimate_memory(const RunPlan& plan) {
 std::string describe(const MemoryEstimate& e) {
   std::ostringstream os;
   os.precision(3);
-  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << (e.bf16 ? " as fp32 masters + bf16 copies" : "")
+  const char* params_as = e.masters_sharded ? " as bf16 copies + fp32 master shards"
+                          : e.bf16          ? " as fp32 masters + bf16 copies"
+                                            : "";
+  os << e.total() / 1e9 << " GB (params " << e.params / 1e9 << params_as
      << ", grads " << e.grads / 1e9 << ", optimizer "
      << e.optimizer / 1e9 << ", activations " << e.activations / 1e9 << ", workspace " << e.workspace / 1e9 << "; "
      << e.micro_batches_in_flight << " micro-batch(es) in flight)";

@@ -16,12 +16,14 @@ namespace kformer {
 struct RunPlan;  // plan/run_plan.hpp
 
 // In bf16 (train.precision) params counts the fp32 masters and their bf16 copies (6 bytes a
-// parameter: more than fp32's 4), activations the bf16 ones kept for backward plus the fp32
+// parameter: more than fp32's 4; under ZeRO-1/2 over dp > 1 the whole bf16 copy and this rank's
+// shard of the masters, 2 + 4/dp), activations the bf16 ones kept for backward plus the fp32
 // residual stream and statistics, workspace the extra bf16 gradient buffers.
 struct MemoryEstimate {
   double params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;  // bytes
   int micro_batches_in_flight = 1;
   bool bf16 = false;
+  bool masters_sharded = false;  // bf16 under ZeRO-1/2 (ParamStore::masters_sharded)
   double total() const { return params + grads + optimizer + activations + workspace; }
   nlohmann::json to_json() const;
 };

@@ -150,12 +150,18 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (const auto& u : ps.unit_bytes[r]) owned[r] += u.second / 4 / shards;
   for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", 4 * owned[l.stage(w)]);  // a streaming read
   collective(everyone, comm::OpKind::allreduce, 8, world);
-  // AdamW on the owned elements, then ZeRO-1/2's all-gather of each unit.
+  // AdamW on the owned elements, then ZeRO-1/2's all-gather of each unit: of the fp32 values, or
+  // in bf16 of the bf16 copy (ParamStore::masters_sharded), which each rank first rounds its shard
+  // into and widens the vectors from (a pass over the owned elements).
   for (int w = 0; w < l.world; ++w) opt_start[w] = t[w], t[w] += memory_us(prof, "optimizer", bytes::adamw(owned[l.stage(w)]));
-  if ((l.zero == 1 || l.zero == 2) && l.dp > 1)
+  if ((l.zero == 1 || l.zero == 2) && l.dp > 1) {
+    if (cfg.bf16())
+      for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", (4 + 2) * owned[l.stage(w)]);
     for_groups(ps.dp, [&](const std::vector<int>& m) {
-      for (const auto& u : ps.unit_bytes[l.stage(m.front())]) collective(m, comm::OpKind::allgather, u.second, ps.dp);
+      for (const auto& u : ps.unit_bytes[l.stage(m.front())])
+        collective(m, comm::OpKind::allgather, u.second * ps.gather_bytes_per_fp32, ps.dp);
     });
+  }
   for (int w = 0; w < l.world; ++w) opt[w] = t[w] - opt_start[w], busy[w] += opt[w];
   collective(everyone, comm::OpKind::allreduce, 8.0 * 4 * l.world, world);
 

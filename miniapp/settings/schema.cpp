@@ -70,7 +70,9 @@ std::vector<KeySpec> make_schema() {
       integer("parallel.tp", 1, 1, 4096, "tensor-parallel ranks (must divide n_heads and n_kv_heads)"),
       integer("parallel.pp", 1, 1, 4096, "pipeline stages"),
       integer("parallel.dp", 0, 0, 1 << 24, "data-parallel ranks; 0 = world / (tp*pp)"),
-      integer("parallel.zero", 0, 0, 3, "0 none, 1 optimizer state sharded, 2 + gradients, 3 + parameters (FSDP)"),
+      integer("parallel.zero", 0, 0, 3,
+              "0 none, 1 optimizer state sharded (in bf16 the fp32 masters too, the bf16 weights all-gathered "
+              "after the step), 2 + gradients, 3 + parameters (FSDP)"),
       choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
              "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes, "
              "the reduced gradient is widened back into the fp32 gradients"),

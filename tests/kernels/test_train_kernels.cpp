@@ -7,6 +7,7 @@
 
 #include "adamw.hpp"
 #include "cross_entropy.hpp"
+#include "convert.hpp"
 #include "embedding.hpp"
 #include "sum_of_squares.hpp"
 #include "finite_diff.hpp"
@@ -176,6 +177,33 @@ TEST(Embedding, ForwardBackwardAgainstReferenceAndDeterministic) {
       }
     });
   }
+}
+
+// A bf16 model whose fp32 masters are optimizer shards (bf16 under ZeRO-1/2) embeds from bf16
+// tables: the result is the sum of the rounded rows, in fp32.
+TEST(Embedding, ForwardFromBf16Tables) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int B = 2, T = 9, C = 20, v0 = 32, Vl = 32, N = B * T;
+  std::vector<int> tok(N);
+  for (auto& t : tok) t = std::uniform_int_distribution<int>(0, 9)(rng) + 30;  // both sides of v0
+  View<float**> wte("wte", Vl, C), wpe("wpe", T, C), out("out", N, C);
+  auto wteh = ktest::fill_random(wte, rng), wpeh = ktest::fill_random(wpe, rng);
+  View<kk::bf16**> wte16("wte16", Vl, C), wpe16("wpe16", T, C);
+  kk::convert(Exec(), wte16, wte);
+  kk::convert(Exec(), wpe16, wpe);
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape Sh = decltype(shape)::value;
+    ktest::poison(out);
+    kk::embedding_forward<Sh>(Exec(), out, device_ints(tok), wte16, v0, wpe16, T);
+    std::vector<double> ref(std::size_t(N) * C);
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c) {
+        const int r = tok[n] - v0;
+        const float e = r >= 0 && r < Vl ? kk::round_to_bf16(float(wteh[r * C + c])) : 0.f;
+        ref[n * C + c] = double(e + kk::round_to_bf16(float(wpeh[(n % T) * C + c])));  // one fp32 sum
+      }
+    EXPECT_EQ(ktest::rel_err(ktest::to_host(out), ref), 0.0);
+  });
 }
 
 TEST(AdamW, MatchesTorchsUpdateOverSteps) {

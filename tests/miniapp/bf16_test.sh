@@ -6,8 +6,11 @@
 #    and at tp=2 dp=2, the two resumed runs agree as fp32 layouts do (1e-4) and stay within 1e-2
 #    of the straight bf16 run; saved in fp32 and resumed in bf16 at one rank and at pp=2 dp=2
 #    zero=3, the two agree within bf16 layout tolerances (1e-2) and within 1e-2 of straight fp32;
-#  - bytes on the wire: pipeline messages, DP gradient reductions (grad_reduce_dtype=bf16) and
-#    FSDP gathers are half those of fp32;
+#    saved in bf16 under dp=2 zero=1 (where each rank holds only its shard of the fp32 masters)
+#    and resumed there, the run continues the straight one (1e-6);
+#  - bytes on the wire: pipeline messages, DP gradient reductions (grad_reduce_dtype=bf16), ZeRO-1's
+#    gathers of the updated weights (the fp32 masters stay sharded) and FSDP gathers are half
+#    those of fp32;
 #  - the JSON report and the summary name the precision.
 #   bf16_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS"
 set -u
@@ -62,14 +65,23 @@ run fp32-to-bf16-pp2dp2z3 4 "${s[@]}" train.precision=bf16 checkpoint.load="$tmp
   parallel.dp=2 parallel.zero=3
 compare fp32-to-bf16 fp32-to-bf16-pp2dp2z3 2e-3 1e-2
 compare straight-fp32 fp32-to-bf16 2e-3 1e-2 differ
+# bf16 under ZeRO-1 saves the fp32 master shards it alone holds: resumed at the same layout it
+# continues the straight run (to rounding of the order of fp32's), and it is a bf16 layout of
+# the one-rank run.
+z1=(train.precision=bf16 parallel.dp=2 parallel.zero=1)
+run straight-bf16-z1 2 "${s[@]}" "${z1[@]}"
+run save-bf16-z1 2 "${s[@]}" "${z1[@]}" train.stop_at=5 checkpoint.save="$tmp/ck16z1"
+run bf16-z1-resumed 2 "${s[@]}" "${z1[@]}" checkpoint.load="$tmp/ck16z1"
+compare straight-bf16-z1 bf16-z1-resumed 1e-6 1e-6
+compare straight-bf16 straight-bf16-z1 2e-3 1e-2
 
 # What travels: in bf16 the pipeline's activations and gradients are half the bytes of fp32, and
 # with parallel.grad_reduce_dtype=bf16 so are the data-parallel gradient reductions (all-reduce;
-# reduce-scatter under zero=3, whose parameter gathers are bf16 too). llama: no tied table, whose
-# fp32 sum between the first and last stage would mix in. Losses within bf16 layout tolerances of
-# the one-rank bf16 run.
+# reduce-scatter under zero=3, whose parameter gathers are bf16 too; ZeRO-1 gathers the bf16
+# copy). llama: no tied table, whose fp32 sum between the first and last stage would mix in.
+# Losses within bf16 layout tolerances of the one-rank bf16 run.
 run wire-one 1 train.steps=3 model.family=llama model.n_heads=8 model.n_kv_heads=4 train.precision=bf16
-for zero in 0 3; do
+for zero in 0 1 3; do
   w=(train.steps=3 model.family=llama model.n_heads=8 model.n_kv_heads=4 parallel.pp=2 parallel.dp=2 parallel.zero="$zero")
   run wire-fp32-z$zero 4 "${w[@]}" output.trace="$tmp/tr32-$zero" &&
     run wire-bf16-z$zero 4 "${w[@]}" train.precision=bf16 parallel.grad_reduce_dtype=bf16 output.trace="$tmp/tr16-$zero" &&
@@ -80,8 +92,12 @@ def volume(path, names):
     ev = json.load(open(path))["traceEvents"]
     return sum(e["args"]["bytes"] for e in ev if e.get("cat") == "comm" and e["name"] in names and e["args"]["bytes"] > 1024)
 kinds = {"pipeline": ("send", "recv", "group")}
-kinds.update({"DP reduce-scatter": ("reduce_scatter",), "FSDP gather": ("allgather",)} if sys.argv[5] == "3"
-             else {"DP all-reduce": ("allreduce",)})
+if sys.argv[5] == "3":
+    kinds.update({"DP reduce-scatter": ("reduce_scatter",), "FSDP gather": ("allgather",)})
+else:
+    kinds["DP all-reduce"] = ("allreduce",)
+if sys.argv[5] == "1":  # the bf16 copy travels, the fp32 masters stay sharded
+    kinds["ZeRO-1 gather"] = ("allgather",)
 ratio = {k: volume(sys.argv[2], v) / volume(sys.argv[1], v) for k, v in kinds.items()}
 a = [r["loss"] for r in json.load(open(sys.argv[3]))["iterations"]]
 b = [r["loss"] for r in json.load(open(sys.argv[4]))["iterations"]]

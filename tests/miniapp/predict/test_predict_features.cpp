@@ -6,7 +6,8 @@
 // spread over nodes gets its share of the nodes' NICs (network_cost.hpp); on one stream a TP call
 // waits for the sends before it. And how the published systems ran (predict.attention,
 // predict.pipeline_p2p, predict.grad_reduce): their attention kernels on the GEMM curve, sends
-// that hold the next computation, a gradient reduction after the backward.
+// that hold the next computation, a gradient reduction after the backward. And bf16 ZeRO-1's
+// gather of the bf16 copy after the optimizer.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -340,4 +341,27 @@ TEST(PredictFeatures, BucketsTakeTheNonBlockingRate) {
   std::cout << "gpt3-small at dp=2: step " << blocking << " ms with buckets at the blocking rate, " << posted
             << " ms at a non-blocking rate 4x slower (expected +" << expected_ms << " ms)" << std::endl;
   EXPECT_NEAR(posted - blocking, expected_ms, 1e-6 * expected_ms);
+}
+
+// ZeRO-1's gather of the updated weights after the optimizer: of the fp32 values in fp32, of the
+// bf16 copy in bf16 (ParamStore::masters_sharded). With every other call free, a slow all-gather
+// adds to the bf16 step half of what it adds to the fp32 one.
+TEST(PredictFeatures, Bf16ZeroOneGathersTheBf16Copy) {
+  const auto added_ms = [](const char* precision) {
+    kp::MachineProfile p = profile("perlmutter-a100-40gb");
+    p.intra_node = {};
+    p.intra_node.fallback = {0, 0, 0};
+    const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=2", "parallel.dp=2", "parallel.zero=1",
+                                                         std::string("train.precision=") + precision});
+    p.inter_node = p.intra_node;
+    const double free = kp::predict_step(pl, p, false).step_ms;
+    p.intra_node.collectives["allgather"] = {{0, 1, 2}};  // 1 Gbit/s
+    p.inter_node = p.intra_node;
+    return kp::predict_step(pl, p, false).step_ms - free;
+  };
+  const double fp32 = added_ms("fp32"), bf16 = added_ms("bf16");
+  std::cout << "gpt3-small at dp=2 zero=1: a 1 Gbit/s all-gather adds " << fp32 << " ms in fp32, " << bf16
+            << " ms in bf16" << std::endl;
+  EXPECT_GT(fp32, 100);
+  EXPECT_NEAR(bf16 / fp32, 0.5, 1e-6);
 }
