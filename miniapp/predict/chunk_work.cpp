@@ -2,6 +2,7 @@
 #include "predict/chunk_work.hpp"
 
 #include "model/flops.hpp"
+#include "model/model_spec.hpp"
 #include "predict/kernel_costs.hpp"
 
 namespace kformer::predict {
@@ -75,6 +76,31 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   const ModelShape& s = plan.shape;
   const int S = int(plan.chunks.size());
   const ChunkSpec c{chunk, S, plan.chunks[chunk].first, plan.chunks[chunk].second};
+  if (plan.settings.predict.grad_accumulate != GradAccumulation::fused) {
+    // The pass after each micro-batch's backward over the gradient of every parameter tensor the
+    // chunk holds (its blocks, the embedding on the first chunk, the final norm and the tied head on
+    // the last), one call per tensor as the systems loop over their parameters; where the backward
+    // is split (zb-h1) it follows W, which writes the weight gradients.
+    const int pp = plan.settings.parallel.pp;
+    const bool fp32 = plan.settings.predict.grad_accumulate == GradAccumulation::fp32_pass;
+    const char* widen = p.memory_gbps.count("convert") ? "convert" : "residual";
+    WorkItem pass{ItemKind::compute, "grad_accumulate"};
+    for (const auto& t : rank_params(s, plan.chunks, pp, chunk % pp)) {
+      const bool mine = t.layer < 0 ? c.first() || c.last()
+                        : t.layer == s.n_layers ? c.last()
+                                                : t.layer >= c.first_layer && t.layer < c.first_layer + c.n_layers;
+      if (!mine) continue;
+      const double n = double(t.local_size(s.tp));
+      // fp32_pass: hp.add_(lp.grad.to(fp32)): a widening (2 bytes read, 4 written) and an add (4 + 4
+      // read, 4 written); lp_pass: grad += new in bf16 (2 + 2 read, 2 written).
+      pass.us += fp32 ? memory_us(p, widen, 6 * n) + memory_us(p, "residual", 12 * n) : memory_us(p, "residual", 6 * n);
+    }
+    pass.us *= p.compute_scale;
+    const bool split = !w.weight.empty();
+    for (auto* list : split ? std::vector<std::vector<WorkItem>*>{&w.weight, &w.weight_last}
+                            : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last})
+      if (!list->empty()) list->push_back(pass);
+  }
   Flops f;
   for (int l = 0; l < c.n_layers; ++l) f += block_flops(plan.dims);
   if (c.last()) f += head_flops(plan.dims.N(), plan.dims.C, s.vocab_padded / s.tp);

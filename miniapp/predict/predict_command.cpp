@@ -52,6 +52,10 @@ int run_predict(const std::vector<std::string>& args) {
                     : std::string())
             << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
             << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
+            << (cfg.predict.grad_accumulate != GradAccumulation::fused
+                    ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
+                          " after each micro-batch"
+                    : std::string())
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << "  predicted in " << took << " s\n"
             << std::flush;

@@ -89,6 +89,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"attention", name_of(cfg.predict.attention)},
             {"pipeline_p2p", name_of(cfg.predict.pipeline_p2p)},
             {"grad_reduce", name_of(cfg.predict.grad_reduce)},
+            {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};

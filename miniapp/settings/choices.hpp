@@ -1,6 +1,6 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
-// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p and
-// predict.grad_reduce) as enums, with their names. The names are the schema's choices
+// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p, predict.grad_reduce
+// and predict.grad_accumulate) as enums, with their names. The names are the schema's choices
 // in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
 // the schema without its enum value fails a test rather than a run.
 #pragma once
@@ -24,6 +24,8 @@ enum class AttentionModel { kformer, batched_gemm, flash };
 // predict.pipeline_p2p and predict.grad_reduce: whether the communication runs beside the
 // computation or the computation waits for it.
 enum class Overlap { overlapped, serialized };
+// predict.grad_accumulate: how a micro-batch's weight gradients join the iteration's (chunk_work.hpp).
+enum class GradAccumulation { fused, fp32_pass, lp_pass };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -56,6 +58,10 @@ struct Names<AttentionModel> {
 template <>
 struct Names<Overlap> {
   static constexpr std::array<const char*, 2> list{"overlapped", "serialized"};
+};
+template <>
+struct Names<GradAccumulation> {
+  static constexpr std::array<const char*, 3> list{"fused", "fp32_pass", "lp_pass"};
 };
 template <>
 struct Names<AttentionKind> {

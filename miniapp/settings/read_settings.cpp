@@ -69,6 +69,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");
   s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
   s.predict.grad_reduce = choice<Overlap>(cfg, "predict.grad_reduce");
+  s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.deck = cfg.echo();
   return s;
 }

@@ -74,6 +74,7 @@ struct PredictSettings {
   AttentionModel attention = AttentionModel::kformer;
   Overlap pipeline_p2p = Overlap::overlapped;
   Overlap grad_reduce = Overlap::overlapped;
+  GradAccumulation grad_accumulate = GradAccumulation::fused;
 };
 
 struct RunSettings {

@@ -133,6 +133,12 @@ std::vector<KeySpec> make_schema() {
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
              "of 2022 and DeepSpeed's pipeline engine: one reduction after the last backward)"),
+      choice("predict.grad_accumulate", {"fused", "fp32_pass", "lp_pass"},
+             "how kformer predict adds each micro-batch's weight gradients to the iteration's: fused (kformer's and "
+             "Megatron-LM's: the weight-gradient GEMM adds into the fp32 gradient), fp32_pass (DeepSpeed's "
+             "BF16_Optimizer of 2022: after each micro-batch's backward its bf16 gradients are widened and added to "
+             "fp32 ones, 18 bytes per parameter) or lp_pass (PyTorch's autograd adding into the bf16/fp16 gradient, "
+             "DeepSpeed's pipeline of 2021: 6 bytes per parameter)"),
   };
 }
 

@@ -174,6 +174,38 @@ TEST(PredictFeatures, FullRecomputeAddsOneForwardToTheBackward) {
   EXPECT_EQ(sum(full.forward, kp::ItemKind::compute), fwd);  // the forward itself is unchanged
 }
 
+// A pass over the chunk's gradients after each micro-batch's backward (predict.grad_accumulate):
+// DeepSpeed's BF16_Optimizer widens each bf16 gradient (2 bytes read, 4 written) and adds it to
+// the fp32 one (8 read, 4 written), two calls per tensor; autograd's accumulation in bf16 reads 4
+// and writes 2 bytes, one call. Written out here from the layer's tensors (12 C^2 / tp weights, 7 C
+// / tp split biases, 6 C replicated norm and bias elements at C 64, tp 2) at the profile's residual
+// rate; the forward is unchanged, and under zb-h1 the pass follows W, not B.
+TEST(PredictFeatures, GradientAccumulationPassesCostTheirBytes) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2"});
+  double elements = 0, tensors = 0;
+  for (const auto& t : kformer::rank_params(pl.shape, pl.chunks, 4, 1))
+    if (t.layer == 1) elements += double(t.local_size(2)), tensors += 1;
+  const double C = 64, tp = 2, rate = a100.memory_gbps.at("residual") * 1e3;  // bytes per us
+  EXPECT_EQ(elements, 12 * C * C / tp + 7 * C / tp + 6 * C);
+  const kp::ChunkWork fused = middle_chunk("predict.grad_accumulate=fused"),
+                      fp32 = middle_chunk("predict.grad_accumulate=fp32_pass"),
+                      lp = middle_chunk("predict.grad_accumulate=lp_pass");
+  const double base = sum(fused.backward, kp::ItemKind::compute);
+  EXPECT_NEAR(sum(fp32.backward, kp::ItemKind::compute) - base, 2 * tensors * a100.launch_us + 18 * elements / rate,
+              1e-9 * base);
+  EXPECT_NEAR(sum(lp.backward, kp::ItemKind::compute) - base, tensors * a100.launch_us + 6 * elements / rate,
+              1e-9 * base);
+  EXPECT_EQ(sum(fp32.forward, kp::ItemKind::compute), sum(fused.forward, kp::ItemKind::compute));
+  const kp::ChunkWork zb = middle_chunk("parallel.schedule=zb-h1"),
+                      zb_fp32 = kp::chunk_work(a100, plan("tiny.yaml", {"predict.world=8", "parallel.pp=4",
+                                                                        "parallel.tp=2", "parallel.schedule=zb-h1",
+                                                                        "predict.grad_accumulate=fp32_pass"}), 1);
+  EXPECT_EQ(sum(zb_fp32.backward, kp::ItemKind::compute), sum(zb.backward, kp::ItemKind::compute));
+  EXPECT_NEAR(sum(zb_fp32.weight, kp::ItemKind::compute) - sum(zb.weight, kp::ItemKind::compute),
+              2 * tensors * a100.launch_us + 18 * elements / rate, 1e-9 * base);
+}
+
 TEST(PredictFeatures, SequenceParallelismSplitsEachAllReduceInTwo) {
   const auto plain = of_kind(middle_chunk("parallel.sequence_parallel=false").forward, kp::ItemKind::tp_comm);
   const auto sp = of_kind(middle_chunk("parallel.sequence_parallel=true").forward, kp::ItemKind::tp_comm);

@@ -47,6 +47,7 @@ TEST(Settings, EnumsNameTheSchemasChoices) {
   EXPECT_EQ(names<AttentionModel>(), choices("predict.attention"));
   EXPECT_EQ(names<Overlap>(), choices("predict.pipeline_p2p"));
   EXPECT_EQ(names<Overlap>(), choices("predict.grad_reduce"));
+  EXPECT_EQ(names<GradAccumulation>(), choices("predict.grad_accumulate"));
   EXPECT_THROW(parse_choice<ScheduleKind>("pipedream"), std::invalid_argument);
   EXPECT_EQ(parse_choice<ScheduleKind>("zb-h1"), ScheduleKind::zb_h1);
 }
