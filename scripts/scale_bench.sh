@@ -54,7 +54,7 @@ for attention in naive fused; do
   none=$(field "$tmp/r-none.json" "s['memory']['activation_bytes_measured']")
   for mode in none selective full; do
     field "$tmp/r-$mode.json" "f\"$attention $mode: activations {s['memory']['activation_bytes_measured']/1e6:.1f} MB \
-= {s['memory']['activation_bytes_measured']/$none:.3f} of none; estimate {s['memory']['estimate_split_bytes']['activations']/1e6:.1f} MB; \
+= {s['memory']['activation_bytes_measured']/$none:.3f} of none; estimate {s['memory']['activation_bytes_estimated']/1e6:.1f} MB; \
 allocated peak {s['memory']['allocated_peak_bytes']/1e6:.0f} MB; recompute/model FLOPs \
 {s['flops']['recompute_per_iteration_rank']/s['flops']['counted_per_iteration_rank']:.3f}; step {s['step_ms_median']:.0f} ms\""
   done

@@ -14,6 +14,7 @@ BlockDims block_dims(const ModelShape& s, int micro_batch, int seq_len) {
   d.Fl = s.ffn_dim / s.tp;
   d.gpt = s.gpt;
   d.sp = s.sequence_parallel ? s.tp : 1;
+  d.tp = s.tp;
   return d;
 }
 

@@ -42,10 +42,17 @@ void Stage::set_recompute(Recompute r) {
   }
 }
 
-BlockActs Stage::make_acts() const {
+BlockActs Stage::make_acts(int block) {
   if (recompute_ == Recompute::full) {  // the block's output of its own, the rest shared
     BlockActs a = *work_;
-    a.x_out = scratch_view("x_out", d_.rows(), d_.C);
+    // bf16: the last block's output is read only within its forward call (sent as out16, or the
+    // head's input), and its backward re-runs it: one buffer of the chunk's (Slot).
+    if (shares_last_output() && block == c_.n_layers - 1) {
+      if (!shared_out_.data()) shared_out_ = scratch_view("x_out", d_.rows(), d_.C);
+      a.x_out = shared_out_;
+    } else {
+      a.x_out = scratch_view("x_out", d_.rows(), d_.C);
+    }
     return a;
   }
   BlockActs a(d_, k_.attention, scratch_.att, k_.bf16, !scores_.data() && !scores16_.data());
@@ -85,7 +92,8 @@ std::int64_t Stage::activation_bytes() const {
     for (const BlockActs& a : s.acts) add_acts(a);
     add(s.x_in);
     add(s.dx);
-    add(s.act16);  // bf16 between chunks: the slot's messages as they travel
+    add(s.in16);  // bf16 between chunks: the input kept as received, the messages as they travel
+    add(s.out16);
     add(s.grad16);
   }
   if (work_) add_acts(*work_);

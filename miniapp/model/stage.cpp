@@ -52,14 +52,17 @@ DV<float**> Stage::input(int micro) {
   std::size_t i = 0;
   while (i < slots_.size() && slots_[i].busy) ++i;
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
+    const auto shared = [&](DV<float**>& buf, const char* name) {  // the chunk's one buffer (Slot)
+      if (!buf.data()) buf = scratch_view(name, d_.rows(), d_.C);
+      return buf;
+    };
     Slot s;
-    for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts());
-    s.x_in = scratch_view("x_in", d_.rows(), d_.C);
-    s.dx = scratch_view("dx", d_.rows(), d_.C);
-    if (k_.bf16 && !(c_.first() && c_.last())) {
-      s.act16 = scratch<kk::bf16**>("act_bf16", d_.rows(), d_.C);
-      s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.rows(), d_.C);
-    }
+    for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts(l));
+    s.x_in = shares_input() ? shared(shared_x_in_, "x_in") : scratch_view("x_in", d_.rows(), d_.C);
+    s.dx = shares_dx() ? shared(shared_dx_, "dx") : scratch_view("dx", d_.rows(), d_.C);
+    if (k_.bf16 && !c_.first()) s.in16 = scratch<kk::bf16**>("in_bf16", d_.rows(), d_.C);
+    if (k_.bf16 && !c_.last()) s.out16 = scratch<kk::bf16**>("out_bf16", d_.rows(), d_.C);
+    if (k_.bf16 && !(c_.first() && c_.last())) s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.rows(), d_.C);
     if (c_.first() || c_.last()) {
       const std::size_t N = std::size_t(d_.N());
       s.tokens = scratch<std::int32_t*>("tokens", 2 * N + kk::token_index_capacity(N));
@@ -77,6 +80,20 @@ void Stage::release(int micro) {
   slot_of_.erase(micro);
 }
 
+void Stage::widen_input(Slot& s) {
+  if (shares_input()) kk::convert(Exec(), s.x_in, s.in16);
+}
+
+void Stage::receive_grad(Slot& s) {
+  if (c_.last()) return;  // the head's backward made it
+  if (k_.bf16) {
+    gather_message(s.grad16);
+    kk::convert(Exec(), s.dx, s.grad16);  // received in bf16
+  } else {
+    gather_message(s.dx);
+  }
+}
+
 DV<float**> Stage::x_last(const Slot& s) const { return c_.n_layers ? s.acts.back().x_out : s.x_in; }
 DV<float**> Stage::output(int micro) const { return x_last(slot(micro)); }
 DV<float**> Stage::output_grad(int micro) const { return slot(micro).dx; }
@@ -85,12 +102,20 @@ DV<float**> Stage::input_grad(int micro) const { return slot(micro).dx; }
 comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
   if (!send && forward) input(micro);  // the receive takes the slot
   if (!k_.bf16) {
-    const DV<float**> buf = forward ? (send ? output(micro) : slot(micro).x_in) : slot(micro).dx;
+    const DV<float**> buf = message_part(forward ? (send ? output(micro) : slot(micro).x_in) : slot(micro).dx);
     return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
   }
-  const DV<kk::bf16**> buf = forward ? slot(micro).act16 : slot(micro).grad16;
+  const DV<kk::bf16**> buf =
+      message_part(forward ? (send ? slot(micro).out16 : slot(micro).in16) : slot(micro).grad16);
   return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
 }
+
+template <class T>
+void Stage::gather_message(const DV<T**>& whole) const {
+  if (d_.splits_messages()) comm::allgather(*tp_, message_part(whole), whole);
+}
+template void Stage::gather_message(const DV<float**>&) const;
+template void Stage::gather_message(const DV<kk::bf16**>&) const;
 
 DV<const std::int32_t*> Stage::inputs(const Slot& s) const {
   return Kokkos::subview(s.tokens, std::make_pair(std::size_t(0), std::size_t(d_.N())));
@@ -132,7 +157,10 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
                               positions ? p_.w("embed.positions.weight") : DV<float**>(), T);
       tp_reduce_rows(embedded, s.x_in);
     } else if (k_.bf16) {
-      kk::convert(exec, s.x_in, s.act16);  // received in bf16
+      gather_message(s.in16);
+      widen_input(s);  // received in bf16
+    } else {
+      gather_message(s.x_in);
     }
     for (int i = 0; i < c_.n_layers; ++i) {
       p_.require(c_.first_layer + i);
@@ -141,7 +169,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     if (c_.last())
       head_forward(s);
     else if (k_.bf16)
-      kk::convert(exec, s.act16, x_last(s));  // sent in bf16
+      kk::convert(exec, s.out16, x_last(s));  // sent in bf16
     if (phase_timing_) kk::fence(exec, "kformer::forward_timing");
   }
   forward_ms += timer.seconds() * 1e3;
@@ -227,7 +255,8 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
     unit_done(s_.n_layers, on_unit_done);            // final norm and head: done after the forward
     if (!c_.first() && s_.gpt) on_unit_done(-1);     // this stage's copy of the tied table
   }
-  if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
+  receive_grad(s);
+  widen_input(s);  // x_in is the chunk's: other micro-batches' forwards used it since
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
     p_.open_grads(c_.first_layer + i);

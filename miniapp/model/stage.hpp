@@ -76,10 +76,17 @@ class Stage {
   std::size_t slots_allocated() const { return slots_.size(); }
 
  private:
+  // In bf16 a slot keeps what Megatron-LM keeps of a micro-batch between its forward and its
+  // backward (Slot memory): the input as received, in bf16 (in16), widened where it is read into
+  // x_in, one buffer of the chunk's; the output and the gradient as they travel (out16, grad16);
+  // a middle chunk's dx is one buffer of the chunk's too (it lives within one backward call), and
+  // under full recomputation so is the last block's output (the next chunk gets out16). The first
+  // chunk keeps its fp32 input (the embedding's sum), the last its dx (made by the forward call's
+  // head backward). fp32 slots send and receive their fp32 buffers: all of them their own.
   struct Slot {
     std::vector<BlockActs> acts;
     DV<float**> x_in, dx;  // the chunk's input and the gradient flowing back through it
-    DV<kernels::bf16**> act16, grad16;  // bf16: x_in or the output, dx, as they travel
+    DV<kernels::bf16**> in16, out16, grad16;  // bf16: the input as received, the output and dx as they travel
     // First and last chunk: the micro-batch's tokens, packed to travel in one copy: inputs (N),
     // targets (N), the embedding backward's token index (token_index_capacity(N)); and the host
     // buffer they are assembled in (the same memory when the device is the host).
@@ -90,13 +97,19 @@ class Stage {
   };
   Slot& slot(int micro);
   const Slot& slot(int micro) const;
-  BlockActs make_acts() const;                 // one block's activations in a new slot
+  BlockActs make_acts(int block);               // one block's activations in a new slot
+  // bf16 slot memory (Slot): which buffers are the chunk's, shared by its slots.
+  bool shares_input() const { return k_.bf16 && !c_.first(); }
+  bool shares_dx() const { return k_.bf16 && !c_.first() && !c_.last(); }
+  bool shares_last_output() const { return k_.bf16 && recompute_ == Recompute::full; }
+  void widen_input(Slot& s);  // shares_input(): x_in from in16 (before the forward and the backward)
   BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
   DV<const std::int32_t*> inputs(const Slot& s) const;   // (N) of the packed tokens
   DV<const std::int32_t*> targets(const Slot& s) const;  // (N)
   void head_forward(Slot& s);
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
+  void receive_grad(Slot& s);  // a non-last chunk's output gradient, as received, into s.dx
   void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
   // Sequence parallelism (stage_sp.cpp). whole (N,C) summed over TP into rows: this rank's R rows
   // (reduce-scatter), or in place (all-reduce, rows == whole) without it.
@@ -108,6 +121,17 @@ class Stage {
     return block_typed::Unmanaged2<T>(whole.data() + tp_rank_ * R * C, R, C);
   }
   DV<float**> whole_rows(const DV<float**>& rows);     // (N,C): rows all-gathered, or rows themselves
+  // A pipeline message's part of `whole` on this rank: its 1/tp of the rows where the messages are
+  // split over TP (BlockDims::splits_messages), else all of it; after a receive, gather_message
+  // all-gathers the parts over TP in place.
+  template <class T>
+  DV<T**> message_part(const DV<T**>& whole) const {
+    if (!d_.splits_messages()) return whole;
+    const std::int64_t rows = d_.message_rows(), C = whole.extent(1);
+    return block_typed::Unmanaged2<T>(whole.data() + tp_rank_ * rows * C, rows, C);
+  }
+  template <class T>
+  void gather_message(const DV<T**>& whole) const;
   // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
   // parallelism (each rank added its rows' part; when ZeRO-3 shards the gradients, grads_complete
   // did so each micro-batch); it runs once per iteration, on the last micro-batch.
@@ -129,6 +153,7 @@ class Stage {
   BlockScratch scratch_;
   std::vector<Slot> slots_;
   std::map<int, std::size_t> slot_of_;
+  DV<float**> shared_x_in_, shared_dx_, shared_out_;  // bf16: the chunk's buffers its slots share (Slot)
   DV<float**> lnf_, logits_, stats_;
   DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;

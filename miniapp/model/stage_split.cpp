@@ -18,7 +18,8 @@ void Stage::backward_input(int micro) {
   Kokkos::Timer timer;
   Exec exec;
   Slot& s = slot(micro);
-  if (!c_.last() && k_.bf16) kk::convert(exec, s.dx, s.grad16);  // received in bf16
+  receive_grad(s);
+  widen_input(s);  // x_in is the chunk's: other micro-batches' forwards used it since
   for (int i = c_.n_layers - 1; i >= 0; --i) {
     p_.require(c_.first_layer + i);
     blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);

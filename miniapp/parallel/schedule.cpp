@@ -154,6 +154,20 @@ int slots_in_flight(const Schedule& s, int rank, ScheduleKind kind) {
   return static_cast<int>(std::min(most + (sends_back ? 1 : 0), every.size()));
 }
 
+int chunk_slots_in_flight(const Schedule& s, int rank, int chunk, ScheduleKind kind) {
+  const int pp = static_cast<int>(s.size());
+  std::set<int> held, every;
+  std::size_t most = 0;
+  for (const Action& a : s[rank]) {
+    if (a.chunk != chunk) continue;
+    if (a.phase == Phase::forward) held.insert(a.micro), every.insert(a.micro);
+    most = std::max(most, held.size());
+    if (a.phase == Phase::weight || (a.phase == Phase::backward && !splits_backward(kind))) held.erase(a.micro);
+  }
+  const bool sends_back = pp > 1 && !splits_backward(kind) && chunk > 0;
+  return static_cast<int>(std::min(most + (sends_back ? 1 : 0), every.size()));
+}
+
 double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
 
 double analytic_bubble(ScheduleKind kind, int pp, int m, int v) {

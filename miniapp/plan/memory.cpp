@@ -106,10 +106,37 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   // schedule says (schedule.hpp).
   const int in_flight = slots_in_flight(plan.schedule, stage, rs.parallel.schedule);
   e.micro_batches_in_flight = in_flight;
-  // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each (and in
-  // bf16, between chunks, their bf16 copies as they travel).
-  const double travel = e.bf16 && chunks.size() > 1 ? kHalf * 2 * R * C : 0;
-  e.activations = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * R * C + travel) + v * recompute_set;
+  // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each. In bf16
+  // between chunks (Stage::Slot): the first chunk's slot its fp32 input and gradient and the bf16
+  // output and gradient as they travel; the last chunk's its bf16 input as received, its fp32
+  // gradient and the bf16 one it sends; a middle chunk's its bf16 input, output and gradient. And
+  // once per chunk: the fp32 input all but the first widen theirs into, the middle ones' fp32
+  // gradient, under full recomputation the last block's output (so a slot keeps one x_out less).
+  const double RC = R * C;
+  double slots = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * RC), shared = 0;
+  if (e.bf16 && chunks.size() > 1) {
+    const int S = int(chunks.size());
+    int first = 0, last = 0, nonempty = 0, middle_chunks = 0;
+    for (int c = stage; c < S; c += pp) {
+      if (c == 0) first = chunk_slots_in_flight(plan.schedule, stage, c, rs.parallel.schedule);
+      if (c == S - 1) last = chunk_slots_in_flight(plan.schedule, stage, c, rs.parallel.schedule);
+      if (chunks[c].second > 0) ++nonempty;
+      if (c > 0 && c < S - 1) ++middle_chunks;
+      if (c > 0) shared += kFloat * RC;  // x_in
+    }
+    shared += kFloat * RC * middle_chunks;  // dx
+    const int middle = std::max(0, in_flight - first - last);
+    slots = in_flight * per_layer * (double(count) / v) +
+            first * (kFloat * 2 + kHalf * 2) * RC + last * (kHalf * 2 + kFloat) * RC + middle * kHalf * 3 * RC;
+    if (recompute == Recompute::full) {
+      slots -= in_flight * kFloat * RC * double(nonempty) / v;
+      shared += kFloat * RC * nonempty;
+    }
+  } else if (e.bf16 && recompute == Recompute::full && count > 0) {  // one chunk: its last block's output
+    slots -= in_flight * kFloat * RC;
+    shared += kFloat * RC;
+  }
+  e.activations = slots + shared + v * recompute_set;
   // Per chunk, the backward's scratch (and the all-gather buffer under sequence parallelism, which
   // zb-h1's W gathers its operands into again, so W holds nothing more); on
   // the last chunk the final norm, the logits and the loss's buffers.
@@ -150,16 +177,20 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"estimate_split_bytes",
            {{"params", params}, {"grads", grads}, {"optimizer", optimizer}, {"activations", activations},
             {"workspace", workspace}}},
-          {"micro_batches_in_flight", micro_batches_in_flight}};
+          {"micro_batches_in_flight", micro_batches_in_flight},
+          {"activation_bytes_estimated", activations_most}};
 }
 
 MemoryEstimate estimate_memory(const RunPlan& plan) {
   estimates_made().fetch_add(1);
   MemoryEstimate worst;
+  double acts = 0;
   for (int st = 0; st < plan.settings.parallel.pp; ++st) {
     const MemoryEstimate e = estimate_stage(plan, st);
     if (e.total() > worst.total()) worst = e;
+    acts = std::max(acts, e.activations);
   }
+  worst.activations_most = acts;
   return worst;
 }
 

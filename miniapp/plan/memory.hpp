@@ -24,6 +24,9 @@ struct MemoryEstimate {
   int micro_batches_in_flight = 1;
   bool bf16 = false;
   bool masters_sharded = false;  // bf16 under ZeRO-1/2 (ParamStore::masters_sharded)
+  // The most activations any stage holds (the split above is the largest stage's by total, whose
+  // activations may be fewer): what the run's largest activation_bytes is held to.
+  double activations_most = 0;
   double total() const { return params + grads + optimizer + activations + workspace; }
   nlohmann::json to_json() const;
 };

@@ -50,9 +50,10 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   }
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
   // What travels, in the run's element types: a chunk's activation or its gradient (this rank's
-  // rows under sequence parallelism; bf16 in mixed precision), ZeRO-3's gathers of the bf16
+  // rows under sequence parallelism, its 1/tp of them split over TP without; bf16 in mixed
+  // precision; the receivers' TP all-gather is in the chunks' work), ZeRO-3's gathers of the bf16
   // copies, the buckets in parallel.grad_reduce_dtype.
-  ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.rows() * d.C;
+  ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.message_rows() * d.C;
   ps.gather_bytes_per_fp32 = cfg.bf16() ? 0.5 : 1.0;
   ps.bucket_bytes_per_fp32 = par.grad_reduce_dtype == Precision::bf16 ? 0.5 : 1.0;
   ps.fsdp = l.zero >= 3 && l.dp > 1;

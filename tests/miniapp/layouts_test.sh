@@ -7,7 +7,8 @@
 # losses. With PRECISION bf16 every run is train.precision=bf16, compared with the one-rank bf16
 # run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within 1e-2), determinism and
 # zb-h1 against 1F1B still bitwise. The report's model TFLOP/s per rank is the whole model's FLOPs
-# (Megatron-LM's and PaLM's count) over the world's ranks, on pipeline layouts too.
+# (Megatron-LM's and PaLM's count) over the world's ranks, on pipeline layouts too. At tp=2 a
+# pipeline message carries half the rows it carries at tp=1 (split over TP, gathered on arrival).
 #   layouts_test.sh KFORMER SOURCE_DIR MPIEXEC "MPIEXEC_FLAGS" [PRECISION]
 set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4; precision=${5:-fp32}
@@ -103,5 +104,21 @@ for family in gpt llama; do
   # Determinism: the same layout twice, bitwise.
   run "$family-again" 4 "${fam[@]}" parallel.tp=2 parallel.dp=2 && compare "$family-tp=2-dp=2" "$family-again" 0 0
 done
+# Pipeline messages split over TP (Megatron-LM's scatter-gather, BlockDims::splits_messages): at
+# pp=2 tp=2 without sequence parallelism each rank sends half the activation's rows that a pp=2
+# rank sends at tp=1 (its peer all-gathers the halves over TP; the losses above are unchanged).
+tr=(train.steps=2 model.family=llama model.n_heads=8 model.n_kv_heads=4)
+run split-tp1 2 "${tr[@]}" parallel.pp=2 output.trace="$tmp/tr-tp1" &&
+  run split-tp2 4 "${tr[@]}" parallel.pp=2 parallel.tp=2 output.trace="$tmp/tr-tp2" &&
+  /usr/bin/python3 - "$tmp/tr-tp1/rank0.json" "$tmp/tr-tp2/rank0.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+def sends(path):
+    ev = json.load(open(path))["traceEvents"]
+    return sorted({e["args"]["bytes"] for e in ev if e.get("cat") == "comm" and e["name"] in ("send", "recv")})
+one, two = sends(sys.argv[1]), sends(sys.argv[2])
+ok = len(one) == 1 and two == [one[0] // 2]
+print(f"{'ok  ' if ok else 'FAIL'} pipeline message bytes: tp=1 {one}, tp=2 {two} (half)")
+sys.exit(0 if ok else 1)
+PY
 [ $fails -eq 0 ] && echo "layouts ($precision): all checks passed"
 exit $((fails > 0))
