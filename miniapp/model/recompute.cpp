@@ -97,6 +97,7 @@ std::int64_t Stage::activation_bytes() const {
     add(s.grad16);
   }
   if (work_) add_acts(*work_);
+  add(gathered_grad16_);
   add(scores_);
   add(scores16_);
   std::int64_t total = 0;

@@ -60,9 +60,12 @@ DV<float**> Stage::input(int micro) {
     for (int l = 0; l < c_.n_layers; ++l) s.acts.push_back(make_acts(l));
     s.x_in = shares_input() ? shared(shared_x_in_, "x_in") : scratch_view("x_in", d_.rows(), d_.C);
     s.dx = shares_dx() ? shared(shared_dx_, "dx") : scratch_view("dx", d_.rows(), d_.C);
+    // What travels is this rank's part of the rows (message_rows); the input is kept whole.
     if (k_.bf16 && !c_.first()) s.in16 = scratch<kk::bf16**>("in_bf16", d_.rows(), d_.C);
-    if (k_.bf16 && !c_.last()) s.out16 = scratch<kk::bf16**>("out_bf16", d_.rows(), d_.C);
-    if (k_.bf16 && !(c_.first() && c_.last())) s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.rows(), d_.C);
+    if (k_.bf16 && !c_.last()) s.out16 = scratch<kk::bf16**>("out_bf16", d_.message_rows(), d_.C);
+    if (k_.bf16 && !(c_.first() && c_.last())) s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.message_rows(), d_.C);
+    if (k_.bf16 && !c_.last() && d_.splits_messages() && !gathered_grad16_.data())
+      gathered_grad16_ = scratch<kk::bf16**>("grad_bf16_gathered", d_.rows(), d_.C);
     if (c_.first() || c_.last()) {
       const std::size_t N = std::size_t(d_.N());
       s.tokens = scratch<std::int32_t*>("tokens", 2 * N + kk::token_index_capacity(N));
@@ -86,9 +89,9 @@ void Stage::widen_input(Slot& s) {
 
 void Stage::receive_grad(Slot& s) {
   if (c_.last()) return;  // the head's backward made it
-  if (k_.bf16) {
-    gather_message(s.grad16);
-    kk::convert(Exec(), s.dx, s.grad16);  // received in bf16
+  if (k_.bf16) {  // received in bf16: this rank's part, all-gathered over TP where split
+    if (d_.splits_messages()) comm::allgather(*tp_, s.grad16, gathered_grad16_);
+    kk::convert(Exec(), s.dx, d_.splits_messages() ? gathered_grad16_ : s.grad16);
   } else {
     gather_message(s.dx);
   }
@@ -105,8 +108,8 @@ comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
     const DV<float**> buf = message_part(forward ? (send ? output(micro) : slot(micro).x_in) : slot(micro).dx);
     return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
   }
-  const DV<kk::bf16**> buf =
-      message_part(forward ? (send ? slot(micro).out16 : slot(micro).in16) : slot(micro).grad16);
+  // out16 and grad16 hold this rank's part already; the input is received into its part of in16.
+  const DV<kk::bf16**> buf = forward ? (send ? slot(micro).out16 : message_part(slot(micro).in16)) : slot(micro).grad16;
   return send ? comm::send_op(buf, peer) : comm::recv_op(buf, peer);
 }
 
@@ -169,7 +172,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     if (c_.last())
       head_forward(s);
     else if (k_.bf16)
-      kk::convert(exec, s.out16, x_last(s));  // sent in bf16
+      kk::convert(exec, s.out16, message_part(x_last(s)));  // sent in bf16
     if (phase_timing_) kk::fence(exec, "kformer::forward_timing");
   }
   forward_ms += timer.seconds() * 1e3;
@@ -273,7 +276,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
     grads_complete(-1);
     if (on_unit_done) on_unit_done(-1);
   } else if (k_.bf16) {
-    kk::convert(exec, s.grad16, s.dx);  // sent in bf16
+    kk::convert(exec, s.grad16, message_part(s.dx));  // sent in bf16
   }
   if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
   backward_ms += timer.seconds() * 1e3;

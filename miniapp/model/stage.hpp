@@ -60,6 +60,8 @@ class Stage {
 
   // train.recompute (recompute.cpp); set before the first micro-batch.
   void set_recompute(Recompute r);
+  // zb-h1: W runs apart from B (the first chunk's W reads its dx); set before the first micro-batch.
+  void set_split_backward(bool on) { split_backward_ = on; }
   // output.phase_timing: fence after each forward and backward call, so that forward_ms and
   // backward_ms are the device's time on a GPU (off: no fence inside a step; on the host the
   // kernels have finished when a call returns, so the times are the same either way).
@@ -78,11 +80,13 @@ class Stage {
  private:
   // In bf16 a slot keeps what Megatron-LM keeps of a micro-batch between its forward and its
   // backward (Slot memory): the input as received, in bf16 (in16), widened where it is read into
-  // x_in, one buffer of the chunk's; the output and the gradient as they travel (out16, grad16);
-  // a middle chunk's dx is one buffer of the chunk's too (it lives within one backward call), and
-  // under full recomputation so is the last block's output (the next chunk gets out16). The first
-  // chunk keeps its fp32 input (the embedding's sum), the last its dx (made by the forward call's
-  // head backward). fp32 slots send and receive their fp32 buffers: all of them their own.
+  // x_in, one buffer of the chunk's; the output and the gradient as they travel (out16, grad16:
+  // this rank's part where messages are split over TP, the gradient's parts all-gathered into one
+  // bf16 buffer of the chunk's); dx is one buffer of the chunk's too where it lives within one
+  // backward call (not in the last chunk, whose forward call's head backward makes it, nor in the
+  // first under zb-h1, whose W reads it), and under full recomputation so is the last block's
+  // output (the next chunk gets out16). The first chunk keeps its fp32 input (the embedding's
+  // sum). fp32 slots send and receive their fp32 buffers: all of them their own.
   struct Slot {
     std::vector<BlockActs> acts;
     DV<float**> x_in, dx;  // the chunk's input and the gradient flowing back through it
@@ -100,7 +104,7 @@ class Stage {
   BlockActs make_acts(int block);               // one block's activations in a new slot
   // bf16 slot memory (Slot): which buffers are the chunk's, shared by its slots.
   bool shares_input() const { return k_.bf16 && !c_.first(); }
-  bool shares_dx() const { return k_.bf16 && !c_.first() && !c_.last(); }
+  bool shares_dx() const { return k_.bf16 && !c_.last() && !(c_.first() && split_backward_); }
   bool shares_last_output() const { return k_.bf16 && recompute_ == Recompute::full; }
   void widen_input(Slot& s);  // shares_input(): x_in from in16 (before the forward and the backward)
   BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
@@ -154,6 +158,8 @@ class Stage {
   std::vector<Slot> slots_;
   std::map<int, std::size_t> slot_of_;
   DV<float**> shared_x_in_, shared_dx_, shared_out_;  // bf16: the chunk's buffers its slots share (Slot)
+  DV<kernels::bf16**> gathered_grad16_;                // bf16, split messages: the received gradient, whole
+  bool split_backward_ = false;
   DV<float**> lnf_, logits_, stats_;
   DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;

@@ -24,7 +24,7 @@ void Stage::backward_input(int micro) {
     p_.require(c_.first_layer + i);
     blocks_[i].backward_input(i ? s.acts[i - 1].x_out : s.x_in, for_backward(i, s), scratch_, s.dx);
   }
-  if (!c_.first() && k_.bf16) kk::convert(exec, s.grad16, s.dx);  // sent in bf16
+  if (!c_.first() && k_.bf16) kk::convert(exec, s.grad16, message_part(s.dx));  // sent in bf16
   if (phase_timing_) kk::fence(exec, "kformer::backward_timing");
   backward_ms += timer.seconds() * 1e3;
 }

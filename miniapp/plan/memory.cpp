@@ -107,27 +107,31 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   const int in_flight = slots_in_flight(plan.schedule, stage, rs.parallel.schedule);
   e.micro_batches_in_flight = in_flight;
   // Each slot: its blocks' activations and the chunk's input and its gradient (R,C) each. In bf16
-  // between chunks (Stage::Slot): the first chunk's slot its fp32 input and gradient and the bf16
-  // output and gradient as they travel; the last chunk's its bf16 input as received, its fp32
-  // gradient and the bf16 one it sends; a middle chunk's its bf16 input, output and gradient. And
-  // once per chunk: the fp32 input all but the first widen theirs into, the middle ones' fp32
-  // gradient, under full recomputation the last block's output (so a slot keeps one x_out less).
-  const double RC = R * C;
+  // between chunks (Stage::Slot): the first chunk's slot its fp32 input (and under zb-h1 its fp32
+  // gradient) and the bf16 output and gradient as they travel; the last chunk's its bf16 input as
+  // received, its fp32 gradient and the bf16 one it sends; a middle chunk's its bf16 input, output
+  // and gradient; what travels is this rank's part of the rows (BlockDims::message_rows). And once
+  // per chunk: the fp32 input all but the first widen theirs into, the fp32 gradient all but the
+  // last (and the first under zb-h1) work in, the bf16 gradient gathered whole where messages are
+  // split, under full recomputation the last block's output (so a slot keeps one x_out less).
+  const double RC = R * C, part = double(d.message_rows()) / d.rows();
   double slots = in_flight * (per_layer * (double(count) / v) + kFloat * 2 * RC), shared = 0;
   if (e.bf16 && chunks.size() > 1) {
     const int S = int(chunks.size());
-    int first = 0, last = 0, nonempty = 0, middle_chunks = 0;
+    const bool split = splits_backward(rs.parallel.schedule);
+    int first = 0, last = 0, nonempty = 0;
     for (int c = stage; c < S; c += pp) {
       if (c == 0) first = chunk_slots_in_flight(plan.schedule, stage, c, rs.parallel.schedule);
       if (c == S - 1) last = chunk_slots_in_flight(plan.schedule, stage, c, rs.parallel.schedule);
       if (chunks[c].second > 0) ++nonempty;
-      if (c > 0 && c < S - 1) ++middle_chunks;
-      if (c > 0) shared += kFloat * RC;  // x_in
+      if (c > 0) shared += kFloat * RC;                                           // x_in
+      if (c < S - 1 && !(c == 0 && split)) shared += kFloat * RC;                 // dx
+      if (c < S - 1 && d.splits_messages()) shared += kHalf * RC;                 // the gathered gradient
     }
-    shared += kFloat * RC * middle_chunks;  // dx
     const int middle = std::max(0, in_flight - first - last);
-    slots = in_flight * per_layer * (double(count) / v) +
-            first * (kFloat * 2 + kHalf * 2) * RC + last * (kHalf * 2 + kFloat) * RC + middle * kHalf * 3 * RC;
+    const double travel = kHalf * 2 * part * RC;  // out16 and grad16
+    slots = in_flight * per_layer * (double(count) / v) + first * (kFloat * (split ? 2 : 1) * RC + travel) +
+            last * ((kHalf + kFloat + kHalf * part) * RC) + middle * (kHalf * RC + travel);
     if (recompute == Recompute::full) {
       slots -= in_flight * kFloat * RC * double(nonempty) / v;
       shared += kFloat * RC * nonempty;

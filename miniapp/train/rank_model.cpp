@@ -21,6 +21,7 @@ std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, R
     m.stages.push_back(std::make_unique<Stage>(shape, cfg.train.micro_batch, cfg.train.seq_len, k, *m.params,
                                                groups.tp, ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
     m.stages.back()->set_recompute(cfg.train.recompute);
+    m.stages.back()->set_split_backward(splits_backward(cfg.parallel.schedule));
     m.stages.back()->set_phase_timing(cfg.output.phase_timing);
   }
   m.pipeline = std::make_unique<Pipeline>(m.stages, plan.schedule[at.pp], groups.pp);

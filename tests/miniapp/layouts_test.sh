@@ -2,8 +2,9 @@
 # Layout invariance: the same deck gives the same losses on every (tp, pp, dp, zero, schedule)
 # layout of 4 ranks as on one rank (iteration 1 within 1e-6 relative, iteration 10 within 1e-4),
 # for both families; zb-h1 gives 1F1B's losses and gradient norms bitwise (in either precision),
-# holding no more activations, also under sequence parallelism (pp=2 tp=2); gradient accumulation
-# over 8 micro-batches matches one batch of 8; and one layout run twice gives bitwise-identical
+# holding no more activations (in bf16 but the first chunk's fp32 gradient per micro-batch in
+# flight, which its W reads after B), also under sequence parallelism (pp=2 tp=2); gradient
+# accumulation over 8 micro-batches matches one batch of 8; and one layout run twice gives bitwise-identical
 # losses. With PRECISION bf16 every run is train.precision=bf16, compared with the one-rank bf16
 # run within bf16 tolerances (iteration 1 within 2e-3, iteration 10 within 1e-2), determinism and
 # zb-h1 against 1F1B still bitwise. The report's model TFLOP/s per rank is the whole model's FLOPs
@@ -42,14 +43,21 @@ PY
 }
 
 same() {  # base name: every iteration's loss and gradient norm bitwise equal, activations no larger
-  /usr/bin/python3 - "$tmp/$1.json" "$tmp/$2.json" "$2" <<'PY' || fails=$((fails + 1))
+  /usr/bin/python3 - "$tmp/$1.json" "$tmp/$2.json" "$2" "$precision" <<'PY' || fails=$((fails + 1))
 import json, sys
 ja, jb = (json.load(open(p)) for p in sys.argv[1:3])
 a, b = ([(r["loss"], r["grad_norm"]) for r in j["iterations"]] for j in (ja, jb))
 ma, mb = (j["summary"]["memory"]["activation_bytes_measured"] for j in (ja, jb))
-ok = a == b and len(a) == 10 and mb <= ma
+extra = 0
+if sys.argv[4] == "bf16":
+    # In bf16 1F1B's first chunk works its fp32 gradient in one buffer; zb-h1's W reads it after B,
+    # so there each micro-batch in flight keeps its own (Stage::Slot): that much more, no further.
+    c = jb["config"]
+    rows = c["train"]["micro_batch"] * c["train"]["seq_len"] // (c["parallel"]["tp"] if c["parallel"]["sequence_parallel"] else 1)
+    extra = 4 * rows * c["model"]["d_model"] * jb["summary"]["pipeline"]["micro_batches_in_flight_measured"]
+ok = a == b and len(a) == 10 and mb <= ma + extra
 print(f"{'ok  ' if ok else 'FAIL'} {sys.argv[3]:54s} losses and gradient norms bitwise equal to {sys.argv[1].split('/')[-1]}, "
-      f"activations {mb} <= {ma} bytes")
+      f"activations {mb} <= {ma} + {extra} bytes")
 sys.exit(0 if ok else 1)
 PY
 }
