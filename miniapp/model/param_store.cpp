@@ -22,7 +22,8 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     shards_ = dp->size();
     shard_rank_ = dp->rank();
     sharded_ = zero >= 3;
-    masters_sharded_ = bf16 && !sharded_;
+    masters_sharded_ = shards_masters(bf16, zero, shards_);
+    reduce_at_once_ = dp->backend().find("nccl") == std::string::npos;
     grads_sharded_ = sharded_ && shard_grads;
     bf16_grad_reduce_ = bf16_grad_reduce;
   }

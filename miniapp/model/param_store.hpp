@@ -55,6 +55,9 @@ struct ParamUnit {
 inline bool shards_gradients(int zero, int dp, ScheduleKind schedule) {
   return zero >= 3 && dp > 1 && schedule != ScheduleKind::zb_h1;
 }
+// Whether the fp32 masters are sharded with the moments while the whole model is kept in bf16
+// (masters_sharded()): bf16 under ZeRO-1/2 over dp > 1.
+inline bool shards_masters(bool bf16, int zero, int dp) { return bf16 && (zero == 1 || zero == 2) && dp > 1; }
 // Whole-unit gradient buffers a rank holds under shards_gradients(): one being written while the
 // other's reduce-scatter is in flight (a one-stage gpt keeps its tied table's open through the
 // backward, so there each reduce-scatter completes before the next unit's backward starts).
@@ -147,6 +150,9 @@ class ParamStore {
   bool bf16_ = false;
   DV<kernels::bf16*> values16_;  // bf16 copy of values_ (bf16 stores); the whole layout under masters_sharded_
   bool masters_sharded_ = false;
+  // close_grads waits for its reduce-scatter at once where dp progresses on the host (not NCCL):
+  // see grad_shards.cpp.
+  bool reduce_at_once_ = false;
   DV<float*> vectors_;                   // masters_sharded_: the 1-D tensors, widened from values16_
   std::vector<std::int64_t> vector_at_;  // per slot: its place in vectors_, or -1
 

@@ -65,7 +65,7 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   // bf16 under ZeRO-1/2 (ParamStore::masters_sharded): the whole model in bf16, this rank's shard
   // of the fp32 masters, and the vectors widened to fp32.
   const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
-  e.masters_sharded = e.bf16 && (zero == 1 || zero == 2) && dp > 1;
+  e.masters_sharded = shards_masters(e.bf16, zero, dp);
   if (e.masters_sharded)
     e.params = kHalf * P + kFloat * (P / shards + vectors);
   else

@@ -156,7 +156,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // into and widens the vectors from (a pass over the owned elements).
   for (int w = 0; w < l.world; ++w) opt_start[w] = t[w], t[w] += memory_us(prof, "optimizer", bytes::adamw(owned[l.stage(w)]));
   if ((l.zero == 1 || l.zero == 2) && l.dp > 1) {
-    if (cfg.bf16())
+    if (shards_masters(cfg.bf16(), l.zero, l.dp))
       for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", (4 + 2) * owned[l.stage(w)]);
     for_groups(ps.dp, [&](const std::vector<int>& m) {
       for (const auto& u : ps.unit_bytes[l.stage(m.front())])
