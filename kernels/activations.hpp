@@ -37,40 +37,49 @@ KOKKOS_INLINE_FUNCTION float gelu_value(float v) {
 }
 }  // namespace detail
 
-// out (N,C) = gelu(inp (N,C)).
-template <class ExecSpace, class OutView, class InView>
+// out (N,C) = gelu(inp (N,C)). S: the work shape (work_shape.hpp).
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void gelu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
   const Call call("gelu_forward", [&] {
     return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)};
   });
   if (call.described()) return;
   using TO = elem_t<OutView>;
+  using Ln = detail::lanes_t<S, ExecSpace, elem_t<InView>>;
   TO* o = out.data();
   const auto* x = inp.data();
-  Kokkos::parallel_for(
-      "kformer::gelu_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, inp.span()),
-      KOKKOS_LAMBDA(const std::size_t i) { o[i] = TO(detail::gelu_value(float(x[i]))); });
+  detail::for_lanes<Ln>(exec, "kformer::gelu_forward", std::int64_t(inp.span()), KOKKOS_LAMBDA(const Ln& l) {
+    float v[Ln::count];
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) v[k] = float(x[l.at(k)]);
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) o[l.at(k)] = TO(detail::gelu_value(v[k]));
+  });
 }
 
 // dinp (N,C) = dout * gelu'(inp).
-template <class ExecSpace, class DinpView, class InView, class DoutView>
+template <Shape S = Shape::natural, class ExecSpace, class DinpView, class InView, class DoutView>
 void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
   const Call call("gelu_backward", [&] {
     return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)};
   });
   if (call.described()) return;
   using TD = elem_t<DinpView>;
+  using Ln = detail::lanes_t<S, ExecSpace, elem_t<InView>>;
   TD* dx = dinp.data();
   const auto* x = inp.data();
   const auto* dy = dout.data();
-  Kokkos::parallel_for(
-      "kformer::gelu_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, inp.span()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const float v = x[i];
-        const float t = detail::tanh_via_exp(detail::gelu_tanh_arg(v));
-        const float dt = (1.f - t * t) * detail::kGeluScale * (1.f + 3.f * detail::kGeluCubic * v * v);
-        dx[i] = TD(float(dy[i]) * (0.5f * (1.f + t) + 0.5f * v * dt));
-      });
+  detail::for_lanes<Ln>(exec, "kformer::gelu_backward", std::int64_t(inp.span()), KOKKOS_LAMBDA(const Ln& l) {
+    float v[Ln::count], g[Ln::count];
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) v[k] = float(x[l.at(k)]), g[k] = float(dy[l.at(k)]);
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) {
+        const float t = detail::tanh_via_exp(detail::gelu_tanh_arg(v[k]));
+        const float dt = (1.f - t * t) * detail::kGeluScale * (1.f + 3.f * detail::kGeluCubic * v[k] * v[k]);
+        dx[l.at(k)] = TD(g[k] * (0.5f * (1.f + t) + 0.5f * v[k] * dt));
+      }
+  });
 }
 
 // out (N,F) = silu(inp[:, :F]) * inp[:, F:], inp (N,2F). S: the work shape (work_shape.hpp).

@@ -11,6 +11,7 @@
 
 #include "bf16.hpp"
 #include "view_types.hpp"
+#include "work_shape.hpp"
 
 namespace kformer::kernels {
 
@@ -19,19 +20,25 @@ template <class View>
 using elem_t = typename View::non_const_value_type;
 
 // dst = src element by element, rounding to nearest even when dst is bf16 and src float.
-template <class ExecSpace, class DstView, class SrcView>
+// S: the work shape (work_shape.hpp).
+template <Shape S = Shape::natural, class ExecSpace, class DstView, class SrcView>
 void convert(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
   const Call call("convert", [&] {
     return KernelCall{Family::convert, holds_bf16<DstView> || holds_bf16<SrcView>, false, bytes_of(dst, src)};
   });
   if (call.described()) return;
   using TD = elem_t<DstView>;
+  using Ln = detail::lanes_t<S, ExecSpace, elem_t<SrcView>>;
   if (dst.span() != src.span()) throw std::invalid_argument("convert: the buffers differ in size");
   TD* d = dst.data();
   const auto* s = src.data();
-  Kokkos::parallel_for(
-      "kformer::convert", Kokkos::RangePolicy<ExecSpace>(exec, 0, src.span()),
-      KOKKOS_LAMBDA(const std::size_t i) { d[i] = TD(float(s[i])); });
+  detail::for_lanes<Ln>(exec, "kformer::convert", std::int64_t(src.span()), KOKKOS_LAMBDA(const Ln& l) {
+    float v[Ln::count];
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) v[k] = float(s[l.at(k)]);
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) d[l.at(k)] = TD(v[k]);
+  });
 }
 
 // dst = src, views of one type and shape (Kokkos::deep_copy on the execution space's queue).

@@ -7,39 +7,50 @@
 #include "call_record.hpp"
 
 #include "convert.hpp"
+#include "work_shape.hpp"
 
 namespace kformer::kernels {
 
-// out (N,C) = a (N,C) + b (N,C); out may alias a or b.
-template <class ExecSpace, class OutView, class AView, class BView>
+// out (N,C) = a (N,C) + b (N,C); out may alias a or b. S: the work shape (work_shape.hpp).
+template <Shape S = Shape::natural, class ExecSpace, class OutView, class AView, class BView>
 void residual_forward(const ExecSpace& exec, const OutView& out, const AView& a, const BView& b) {
   const Call call("residual_forward", [&] {
     return KernelCall{Family::residual, holds_bf16<AView>, false, bytes_of(out, a, b)};
   });
   if (call.described()) return;
   using TO = elem_t<OutView>;
+  using Ln = detail::lanes_t<S, ExecSpace, elem_t<AView>>;
   TO* o = out.data();
   const auto* x = a.data();
   const auto* y = b.data();
-  Kokkos::parallel_for(
-      "kformer::residual_forward", Kokkos::RangePolicy<ExecSpace>(exec, 0, a.span()),
-      KOKKOS_LAMBDA(const std::size_t i) { o[i] = TO(float(x[i]) + float(y[i])); });
+  detail::for_lanes<Ln>(exec, "kformer::residual_forward", std::int64_t(a.span()), KOKKOS_LAMBDA(const Ln& l) {
+    float s[Ln::count];
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) s[k] = float(x[l.at(k)]) + float(y[l.at(k)]);
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) o[l.at(k)] = TO(s[k]);
+  });
 }
 
 // da (N,C) = db (N,C) = dout (N,C).
-template <class ExecSpace, class DaView, class DbView, class DoutView>
+template <Shape S = Shape::natural, class ExecSpace, class DaView, class DbView, class DoutView>
 void residual_backward(const ExecSpace& exec, const DaView& da, const DbView& db, const DoutView& dout) {
   using TA = elem_t<DaView>;
   using TB = elem_t<DbView>;
+  using Ln = detail::lanes_t<S, ExecSpace, elem_t<DoutView>>;
   TA* ga = da.data();
   TB* gb = db.data();
   const auto* g = dout.data();
-  Kokkos::parallel_for(
-      "kformer::residual_backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, dout.span()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        ga[i] = TA(float(g[i]));
-        gb[i] = TB(float(g[i]));
-      });
+  detail::for_lanes<Ln>(exec, "kformer::residual_backward", std::int64_t(dout.span()), KOKKOS_LAMBDA(const Ln& l) {
+    float v[Ln::count];
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) v[k] = float(g[l.at(k)]);
+    for (int k = 0; k < Ln::count; ++k)
+      if (l.has(k)) {
+        ga[l.at(k)] = TA(v[k]);
+        gb[l.at(k)] = TB(v[k]);
+      }
+  });
 }
 
 }  // namespace kformer::kernels

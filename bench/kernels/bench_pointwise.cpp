@@ -88,6 +88,23 @@ void register_token_kernels(int N) {
   }, 3 * 4.0 * N * C);
 }
 
+// On a device: the residual add and GELU forward in the host work shape, one element per thread
+// (what every streaming kernel ran before the GPU shape took several lanes, work_shape.hpp), so
+// that one run measures what the lanes buy. Named probe_*: not counted against the targets.
+void register_one_lane(int N) {
+  const int C = 768, F = 4 * C;
+  add_mem("probe_one_lane/residual/fwd/" + dims({N, C}), [=] {
+    auto a = random_view(V<float**>("a", N, C)), b = random_view(V<float**>("b", N, C));
+    V<float**> y("y", N, C);
+    return std::function<void()>([=] { kernels::residual_forward<kernels::Shape::host>(Exec(), y, a, b); });
+  }, 3 * 4.0 * N * C);
+  add_mem("probe_one_lane/gelu/fwd/" + dims({N, F}), [=] {
+    auto x = random_view(V<float**>("x", N, F));
+    V<float**> y("y", N, F);
+    return std::function<void()>([=] { kernels::gelu_forward<kernels::Shape::host>(Exec(), y, x); });
+  }, 2 * 4.0 * N * F);
+}
+
 // SwiGLU, RoPE and the causal softmax at the Llama-8B proxy and one 1024-token sequence.
 void register_fixed_shapes() {
   const int NL = 256, FL = 14336;
@@ -127,7 +144,8 @@ void register_fixed_shapes() {
 // 3.4 on an H100, calibrate's launch_us) rather than the kernel sets the time.
 const bool registered = (register_norms(2048, 768), register_norms(256, 4096), register_token_kernels(2048),
                          register_fixed_shapes(),
-                         kernels::runs_on_host<Exec> || (register_norms(8192, 768), register_token_kernels(8192), true));
+                         kernels::runs_on_host<Exec> ||
+                             (register_norms(8192, 768), register_token_kernels(8192), register_one_lane(8192), true));
 
 }  // namespace
 }  // namespace kformer::bench

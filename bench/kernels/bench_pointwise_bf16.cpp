@@ -94,6 +94,22 @@ void register_token_kernels(int N) {
   }, 3 * kH * N * C);
 }
 
+// On a device: the residual add and GELU forward in the host work shape, one element per thread
+// (bench_pointwise.cpp says why). Named probe_*: not counted against the targets.
+void register_one_lane(int N) {
+  const int C = 768, F = 4 * C;
+  add_mem("probe_one_lane/residual_bf16/fwd/" + dims({N, C}), [=] {
+    auto a = rnd<bf16**>("a", N, C), b = rnd<bf16**>("b", N, C);
+    V<bf16**> y("y", N, C);
+    return std::function<void()>([=] { kernels::residual_forward<kernels::Shape::host>(Exec(), y, a, b); });
+  }, 3 * kH * N * C);
+  add_mem("probe_one_lane/gelu_bf16/fwd/" + dims({N, F}), [=] {
+    auto x = rnd<bf16**>("x", N, F);
+    V<bf16**> y("y", N, F);
+    return std::function<void()>([=] { kernels::gelu_forward<kernels::Shape::host>(Exec(), y, x); });
+  }, 2 * kH * N * F);
+}
+
 // SwiGLU, RoPE and the causal softmax at the Llama-8B proxy and one 1024-token sequence.
 void register_fixed_shapes() {
   const int NL = 256, FL = 14336;
@@ -134,7 +150,8 @@ void register_fixed_shapes() {
 // 3.4 on an H100, calibrate's launch_us) rather than the kernel sets the time.
 const bool registered = (register_norms(2048, 768), register_norms(256, 4096), register_token_kernels(2048),
                          register_fixed_shapes(),
-                         kernels::runs_on_host<Exec> || (register_norms(8192, 768), register_token_kernels(8192), true));
+                         kernels::runs_on_host<Exec> ||
+                             (register_norms(8192, 768), register_token_kernels(8192), register_one_lane(8192), true));
 
 }  // namespace
 }  // namespace kformer::bench

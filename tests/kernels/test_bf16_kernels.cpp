@@ -53,16 +53,21 @@ View<T**> mat(const View<T*>& v, int r, int c) {
 
 TEST(Bf16Kernels, ConvertRoundsToNearestEvenAndWidensExactly) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  View<float*> f("f", 1000), back("back", 1000);
-  View<bf16*> h("h", 1000);
+  View<float*> f("f", 1001), back("back", 1001);  // not a multiple of a thread's lanes
+  View<bf16*> h("h", 1001);
   const Vec hf = ktest::fill_random(f, rng, -100, 100);
-  kk::convert(Exec(), h, f);
-  kk::convert(Exec(), back, h);
-  Kokkos::fence();
-  const Vec got = ktest::to_host(back);
-  for (std::size_t i = 0; i < hf.size(); ++i) ASSERT_EQ(got[i], double(kk::round_to_bf16(float(hf[i])))) << i;
-  EXPECT_LT(ktest::rel_err(got, hf), kBf16Tol);
-  EXPECT_GT(ktest::rel_err(got, hf), 0.0);  // it did round
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape S = decltype(shape)::value;
+    ktest::poison(h);
+    ktest::poison(back);
+    kk::convert<S>(Exec(), h, f);
+    kk::convert<S>(Exec(), back, h);
+    Kokkos::fence();
+    const Vec got = ktest::to_host(back);
+    for (std::size_t i = 0; i < hf.size(); ++i) ASSERT_EQ(got[i], double(kk::round_to_bf16(float(hf[i])))) << i;
+    EXPECT_LT(ktest::rel_err(got, hf), kBf16Tol);
+    EXPECT_GT(ktest::rel_err(got, hf), 0.0);  // it did round
+  });
 }
 
 TEST(Bf16Kernels, NormsFromBf16InputsMatchReference) {
@@ -103,50 +108,53 @@ TEST(Bf16Kernels, NormsFromBf16InputsMatchReference) {
 }
 
 TEST(Bf16Kernels, GeluSwigluResidualMatchReference) {
-  std::mt19937_64 rng(ktest::fresh_seed());
-  const int N = 37, F = 70;
-  Vec hin, hd;
-  auto in = twin(rng, hin, -3, 3, std::size_t(N) * 2 * F);
-  auto dout = twin(rng, hd, -1, 1, std::size_t(N) * 2 * F);
-  View<bf16*> o16("o16", std::size_t(N) * 2 * F), d16("d16", std::size_t(N) * 2 * F);
-  View<float*> o32("o32", std::size_t(N) * 2 * F);
-  // GELU over all (N,2F) elements: forward bf16 -> bf16, backward with an fp32 upstream gradient.
-  kk::gelu_forward(Exec(), mat(o16, N, 2 * F), mat(in.second, N, 2 * F));
-  kk::gelu_forward(Exec(), mat(o32, N, 2 * F), mat(in.first, N, 2 * F));
-  kk::gelu_backward(Exec(), mat(d16, N, 2 * F), mat(in.second, N, 2 * F), mat(dout.first, N, 2 * F));
-  Kokkos::fence();
-  Vec rg(hin.size()), rdg(hin.size());
-  for (std::size_t i = 0; i < hin.size(); ++i) {
-    rg[i] = ktest::ref::gelu(hin[i]);
-    rdg[i] = hd[i] * ktest::ref::gelu_grad(hin[i]);
-  }
-  EXPECT_LT(ktest::rel_err(ktest::to_host(o16), rg), kBf16Tol);
-  ktest::expect_bitwise_equal(ktest::to_host(o16), rounded(ktest::to_host(o32)), "gelu bf16 = rounded fp32");
-  EXPECT_LT(ktest::rel_err(ktest::to_host(d16), rdg), kBf16Tol);
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape S = decltype(shape)::value;
+    std::mt19937_64 rng(ktest::fresh_seed());
+    const int N = 37, F = 70;
+    Vec hin, hd;
+    auto in = twin(rng, hin, -3, 3, std::size_t(N) * 2 * F);
+    auto dout = twin(rng, hd, -1, 1, std::size_t(N) * 2 * F);
+    View<bf16*> o16("o16", std::size_t(N) * 2 * F), d16("d16", std::size_t(N) * 2 * F);
+    View<float*> o32("o32", std::size_t(N) * 2 * F);
+    // GELU over all (N,2F) elements: forward bf16 -> bf16, backward with an fp32 upstream gradient.
+    kk::gelu_forward<S>(Exec(), mat(o16, N, 2 * F), mat(in.second, N, 2 * F));
+    kk::gelu_forward<S>(Exec(), mat(o32, N, 2 * F), mat(in.first, N, 2 * F));
+    kk::gelu_backward<S>(Exec(), mat(d16, N, 2 * F), mat(in.second, N, 2 * F), mat(dout.first, N, 2 * F));
+    Kokkos::fence();
+    Vec rg(hin.size()), rdg(hin.size());
+    for (std::size_t i = 0; i < hin.size(); ++i) {
+      rg[i] = ktest::ref::gelu(hin[i]);
+      rdg[i] = hd[i] * ktest::ref::gelu_grad(hin[i]);
+    }
+    EXPECT_LT(ktest::rel_err(ktest::to_host(o16), rg), kBf16Tol);
+    ktest::expect_bitwise_equal(ktest::to_host(o16), rounded(ktest::to_host(o32)), "gelu bf16 = rounded fp32");
+    EXPECT_LT(ktest::rel_err(ktest::to_host(d16), rdg), kBf16Tol);
 
-  // SwiGLU: inp (N,2F) -> out (N,F).
-  View<bf16*> s16("s16", std::size_t(N) * F);
-  View<float*> s32("s32", std::size_t(N) * F);
-  kk::swiglu_forward(Exec(), mat(s16, N, F), mat(in.second, N, 2 * F));
-  kk::swiglu_forward(Exec(), mat(s32, N, F), mat(in.first, N, 2 * F));
-  View<float*> g("g", std::size_t(N) * F);
-  const Vec hg = ktest::fill_random(g, rng);
-  kk::swiglu_backward(Exec(), mat(d16, N, 2 * F), mat(in.second, N, 2 * F), mat(g, N, F));
-  Kokkos::fence();
-  EXPECT_LT(ktest::rel_err(ktest::to_host(s16), ktest::ref::swiglu_forward(hin, N, F)), kBf16Tol);
-  ktest::expect_bitwise_equal(ktest::to_host(s16), rounded(ktest::to_host(s32)), "swiglu bf16 = rounded fp32");
-  EXPECT_LT(ktest::rel_err(ktest::to_host(d16), ktest::ref::swiglu_backward(hin, hg, N, F)), kBf16Tol);
+    // SwiGLU: inp (N,2F) -> out (N,F).
+    View<bf16*> s16("s16", std::size_t(N) * F);
+    View<float*> s32("s32", std::size_t(N) * F);
+    kk::swiglu_forward<S>(Exec(), mat(s16, N, F), mat(in.second, N, 2 * F));
+    kk::swiglu_forward<S>(Exec(), mat(s32, N, F), mat(in.first, N, 2 * F));
+    View<float*> g("g", std::size_t(N) * F);
+    const Vec hg = ktest::fill_random(g, rng);
+    kk::swiglu_backward<S>(Exec(), mat(d16, N, 2 * F), mat(in.second, N, 2 * F), mat(g, N, F));
+    Kokkos::fence();
+    EXPECT_LT(ktest::rel_err(ktest::to_host(s16), ktest::ref::swiglu_forward(hin, N, F)), kBf16Tol);
+    ktest::expect_bitwise_equal(ktest::to_host(s16), rounded(ktest::to_host(s32)), "swiglu bf16 = rounded fp32");
+    EXPECT_LT(ktest::rel_err(ktest::to_host(d16), ktest::ref::swiglu_backward(hin, hg, N, F)), kBf16Tol);
 
-  // Residual: bf16 + fp32 into bf16, and into fp32 (exact: the sum of a bf16 and a float
-  // differs from float64 by one fp32 rounding).
-  View<float*> r32("r32", std::size_t(N) * 2 * F);
-  kk::residual_forward(Exec(), o16, in.second, dout.first);
-  kk::residual_forward(Exec(), r32, in.second, dout.first);
-  Kokkos::fence();
-  Vec rs(hin.size());
-  for (std::size_t i = 0; i < hin.size(); ++i) rs[i] = hin[i] + hd[i];
-  EXPECT_LT(ktest::rel_err(ktest::to_host(o16), rs), kBf16Tol);
-  EXPECT_LT(ktest::rel_err(ktest::to_host(r32), rs), 1e-7);
+    // Residual: bf16 + fp32 into bf16, and into fp32 (exact: the sum of a bf16 and a float
+    // differs from float64 by one fp32 rounding).
+    View<float*> r32("r32", std::size_t(N) * 2 * F);
+    kk::residual_forward<S>(Exec(), o16, in.second, dout.first);
+    kk::residual_forward<S>(Exec(), r32, in.second, dout.first);
+    Kokkos::fence();
+    Vec rs(hin.size());
+    for (std::size_t i = 0; i < hin.size(); ++i) rs[i] = hin[i] + hd[i];
+    EXPECT_LT(ktest::rel_err(ktest::to_host(o16), rs), kBf16Tol);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(r32), rs), 1e-7);
+  });
 }
 
 TEST(Bf16Kernels, RopeOnBf16MatchesReference) {
