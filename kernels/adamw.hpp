@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
@@ -19,8 +20,11 @@ struct AdamWHyper {
 // p, m, v (n) updated in place from g (n):
 //   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-template <class ExecSpace>
-void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p, const DView<const float*, ExecSpace>& g,
+// G: the gradient's element type, float or bf16 (a bf16 gradient buffer: parallel.grad_reduce_dtype),
+// named by the caller (adamw_update<Exec, bf16>): not deduced, so that any float view converts.
+template <class ExecSpace, class G = float>
+void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
+                  const DView<const std::enable_if_t<true, G>*, ExecSpace>& g,
                   const DView<float*, ExecSpace>& m, const DView<float*, ExecSpace>& v, const AdamWHyper& h) {
   const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
   const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
@@ -32,18 +36,18 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p, cons
   constexpr std::int64_t W = runs_on_host<ExecSpace> ? 512 : 1;
   const std::int64_t n = static_cast<std::int64_t>(p.extent(0)), nchunk = (n + W - 1) / W;
   float* const pp = p.data();
-  const float* const gp = g.data();
+  const G* const gp = g.data();
   float* const mp = m.data();
   float* const vp = v.data();
   Kokkos::parallel_for(
       "kformer::adamw_update", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunk), KOKKOS_LAMBDA(const std::int64_t k) {
         const std::int64_t i0 = k * W, i1 = i0 + W < n ? i0 + W : n;
         float* KOKKOS_RESTRICT pr = pp;
-        const float* KOKKOS_RESTRICT gr = gp;
+        const G* KOKKOS_RESTRICT gr = gp;
         float* KOKKOS_RESTRICT mr = mp;
         float* KOKKOS_RESTRICT vr = vp;
         for (std::int64_t i = i0; i < i1; ++i) {
-          const float gi = gr[i] * gs;
+          const float gi = float(gr[i]) * gs;
           const float mi = b1 * mr[i] + (1.f - b1) * gi;
           const float vi = b2 * vr[i] + (1.f - b2) * gi * gi;
           mr[i] = mi;

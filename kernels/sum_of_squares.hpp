@@ -42,8 +42,9 @@ class SumOfSquares {
 
   // out() = sum over the ranges of double(x[i])^2; S: the work shape (work_shape.hpp).
   // out: a rank-0 View of double in Mem.
-  template <Shape S0 = Shape::natural, class OutView>
-  void run(const ExecSpace& exec, const float* x, const OutView& out) const {
+  // T: float, or bf16 (a bf16 gradient buffer), each element widened before it is squared.
+  template <Shape S0 = Shape::natural, class T, class OutView>
+  void run(const ExecSpace& exec, const T* x, const OutView& out) const {
     const auto blocks = blocks_;
     const auto partials = partials_;
     const int n = static_cast<int>(blocks.extent(0));
@@ -52,20 +53,20 @@ class SumOfSquares {
         "kformer::grad_norm_blocks", Policy(exec, n, Kokkos::AUTO),
         KOKKOS_LAMBDA(const typename Policy::member_type& team) {
           const int k = team.league_rank();
-          const float* p = x + blocks(k, 0);
+          const T* p = x + blocks(k, 0);
           const int len = static_cast<int>(blocks(k, 1));
           double s = 0;
           if constexpr (shape_for<S0, ExecSpace> == Shape::gpu) {  // (nvcc: no local constexpr in a lambda's if constexpr)
             Kokkos::parallel_reduce(
-                Kokkos::TeamThreadRange(team, len), [&](const int i, double& acc) { acc += double(p[i]) * double(p[i]); },
+                Kokkos::TeamThreadRange(team, len), [&](const int i, double& acc) { acc += double(float(p[i])) * double(float(p[i])); },
                 s);
           } else {
             constexpr int L = 8;
             double lanes[L] = {};
             const int nb = len / L;
             for (int b = 0; b < nb; ++b)
-              for (int l = 0; l < L; ++l) lanes[l] += double(p[b * L + l]) * double(p[b * L + l]);
-            for (int l = 0; nb * L + l < len; ++l) lanes[l] += double(p[nb * L + l]) * double(p[nb * L + l]);
+              for (int l = 0; l < L; ++l) lanes[l] += double(float(p[b * L + l])) * double(float(p[b * L + l]));
+            for (int l = 0; nb * L + l < len; ++l) lanes[l] += double(float(p[nb * L + l])) * double(float(p[nb * L + l]));
             for (int w = L / 2; w > 0; w /= 2)
               for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
             s = lanes[0];

@@ -42,7 +42,8 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
     for (const auto& g : segments_) {
       if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
       // where the optimizer reads it: the flat layout, or this rank's shard (grad_shards.cpp)
-      const std::int64_t at = p_.shard_grads(g.unit) + g.shard_offset - p_.grads().data();
+      const std::int64_t at = p_.grads_bf16() ? p_.shard_grads16(g.unit) + g.shard_offset - p_.grads16().data()
+                                              : p_.shard_grads(g.unit) + g.shard_offset - p_.grads().data();
       if (!ranges.empty() && ranges.back().first + ranges.back().second == at)
         ranges.back().second += g.length;
       else
@@ -52,7 +53,10 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
 }
 
 void Optimizer::grad_sq_local(const Exec& exec, const DV<double*>& out) const {
-  grad_sq_->run(exec, p_.grads().data(), Kokkos::subview(out, 0));
+  if (p_.grads_bf16())
+    grad_sq_->run(exec, p_.grads16().data(), Kokkos::subview(out, 0));
+  else
+    grad_sq_->run(exec, p_.grads().data(), Kokkos::subview(out, 0));
 }
 
 void Optimizer::step(int iteration, double clip_scale) {
@@ -63,10 +67,13 @@ void Optimizer::step(int iteration, double clip_scale) {
   h.grad_scale = static_cast<float>(clip_scale);
   for (const auto& g : segments_) {
     h.weight_decay = g.decay ? static_cast<float>(s_.weight_decay) : 0.f;
-    kernels::adamw_update(exec, as_vector(p_.shard_values(g.unit) + g.shard_offset, g.length),
-                          as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length),
-                          as_vector(m_.data() + g.state_offset, g.length),
-                          as_vector(v_.data() + g.state_offset, g.length), h);
+    const DV<float*> values = as_vector(p_.shard_values(g.unit) + g.shard_offset, g.length);
+    const DV<float*> m = as_vector(m_.data() + g.state_offset, g.length), v = as_vector(v_.data() + g.state_offset, g.length);
+    if (p_.grads_bf16())
+      kernels::adamw_update<Exec, kernels::bf16>(exec, values, as_vector(p_.shard_grads16(g.unit) + g.shard_offset, g.length),
+                                                 m, v, h);
+    else
+      kernels::adamw_update(exec, values, as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length), m, v, h);
   }
   p_.allgather_values();  // ZeRO-1/2: every rank gets the updated whole
   p_.drop_gathered();     // ZeRO-3: gathered copies are stale

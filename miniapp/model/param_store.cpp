@@ -16,7 +16,7 @@ constexpr std::size_t kPoolSize = 3;
 }  // namespace
 
 ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero,
-                       bool bf16, bool shard_grads, bool bf16_grad_reduce)
+                       bool bf16, bool shard_grads, bool bf16_grad_reduce, bool bf16_grads)
     : dp_(dp), bf16_(bf16) {
   if (zero >= 1 && dp && dp->size() > 1) {
     shards_ = dp->size();
@@ -46,8 +46,10 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     size_ += p.rows * p.cols;
   }
   if (!units_.empty()) close_unit();
+  grads_bf16_ = bf16_grads && dp && dp->size() > 1 && !grads_sharded_;
   values_ = device_buffer<float*>("kformer::params", sharded_ || masters_sharded_ ? size_ / shards_ : size_);
-  grads_ = device_buffer<float*>("kformer::grads", grads_sharded_ ? size_ / shards_ : size_);
+  grads_ = device_buffer<float*>("kformer::grads", grads_bf16_ ? 0 : grads_sharded_ ? size_ / shards_ : size_);
+  if (grads_bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", size_);
   if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", sharded_ ? size_ / shards_ : size_);
   if (masters_sharded_) {  // the vectors, packed in slot order (so adjacent ones stay adjacent)
     std::int64_t n = 0;
@@ -57,20 +59,21 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     }
     vectors_ = device_buffer<float*>("kformer::vectors", n);
   }
+  std::int64_t largest = 0;
+  for (const auto& u : units_) largest = std::max(largest, u.size);
   if (sharded_) {
-    std::int64_t largest = 0;
-    for (const auto& u : units_) largest = std::max(largest, u.size);
     pool_.resize(std::min(kPoolSize, units_.size()));
     for (auto& g : pool_) {
       g.buf = device_buffer<float*>("kformer::gathered_params", largest);
       if (bf16_) g.buf16 = device_buffer<kernels::bf16*>("kformer::gathered_params_bf16", largest);
     }
-    if (grads_sharded_) {
-      grad_pool_.resize(std::min(kGradBuffers, units_.size()));
-      for (auto& g : grad_pool_) {
-        g.buf = device_buffer<float*>("kformer::unit_grads", largest);
-        if (bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
-      }
+  }
+  grad_unit_size_ = largest;
+  if (grads_sharded_) {  // under grads_bf16_ open_grads adds buffers as units are open at once
+    grad_pool_.resize(std::min(kGradBuffers, units_.size()));
+    for (auto& g : grad_pool_) {
+      g.buf = device_buffer<float*>("kformer::unit_grads", largest);
+      if (grads_sharded_ && bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
     }
   }
 }
@@ -253,13 +256,18 @@ void ParamStore::initialize(std::uint64_t seed) {
 }
 
 // A fill on the execution space: without one, deep_copy fences before and after.
-void ParamStore::zero_grads() { Kokkos::deep_copy(Exec(), grads_, 0.0f); }
+void ParamStore::zero_grads() {
+  if (grads_bf16_)
+    Kokkos::deep_copy(Exec(), grads16_, kernels::bf16(0.0f));
+  else
+    Kokkos::deep_copy(Exec(), grads_, 0.0f);
+}
 
 std::int64_t ParamStore::resident_bytes() const {
   std::int64_t n = values_.span() + grads_.span() + vectors_.span();
   for (const auto& g : pool_) n += g.buf.span();
   for (const auto& g : grad_pool_) n += g.buf.span();
-  std::int64_t halves = values16_.span();
+  std::int64_t halves = values16_.span() + grads16_.span();
   for (const auto& g : pool_) halves += g.buf16.span();
   for (const auto& g : grad_pool_) halves += g.buf16.span();
   return n * std::int64_t(sizeof(float)) + halves * std::int64_t(sizeof(kernels::bf16));

@@ -12,7 +12,13 @@
 //
 // bf16 mixed precision (train.precision=bf16): the values stay the fp32 masters the optimizer
 // updates; a bf16 copy of them, refreshed by refresh_bf16(), is what the GEMMs read (w16). Norm
-// weights and biases are read in fp32 (v). Gradients are fp32 in both precisions.
+// weights and biases are read in fp32 (v). Gradients are fp32 in both precisions, except:
+//
+// A bf16 gradient buffer (grads_bf16(), keeps_bf16_grads(): parallel.grad_reduce_dtype=bf16 over
+// dp > 1 where ZeRO-3 does not shard the gradients, as Megatron-LM's --grad-reduce-in-bf16 keeps
+// them): the whole gradient is bf16, reduced over dp in place. A unit's backward writes fp32 into
+// one of kGradBuffers reusable unit buffers (open_grads .. close_grads, as under ZeRO-3), and the
+// last close of each micro-batch adds it into the bf16 gradient, rounding once per micro-batch.
 //
 // bf16 under ZeRO-1/2 over dp > 1 (masters_sharded()), as DeepSpeed's ZeRO-1 and Megatron-LM's
 // distributed optimizer keep it: the fp32 masters are optimizer state, so a rank holds only its
@@ -58,7 +64,15 @@ inline bool shards_gradients(int zero, int dp, ScheduleKind schedule) {
 // Whether the fp32 masters are sharded with the moments while the whole model is kept in bf16
 // (masters_sharded()): bf16 under ZeRO-1/2 over dp > 1.
 inline bool shards_masters(bool bf16, int zero, int dp) { return bf16 && (zero == 1 || zero == 2) && dp > 1; }
-// Whole-unit gradient buffers a rank holds under shards_gradients(): one being written while the
+// Whether the gradients are one bf16 buffer (above): a bf16 reduction over dp > 1, unless ZeRO-3
+// shards them (their reduce-scatters travel in bf16 from fp32 unit buffers) or zb-h1 defers the
+// weight gradients out of the units' backward (fp32, with a bf16 copy that travels).
+inline bool keeps_bf16_grads(bool bf16_reduce, int zero, int dp, ScheduleKind schedule) {
+  return bf16_reduce && dp > 1 && !shards_gradients(zero, dp, schedule) && schedule != ScheduleKind::zb_h1;
+}
+// Whole-unit gradient buffers a rank holds under shards_gradients() (under keeps_bf16_grads() as
+// many as are open at once: two on gpt's last stage, whose head backward writes the tied table's
+// too, else one): one being written while the
 // other's reduce-scatter is in flight (a one-stage gpt keeps its tied table's open through the
 // backward, so there each reduce-scatter completes before the next unit's backward starts).
 constexpr std::size_t kGradBuffers = 2;
@@ -67,9 +81,11 @@ class ParamStore {
  public:
   // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
   // With zero >= 1 units are padded to split evenly over `dp`; with zero 3 values are sharded.
-  // shard_grads: see shards_gradients(); bf16_grad_reduce: their reduce-scatters travel in bf16.
+  // shard_grads: see shards_gradients(); bf16_grad_reduce: their reduce-scatters travel in bf16;
+  // bf16_grads: see keeps_bf16_grads().
   ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp = nullptr,
-             int zero = 0, bool bf16 = false, bool shard_grads = false, bool bf16_grad_reduce = false);
+             int zero = 0, bool bf16 = false, bool shard_grads = false, bool bf16_grad_reduce = false,
+             bool bf16_grads = false);
 
   void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
   void zero_grads();
@@ -87,12 +103,20 @@ class ParamStore {
 
   DV<float*> grads() const { return grads_; }  // the flat layout, or this rank's shards (grads_sharded())
   bool grads_sharded() const { return grads_sharded_; }
-  // This rank's shard of unit u's gradient (the whole unit when not sharded over dp: shards = 1).
+  // The bf16 gradient buffer (grads_bf16(); then grads() is empty), in the flat layout.
+  DV<kernels::bf16*> grads16() const { return grads16_; }
+  bool grads_bf16() const { return grads_bf16_; }
+  // Whether a backward writes the gradients through open_grads/close_grads (either of the above).
+  bool grads_buffered() const { return grads_sharded_ || grads_bf16_; }
+  // This rank's shard of unit u's gradient (the whole unit when not sharded over dp: shards = 1),
+  // in fp32, or under grads_bf16() in bf16.
   float* shard_grads(std::size_t u) const;
-  // shard_grads: the unit of `layer` is written by a backward between these two (nested calls
-  // share its buffer; the first zeroes it). The last close starts its reduce-scatter over dp;
-  // its part is added to the shard when the buffer is next needed, or in finish_grads().
-  // Without shard_grads both do nothing.
+  kernels::bf16* shard_grads16(std::size_t u) const;
+  // grads_buffered(): the unit of `layer` is written by a backward between these two (nested calls
+  // share its buffer; the first zeroes it). Under shard_grads the last close starts its
+  // reduce-scatter over dp, and its part is added to the shard when the buffer is next needed, or
+  // in finish_grads(); under grads_bf16() it adds the buffer into the bf16 gradient.
+  // Otherwise both do nothing.
   void open_grads(int layer) const;
   void close_grads(int layer) const;
   void finish_grads() const;  // wait for the reduce-scatters in flight and add them up
@@ -166,7 +190,8 @@ class ParamStore {
   mutable std::vector<Gathered> pool_;
   mutable long clock_ = 0;
 
-  bool grads_sharded_ = false, bf16_grad_reduce_ = false;
+  bool grads_sharded_ = false, bf16_grad_reduce_ = false, grads_bf16_ = false;
+  DV<kernels::bf16*> grads16_;  // grads_bf16_: the whole gradient
   struct GradBuffer {  // one unit's whole gradient while open or in flight
     std::size_t unit = 0;
     int holders = 0;     // open while > 0
@@ -176,6 +201,7 @@ class ParamStore {
     DV<kernels::bf16*> buf16;  // bf16_grad_reduce: what travels
   };
   mutable std::vector<GradBuffer> grad_pool_;
+  std::int64_t grad_unit_size_ = 0;  // the largest unit's
   mutable long reductions_ = 0;
   GradBuffer& open_buffer(std::size_t u) const;  // throws unless unit u is open
   void complete(GradBuffer& g) const;            // wait for its reduce-scatter, add it to the shard

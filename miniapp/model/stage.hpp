@@ -137,12 +137,14 @@ class Stage {
   template <class T>
   void gather_message(const DV<T**>& whole) const;
   // Calls on_unit_done(layer), after summing the unit's norm gradients over TP under sequence
-  // parallelism (each rank added its rows' part; when ZeRO-3 shards the gradients, grads_complete
-  // did so each micro-batch); it runs once per iteration, on the last micro-batch.
+  // parallelism (each rank added its rows' part; when the store buffers the gradients per unit,
+  // ParamStore::grads_buffered, grads_complete did so each micro-batch); it runs once per
+  // iteration, on the last micro-batch.
   void unit_done(int layer, const std::function<void(int)>& on_unit_done);
-  // When ZeRO-3 shards the gradients: a unit's gradients of one micro-batch are complete (its
-  // backward opened them with ParamStore::open_grads); the norms' TP sum is taken here instead,
-  // then the store reduce-scatters them (close_grads). Nothing otherwise.
+  // When the store buffers the gradients per unit (ZeRO-3's shards, a bf16 gradient buffer): a
+  // unit's gradients of one micro-batch are complete (its backward opened them with
+  // ParamStore::open_grads); the norms' TP sum is taken here instead, then the store
+  // reduce-scatters them or adds them into the bf16 gradient (close_grads). Nothing otherwise.
   void grads_complete(int layer) const;
   void sum_norms_over_tp(int layer) const;  // sequence parallelism: the unit's norm gradients
 

@@ -31,12 +31,12 @@ void Stage::sum_norms_over_tp(int layer) const {
 }
 
 void Stage::unit_done(int layer, const std::function<void(int)>& on_unit_done) {
-  if (!p_.grads_sharded()) sum_norms_over_tp(layer);  // sharded: summed each micro-batch (grads_complete)
+  if (!p_.grads_buffered()) sum_norms_over_tp(layer);  // buffered: summed each micro-batch (grads_complete)
   on_unit_done(layer);
 }
 
 void Stage::grads_complete(int layer) const {
-  if (!p_.grads_sharded()) return;
+  if (!p_.grads_buffered()) return;
   sum_norms_over_tp(layer);
   p_.close_grads(layer);
 }

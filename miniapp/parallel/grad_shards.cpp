@@ -1,4 +1,6 @@
-// ZeRO-3's sharded gradients (see param_store.hpp): FSDP's reduce-scatter after each unit's
+// Gradients written through reusable unit buffers (see param_store.hpp): ZeRO-3's sharded
+// gradients, and the bf16 gradient buffer, into which close_grads adds each micro-batch's fp32.
+// ZeRO-3's sharded gradients: FSDP's reduce-scatter after each unit's
 // backward, the mirror of require()'s all-gather before its use. A rank keeps its 1/dp shard of
 // each unit's gradient (grads_), summed over the iteration's micro-batches; a unit's whole
 // gradient exists only in one of kGradBuffers reusable buffers, from open_grads to the last
@@ -21,13 +23,23 @@ namespace kformer {
 
 float* ParamStore::shard_grads(std::size_t u) const {
   const ParamUnit& unit = units_[u];
+  if (grads_bf16_)
+    throw std::logic_error("kformer: the gradient of layer " + std::to_string(unit.layer) +
+                           " read in fp32 from a bf16 gradient buffer");
   if (grads_sharded_) return grads_.data() + unit.offset / shards_;
   return grads_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
 }
 
+kernels::bf16* ParamStore::shard_grads16(std::size_t u) const {
+  const ParamUnit& unit = units_[u];
+  if (!grads_bf16_)
+    throw std::logic_error("kformer: the gradient of layer " + std::to_string(unit.layer) + " read in bf16 from fp32");
+  return grads16_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+}
+
 float* ParamStore::grad_ptr(const std::string& first) const {
   const ParamSlot& s = slot(first);
-  if (!grads_sharded_) return grads_.data() + s.offset;
+  if (!grads_buffered()) return grads_.data() + s.offset;
   return open_buffer(s.unit).buf.data() + (s.offset - units_[s.unit].offset);
 }
 
@@ -35,11 +47,11 @@ ParamStore::GradBuffer& ParamStore::open_buffer(std::size_t u) const {
   for (auto& g : grad_pool_)
     if (g.holders > 0 && g.unit == u) return g;
   throw std::logic_error("kformer: the gradient of layer " + std::to_string(units_[u].layer) +
-                         " written under ZeRO-3 outside open_grads()/close_grads()");
+                         " written outside open_grads()/close_grads() (ZeRO-3, or a bf16 gradient buffer)");
 }
 
 void ParamStore::open_grads(int layer) const {
-  if (!grads_sharded_) return;
+  if (!grads_buffered()) return;
   const std::size_t u = unit_of_layer_.at(layer);
   for (auto& g : grad_pool_)
     if (g.holders > 0 && g.unit == u) {
@@ -56,9 +68,14 @@ void ParamStore::open_grads(int layer) const {
     }
     if (!free || g.started < free->started) free = &g;
   }
+  if (!free && grads_bf16_ && grad_pool_.size() < kGradBuffers) {  // the first iteration's allocations
+    grad_pool_.emplace_back();
+    grad_pool_.back().buf = device_buffer<float*>("kformer::unit_grads", grad_unit_size_);
+    free = &grad_pool_.back();
+  }
   if (!free)
     throw std::logic_error("kformer: more than " + std::to_string(grad_pool_.size()) +
-                           " units' gradients open at once under ZeRO-3");
+                           " units' gradients open at once");
   if (free->started >= 0) complete(*free);
   kernels::fill(Exec(), Kokkos::subview(free->buf, std::make_pair(std::int64_t(0), units_[u].size)), 0.0f);
   free->unit = u;
@@ -66,10 +83,16 @@ void ParamStore::open_grads(int layer) const {
 }
 
 void ParamStore::close_grads(int layer) const {
-  if (!grads_sharded_) return;
+  if (!grads_buffered()) return;
   GradBuffer& g = open_buffer(unit_of_layer_.at(layer));
   if (--g.holders > 0) return;
   const std::int64_t size = units_[g.unit].size, n = size / shards_;
+  if (grads_bf16_) {  // this micro-batch's fp32 gradient added into the bf16 one: one rounding
+    const auto whole = std::make_pair(units_[g.unit].offset, units_[g.unit].offset + size);
+    const auto g16 = Kokkos::subview(grads16_, whole);
+    kernels::residual_forward(Exec(), g16, g16, Kokkos::subview(g.buf, std::make_pair(std::int64_t(0), size)));
+    return;  // no fence: the buffer is zeroed for its next unit on the same execution space
+  }
   if (bf16_grad_reduce_) {  // rounded once per micro-batch; summed in bf16 (NCCL) or fp32 (MPI) on the wire
     Exec exec;
     const auto all = std::make_pair(std::int64_t(0), size);

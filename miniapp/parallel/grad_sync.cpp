@@ -8,7 +8,7 @@
 namespace kformer {
 
 GradSync::GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce)
-    : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1 && !params.grads_sharded()) {
+    : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1 && !params.grads_buffered()) {
   if (bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", p_.size());
 }
 
@@ -22,6 +22,15 @@ void GradSync::unit_done(int layer) {
     const ParamUnit& u = p_.units()[k];
     if (u.layer != layer) continue;
     const int n = dp_->size();
+    if (p_.grads_bf16()) {  // the bf16 gradient itself, in place
+      kernels::bf16* g = p_.grads16().data() + u.offset;
+      if (zero_ >= 2)
+        pending_.push_back(dp_->ireduce_scatter(g, g + dp_->rank() * (u.size / n), u.size / n, comm::DType::bf16,
+                                                comm::ReduceOp::sum));
+      else
+        pending_.push_back(dp_->iallreduce(g, g, u.size, comm::DType::bf16, comm::ReduceOp::sum));
+      continue;
+    }
     if (bf16_) {
       kernels::bf16* g = grads16_.data() + u.offset;
       Exec exec;

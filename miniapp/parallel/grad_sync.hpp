@@ -3,9 +3,10 @@
 // so it overlaps the backward of the layers below; finish() waits for what is still in flight
 // and that wait is the exposed communication. zero <= 1 all-reduces; zero >= 2 reduce-scatters
 // (each rank keeps the reduced gradient of its own shard, which is all its optimizer reads).
-// With parallel.grad_reduce_dtype=bf16 a unit's fp32 gradient is rounded into a bf16 copy that
-// travels (half the bytes; MPI sums in fp32 per message, NCCL in bf16), and finish() widens the
-// reduced copy back into the fp32 gradient the optimizer reads. When ZeRO-3 shards the gradients
+// With parallel.grad_reduce_dtype=bf16 the gradient is the store's bf16 buffer
+// (ParamStore::grads_bf16), reduced in place (half the bytes; MPI sums in fp32 per message, NCCL
+// in bf16). Only under zb-h1, whose deferred weight gradients keep an fp32 buffer, is a unit's
+// gradient rounded into a bf16 copy that travels, and finish() widens the reduced copy back. When ZeRO-3 shards the gradients
 // (ParamStore::grads_sharded) the store reduce-scatters each unit as each micro-batch's backward
 // ends, and finish() waits for the last of those.
 #pragma once
@@ -30,8 +31,8 @@ class GradSync {
   comm::Communicator* dp_;
   int zero_;
   std::vector<comm::Request> pending_;
-  bool bf16_ = false;
-  DV<kernels::bf16*> grads16_;             // bf16 reduce: the units' gradients in flight
+  bool bf16_ = false;                      // a bf16 copy travels (zb-h1)
+  DV<kernels::bf16*> grads16_;             // that copy
   std::vector<std::size_t> started_;       // bf16 reduce: units to widen back after the wait
   double exposed_ms_ = 0;
 };

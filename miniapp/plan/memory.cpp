@@ -71,12 +71,16 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   else
     e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
   // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
-  // whole-unit buffers (ParamStore's kGradBuffers). A bf16 gradient reduction adds bf16 copies of
-  // what travels: all of it, or the whole-unit buffers.
+  // whole-unit buffers (ParamStore's kGradBuffers), with bf16 copies of them that travel under a
+  // bf16 reduction; a bf16 gradient buffer (keeps_bf16_grads) and the fp32 unit buffers the
+  // backward writes; else (zb-h1) a bf16 reduction adds a bf16 copy of the whole.
   const bool bf16_reduce = rs.parallel.grad_reduce_dtype == Precision::bf16 && dp > 1;
+  const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
   if (shards_gradients(zero, dp, rs.parallel.schedule)) {
-    const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
     e.grads = kFloat * (P / shards + buffers) + (bf16_reduce ? kHalf * buffers : 0);
+  } else if (plan.bf16_grads()) {  // one fp32 unit buffer; two on gpt's last stage (the head's and the tied table's)
+    const bool tied_open = rs.model.family == Family::gpt && int(chunks.size() - 1) % pp == stage;
+    e.grads = kHalf * P + kFloat * std::min<double>(tied_open ? 2 : 1, units.size()) * largest_unit;
   } else {
     e.grads = kFloat * P + (bf16_reduce ? kHalf * P : 0);
   }

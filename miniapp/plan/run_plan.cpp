@@ -11,6 +11,11 @@ bool RunPlan::shards_grads() const {
   return shards_gradients(settings.parallel.zero, settings.parallel.dp, settings.parallel.schedule);
 }
 
+bool RunPlan::bf16_grads() const {
+  const ParallelSettings& p = settings.parallel;
+  return keeps_bf16_grads(p.grad_reduce_dtype == Precision::bf16, p.zero, p.dp, p.schedule);
+}
+
 RunPlan make_plan(RunSettings settings) {
   RunPlan p;
   p.settings = std::move(settings);

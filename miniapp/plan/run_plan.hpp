@@ -27,6 +27,7 @@ struct RunPlan {
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's
 
   bool shards_grads() const;  // ZeRO-3 reduce-scatters gradients unit by unit (param_store.hpp)
+  bool bf16_grads() const;    // the gradients are one bf16 buffer (param_store.hpp, keeps_bf16_grads)
 };
 
 // Throws std::invalid_argument for settings validation would have refused (a schedule that

@@ -49,8 +49,9 @@ inline DV<float**> as_matrix(float* p, std::int64_t rows, std::int64_t cols) {
 inline DV<float***> as_tensor3(float* p, std::int64_t a, std::int64_t b, std::int64_t c) {
   return Kokkos::View<float***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, a, b, c);
 }
-inline DV<float*> as_vector(float* p, std::int64_t n) {
-  return Kokkos::View<float*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, n);
+template <class T>
+DV<T*> as_vector(T* p, std::int64_t n) {
+  return Kokkos::View<T*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, n);
 }
 
 // n floats between a device buffer and host memory (a plain copy when the space is the host's).

@@ -74,8 +74,9 @@ std::vector<KeySpec> make_schema() {
               "0 none, 1 optimizer state sharded (in bf16 the fp32 masters too, the bf16 weights all-gathered "
               "after the step), 2 + gradients, 3 + parameters (FSDP)"),
       choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
-             "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes, "
-             "the reduced gradient is widened back into the fp32 gradients"),
+             "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes "
+             "and keeps the gradients in one bf16 buffer (each micro-batch's fp32 unit gradient added "
+             "into it; ZeRO-3 and zb-h1 keep fp32 gradients and send a bf16 copy)"),
       choice("parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"},
              "pipeline schedule; zb-h1 splits backward into input and weight gradients, deferring the latter"),
       choice("parallel.sequence_parallel", {"false", "true"},

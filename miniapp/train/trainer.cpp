@@ -115,6 +115,11 @@ void Trainer::sync_tied_embedding() {
   // the unit alike, so the shards line up.
   const ParamStore& p = *model_->params;
   const std::int64_t size = p.units()[unit].size, n = zero_ >= 2 ? size / p.shards() : size;
+  if (p.grads_bf16()) {  // the bf16 gradient buffer (ParamStore::grads_bf16)
+    kernels::bf16* g = zero_ >= 2 ? p.shard_grads16(unit) : p.grads16().data() + p.units()[unit].offset;
+    embedding_group_->allreduce(g, g, n, comm::DType::bf16, comm::ReduceOp::sum);
+    return;
+  }
   float* g = zero_ >= 2 ? p.shard_grads(unit) : p.grads().data() + p.units()[unit].offset;
   embedding_group_->allreduce(g, g, n, comm::DType::f32, comm::ReduceOp::sum);
 }

@@ -232,6 +232,30 @@ TEST(AdamW, MatchesTorchsUpdateOverSteps) {
   }
 }
 
+// From a bf16 gradient buffer (parallel.grad_reduce_dtype=bf16) the update is the fp32 one of the
+// same, widened values, bit for bit.
+TEST(AdamW, ReadsBf16GradientsAsTheirWidenedValues) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int n = 41;
+  View<float*> p("p", n), p2("p2", n), g("g", n), m("m", n), v("v", n), m2("m2", n), v2("v2", n);
+  View<kk::bf16*> g16("g16", n);
+  ktest::fill_random(p, rng);
+  Kokkos::deep_copy(p2, p);
+  kk::AdamWHyper h;
+  h.lr = 1e-2f;
+  h.weight_decay = 0.1f;
+  h.grad_scale = 0.7f;
+  for (int step = 1; step <= 2; ++step) {
+    ktest::fill_random(g, rng);
+    kk::convert(Exec(), g16, g);
+    kk::convert(Exec(), g, g16);  // g: the bf16 values, widened
+    h.step = step;
+    kk::adamw_update(Exec(), p, g, m, v, h);
+    kk::adamw_update<Exec, kk::bf16>(Exec(), p2, g16, m2, v2, h);
+    ktest::expect_bitwise_equal(ktest::to_host(p), ktest::to_host(p2), "adamw from bf16 gradients");
+  }
+}
+
 // The loss of a step stays on the device: each call adds its sum (in double) to sums(0).
 TEST(CrossEntropy, LossSumAccumulatesOnTheDevice) {
   std::mt19937_64 rng(ktest::fresh_seed());
@@ -271,6 +295,15 @@ TEST(SumOfSquares, FusedOverRangesMatchesReferenceAndIsDeterministic) {
     sos.run<Sh>(Exec(), x.data(), Kokkos::subview(out, 0));
     ktest::expect_bitwise_equal({got}, ktest::to_host(out), "sum of squares");
   });
+  // A bf16 buffer's sum is that of its widened values, bit for bit.
+  View<kk::bf16*> x16("x16", n);
+  View<float*> wide("wide", n);
+  kk::convert(Exec(), x16, x);
+  kk::convert(Exec(), wide, x16);
+  View<double*> out16("out16", 1);
+  sos.run(Exec(), wide.data(), Kokkos::subview(out, 0));
+  sos.run(Exec(), x16.data(), Kokkos::subview(out16, 0));
+  ktest::expect_bitwise_equal(ktest::to_host(out), ktest::to_host(out16), "sum of squares of bf16");
   const SoS none({});
   none.run(Exec(), x.data(), Kokkos::subview(out, 0));
   EXPECT_EQ(ktest::to_host(out)[0], 0.0);

@@ -13,6 +13,7 @@
 
 #include "model/param_store.hpp"
 #include "parallel/grad_sync.hpp"
+#include "convert.hpp"
 #include "test_env.hpp"
 
 using namespace kformer;
@@ -151,6 +152,68 @@ void shards_check(bool bf16) {
 TEST(GradShards, Zero3RankKeepsItsShardOfTheSumOverRanksAndMicroBatches) {
   shards_check(false);
   shards_check(true);
+}
+
+std::vector<float> host_copy16(kernels::bf16* device, std::int64_t n) {
+  const DV<float*> wide = device_buffer<float*>("wide", n);
+  kernels::convert(Exec(), wide, as_vector(device, n));
+  Exec().fence();
+  return host_copy(wide.data(), n);
+}
+
+// The bf16 gradient buffer (parallel.grad_reduce_dtype=bf16, ZeRO 0-2; ParamStore::grads_bf16):
+// each micro-batch's backward writes a unit's fp32 gradient into an open unit buffer, the last
+// close adds it into the bf16 gradient, and the units are reduced in bf16 in place; what a rank
+// keeps (the whole, or under ZeRO-2 its shard) is the sum over ranks and micro-batches, exact here.
+TEST(GradSync, Bf16GradientBufferSumsOverRanksAndMicroBatches) {
+  auto dp = test::world();
+  const int n = dp->size(), me = dp->rank(), micro_batches = 3;
+  for (int zero : {0, 1, 2}) {
+    SCOPED_TRACE("zero=" + std::to_string(zero));
+    const bool keeps = keeps_bf16_grads(true, zero, n, ScheduleKind::one_f_one_b);
+    ParamStore params(specs(), 1, 0, dp.get(), zero, false, false, true, keeps);
+    GradSync sync(params, dp.get(), zero, true);
+    ASSERT_EQ(params.grads_bf16(), n > 1);
+    if (n == 1) continue;  // one rank reduces nothing: fp32 gradients
+    EXPECT_EQ(params.grads().extent(0), 0u) << "no fp32 gradient beside the bf16 one";
+    params.zero_grads();
+    const auto& units = params.units();
+    for (int micro = 0; micro < micro_batches; ++micro)
+      for (std::size_t k = units.size(); k-- > 0;) {
+        const int layer = units[k].layer;
+        params.open_grads(layer);
+        if (k == 1) params.open_grads(layer);  // nested: the same buffer, added at the last close
+        for (std::size_t i = units[k].first_slot; i < units[k].first_slot + units[k].n_slots; ++i) {
+          const ParamSlot& s = params.slots()[i];
+          const DV<float*> g = params.dv(s.spec.name);
+          std::vector<float> h = host_copy(g.data(), std::int64_t(g.extent(0)));
+          for (std::size_t e = 0; e < h.size(); ++e) h[e] += input(me, s.offset + std::int64_t(e), micro);
+          copy_to_device(h.data(), std::int64_t(h.size()), g.data());
+        }
+        params.close_grads(layer);
+        if (k == 1) params.close_grads(layer);
+        if (micro == micro_batches - 1) sync.unit_done(layer);
+      }
+    sync.finish();
+    for (std::size_t k = 0; k < units.size(); ++k) {
+      const ParamUnit& u = units[k];
+      SCOPED_TRACE("unit of layer " + std::to_string(u.layer));
+      const std::int64_t len = zero >= 2 ? u.size / n : u.size, first = zero >= 2 ? u.offset + me * len : u.offset;
+      std::int64_t real = u.offset;  // the unit's elements before its padding
+      for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i)
+        real += params.slots()[i].rows * params.slots()[i].cols;
+      if (zero >= 1) EXPECT_EQ(params.shard_grads16(k), params.grads16().data() + u.offset + me * (u.size / n));
+      const std::vector<float> got = host_copy16(params.grads16().data() + first, len);
+      for (std::size_t j = 0; j < got.size(); ++j) {
+        const std::int64_t e = first + std::int64_t(j);  // in the flat layout
+        float sum = 0;
+        if (e < real)
+          for (int r = 0; r < n; ++r)
+            for (int micro = 0; micro < micro_batches; ++micro) sum += input(r, e, micro);
+        ASSERT_EQ(got[j], sum) << "element " << e;
+      }
+    }
+  }
 }
 
 }  // namespace
