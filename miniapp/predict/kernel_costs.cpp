@@ -1,6 +1,8 @@
 // Kernel costs from a machine profile (see kernel_costs.hpp).
 #include "predict/kernel_costs.hpp"
 
+#include <algorithm>
+
 namespace kformer::predict {
 
 namespace {
@@ -31,25 +33,41 @@ double attention_us(const MachineProfile& p, bool bf16, const std::string& kind,
     if (a.kind == kind && a.b == b && a.t == t && a.h == h && a.kv == kv && a.hd == hd)
       return backward ? a.backward_us : a.forward_us;
   // kformer's batched_gemm runs the products as batched vendor GEMMs, as the published systems'
-  // attention does: costed as that model unless calibrated at this shape.
-  if (kind == name_of(AttentionKind::batched_gemm))
-    return system_attention_us(p, bf16, AttentionModel::batched_gemm, b, t, h, hd, backward);
+  // attention does, with its scores and their gradient in fp32: costed so unless calibrated at
+  // this shape.
+  if (kind == name_of(AttentionKind::batched_gemm)) return batched_attention_us(p, bf16, 4, b, t, h, hd, backward);
   return p.launch_us + attention_flops(b, t, h, hd, backward) / (r.attention_tflops.at(kind) * 1e6);
+}
+
+double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
+                            bool backward) {
+  const ComputeRates& r = p.rates(bf16);
+  const double scores = double(b) * h * t * t;  // elements of the full T*T score matrices
+  const double product = 2.0 * scores * hd;     // one of QK^T and PV over the full scores
+  const double e = bf16 ? 2 : 4;                // the probabilities and d(scores): the run's precision
+  // A product over head size hd moves a T*T matrix for 2*hd FLOPs an element: bound by that
+  // matrix's bytes at the memory bandwidth where the GEMM curve would be faster (on an H100 in
+  // bf16 below about 300 FLOPs a byte, so at every head size in use).
+  const auto one = [&](double tt_bytes) {
+    return p.launch_us + std::max(curve_us(r, product), tt_bytes / (p.copy_gbps * 1e3));
+  };
+  if (!backward)  // QK^T writes the scores, PV reads the probabilities; the softmax between
+    return one(scores * score_bytes) + one(scores * e) +
+           memory_us(p, "activation", scores * (score_bytes + e), bf16);
+  // dP = dO V^T writes d(probabilities) (score_bytes); the softmax's backward reads them and the
+  // probabilities and writes d(scores); dV, dQ and dK each read a T*T operand in e bytes.
+  return one(scores * score_bytes) + 3 * one(scores * e) +
+         memory_us(p, "activation", scores * (score_bytes + 2 * e), bf16);
 }
 
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward) {
   const ComputeRates& r = p.rates(bf16);
-  const double scores = double(b) * h * t * t;  // elements of the full T*T score matrices
-  const double product = 2.0 * scores * hd;     // one of QK^T and PV over the full scores
+  const double product = 2.0 * double(b) * h * t * t * hd;  // one of QK^T and PV over the full scores
   if (model == AttentionModel::flash)  // both products over the causal half: one product's FLOPs
     return p.launch_us + curve_us(r, backward ? 2.5 * product : product);
-  // batched_gemm: forward 2 products and the softmax (read scores, write probabilities); backward
-  // 4 products and the softmax's gradient (read probabilities and their gradient, write the scores').
-  const int products = backward ? 4 : 2;
-  const double element = bf16 ? 2 : 4;
-  const double softmax_bytes = scores * element * (backward ? 3 : 2);
-  return products * (p.launch_us + curve_us(r, product)) + memory_us(p, "activation", softmax_bytes, bf16);
+  // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them.
+  return batched_attention_us(p, bf16, bf16 ? 2 : 4, b, t, h, hd, backward);
 }
 
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {

@@ -26,11 +26,16 @@ double attention_flops(int b, int t, int h, int hd, bool backward);
 //   (no causal skip), then the fused scale-mask-softmax reading the scores and writing the
 //   probabilities, 2 bytes an element in bf16, 4 in fp32; backward: the four products of the two
 //   gradients and the softmax's backward (reads the probabilities and their gradient, writes the
-//   scores'). Attention dropout is not charged.
+//   scores'). Each product takes the longer of its FLOPs on the curve and its T*T matrix's bytes at
+//   the profile's copy bandwidth (batched_attention_us). Attention dropout is not charged.
 // - flash (FlashAttention-2, PyTorch's SDPA): both products over the causal half, no T*T traffic;
 //   backward 2.5 times the forward's products (it recomputes the scores).
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward);
+// The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element
+// (Megatron-LM: the run's precision; kformer's kernels.attention=batched_gemm: fp32, 4).
+double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
+                            bool backward);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);

@@ -16,6 +16,7 @@
 
 #include "platform/errors.hpp"
 #include "predict/chunk_work.hpp"
+#include "predict/kernel_costs.hpp"
 #include "predict/machine_profile.hpp"
 #include "parallel/pipeline_program.hpp"
 #include "parallel/schedule.hpp"
@@ -312,6 +313,34 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
             << " ms, Megatron-LM's batched GEMMs " << with(bg, false) / 1e3 << " ms, flash "
             << with(fl, false) / 1e3 << " ms" << std::endl;
   EXPECT_GT(own, 5 * with(bg, false));
+}
+
+// A batched product over a small head moves its T*T matrix for few FLOPs an element: at hd 64 in
+// bf16 on an H100 each product takes that matrix's bytes at the copy bandwidth, not its FLOPs on
+// the curve. kformer's own kernels.attention=batched_gemm keeps the scores and d(probabilities) in
+// fp32: its QK^T writes 4 bytes a score, its softmax reads 4 and writes 2, where Megatron-LM's
+// bf16 scores take 2 and 2 + 2 (the H200's -25% on the GPT-2 124M bf16 step became -11%).
+TEST(PredictFeatures, AttentionProductsOverSmallHeadsTakeTheirMatricesBytes) {
+  const auto h100 = profile("h100-sxm-80gb");
+  const auto& r = h100.rates(true);
+  const double b = 8, t = 1024, h = 12, hd = 64, scores = b * h * t * t, product = 2 * scores * hd;
+  const double copy = h100.copy_gbps * 1e3, L = h100.launch_us;  // bytes per us
+  ASSERT_GT(scores * 2 / copy, curve_us(r, 0, product)) << "the premise: bytes, not FLOPs, bound each product";
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {8, 1024, 12, 12, 64, 0};
+  const double megatron = kp::kernel_us(h100, c, kformer::AttentionModel::batched_gemm);
+  EXPECT_NEAR(megatron, 2 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 4, true), 1e-6);
+  const double own = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, false);
+  EXPECT_NEAR(own, (L + scores * 4 / copy) + (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 6, true),
+              1e-6);
+  c.backward = true;  // dP written in 4 bytes (own) or 2, three products reading 2, the softmax's 8 or 6
+  const double own_bwd = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, true);
+  EXPECT_NEAR(own_bwd, (L + scores * 4 / copy) + 3 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 8, true),
+              1e-6);
+  EXPECT_NEAR(kp::kernel_us(h100, c, kformer::AttentionModel::batched_gemm),
+              4 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 6, true), 1e-6);
 }
 
 // Sends that hold the next computation (predict.pipeline_p2p=serialized): on 2 stages with 10 ms
