@@ -18,6 +18,10 @@ std::pair<std::int64_t, std::int64_t> range(std::int64_t offset, std::int64_t n)
 
 void GradSync::unit_done(int layer) {
   if (!dp_ || dp_->size() == 1 || p_.grads_sharded()) return;  // sharded: reduce-scattered as each backward ended
+  // Where the backend progresses on the host (MPI without a progress thread), the buckets already
+  // posted move only inside MPI calls: test them here, between the units' backwards.
+  for (comm::Request& r : pending_)
+    if (!r.done()) r.test();
   for (std::size_t k = 0; k < p_.units().size(); ++k) {
     const ParamUnit& u = p_.units()[k];
     if (u.layer != layer) continue;
