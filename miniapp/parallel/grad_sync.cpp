@@ -25,36 +25,29 @@ void GradSync::unit_done(int layer) {
   for (std::size_t k = 0; k < p_.units().size(); ++k) {
     const ParamUnit& u = p_.units()[k];
     if (u.layer != layer) continue;
-    const int n = dp_->size();
     if (p_.grads_bf16()) {  // the bf16 gradient itself, in place
-      kernels::bf16* g = p_.grads16().data() + u.offset;
-      if (zero_ >= 2)
-        pending_.push_back(dp_->ireduce_scatter(g, g + dp_->rank() * (u.size / n), u.size / n, comm::DType::bf16,
-                                                comm::ReduceOp::sum));
-      else
-        pending_.push_back(dp_->iallreduce(g, g, u.size, comm::DType::bf16, comm::ReduceOp::sum));
-      continue;
-    }
-    if (bf16_) {
-      kernels::bf16* g = grads16_.data() + u.offset;
+      post(p_.grads16().data() + u.offset, u.size, comm::DType::bf16);
+    } else if (bf16_) {  // a bf16 copy travels
       Exec exec;
       kernels::convert(exec, Kokkos::subview(grads16_, range(u.offset, u.size)),
                        Kokkos::subview(p_.grads(), range(u.offset, u.size)));
       started_.push_back(k);
-      if (zero_ >= 2)
-        pending_.push_back(dp_->ireduce_scatter(g, g + dp_->rank() * (u.size / n), u.size / n, comm::DType::bf16,
-                                                comm::ReduceOp::sum));
-      else
-        pending_.push_back(dp_->iallreduce(g, g, u.size, comm::DType::bf16, comm::ReduceOp::sum));
-      continue;
+      post(grads16_.data() + u.offset, u.size, comm::DType::bf16);
+    } else {
+      post(p_.grads().data() + u.offset, u.size, comm::DType::f32);
     }
-    float* g = p_.grads().data() + u.offset;
-    if (zero_ >= 2)
-      pending_.push_back(dp_->ireduce_scatter(g, g + dp_->rank() * (u.size / n), u.size / n, comm::DType::f32,
-                                              comm::ReduceOp::sum));
-    else
-      pending_.push_back(dp_->iallreduce(g, g, u.size, comm::DType::f32, comm::ReduceOp::sum));
   }
+}
+
+// One unit's bucket of `size` elements at g, in place: all-reduced, or under ZeRO >= 2
+// reduce-scattered into this rank's 1/dp part.
+template <class T>
+void GradSync::post(T* g, std::int64_t size, comm::DType type) {
+  const int n = dp_->size();
+  if (zero_ >= 2)
+    pending_.push_back(dp_->ireduce_scatter(g, g + dp_->rank() * (size / n), size / n, type, comm::ReduceOp::sum));
+  else
+    pending_.push_back(dp_->iallreduce(g, g, size, type, comm::ReduceOp::sum));
 }
 
 void GradSync::finish() {

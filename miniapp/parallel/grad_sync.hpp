@@ -27,6 +27,9 @@ class GradSync {
   double exposed_ms() const { return exposed_ms_; }
 
  private:
+  template <class T>
+  void post(T* g, std::int64_t size, comm::DType type);  // one unit's bucket
+
   ParamStore& p_;
   comm::Communicator* dp_;
   int zero_;

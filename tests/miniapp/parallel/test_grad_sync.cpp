@@ -97,6 +97,52 @@ TEST(GradSync, OnlyTheUnitsStartedAreReduced) {
     }
 }
 
+// Each micro-batch's backward as the stages run it under a buffered store (ZeRO-3's shards, the
+// bf16 gradient buffer): every unit, last first, opened (the second one twice, nested), given this
+// rank's inputs of that micro-batch (indexed within the unit), closed; the last micro-batch starts
+// each unit's reduction; then the wait.
+void backward_micro_batches(ParamStore& params, GradSync& sync, int me, int micro_batches) {
+  const auto& units = params.units();
+  for (int micro = 0; micro < micro_batches; ++micro)
+    for (std::size_t k = units.size(); k-- > 0;) {
+      const int layer = units[k].layer;
+      params.open_grads(layer);
+      if (k == 1) params.open_grads(layer);  // nested: the same buffer, closed at the last close
+      for (std::size_t i = units[k].first_slot; i < units[k].first_slot + units[k].n_slots; ++i) {
+        const ParamSlot& s = params.slots()[i];
+        const DV<float*> g = params.dv(s.spec.name);
+        std::vector<float> h = host_copy(g.data(), std::int64_t(g.extent(0)));
+        for (std::size_t e = 0; e < h.size(); ++e) h[e] += input(me, s.offset - units[k].offset + std::int64_t(e), micro);
+        copy_to_device(h.data(), std::int64_t(h.size()), g.data());
+      }
+      params.close_grads(layer);
+      if (k == 1) params.close_grads(layer);
+      if (micro == micro_batches - 1) sync.unit_done(layer);
+    }
+  sync.finish();
+}
+
+// A unit's elements before its padding.
+std::int64_t unpadded(const ParamStore& params, const ParamUnit& u) {
+  std::int64_t real = 0;
+  for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i)
+    real += params.slots()[i].rows * params.slots()[i].cols;
+  return real;
+}
+
+// got: a unit's elements from `first` (within the unit) on, each the sum over ranks and micro-batches
+// of the inputs, 0 past `real` (the padding).
+void expect_sums(const std::vector<float>& got, std::int64_t first, std::int64_t real, int n, int micro_batches) {
+  for (std::size_t j = 0; j < got.size(); ++j) {
+    const std::int64_t e = first + std::int64_t(j);
+    float sum = 0;
+    if (e < real)
+      for (int r = 0; r < n; ++r)
+        for (int micro = 0; micro < micro_batches; ++micro) sum += input(r, e, micro);
+    ASSERT_EQ(got[j], sum) << "unit element " << e << " (element " << j << " of those checked)";
+  }
+}
+
 // ZeRO-3 with sharded gradients: each micro-batch's backward opens a unit's whole gradient, adds
 // to it and closes it (nested opens share it), the last close reduce-scatters it; what a rank
 // keeps is the sum over ranks and micro-batches of exactly its 1/dp shard of each unit.
@@ -111,41 +157,14 @@ void shards_check(bool bf16) {
       << "a rank keeps 1/dp of the gradients";
   params.zero_grads();
   const auto& units = params.units();
-  for (int micro = 0; micro < micro_batches; ++micro)
-    for (std::size_t k = units.size(); k-- > 0;) {
-      const int layer = units[k].layer;
-      params.open_grads(layer);
-      if (k == 1) params.open_grads(layer);  // nested: the same buffer, reduced at the last close
-      for (std::size_t i = units[k].first_slot; i < units[k].first_slot + units[k].n_slots; ++i) {
-        const ParamSlot& s = params.slots()[i];
-        const DV<float*> g = params.dv(s.spec.name);
-        std::vector<float> h = host_copy(g.data(), std::int64_t(g.extent(0)));
-        for (std::size_t e = 0; e < h.size(); ++e) h[e] += input(me, s.offset - units[k].offset + std::int64_t(e), micro);
-        copy_to_device(h.data(), std::int64_t(h.size()), g.data());
-      }
-      params.close_grads(layer);
-      if (k == 1) params.close_grads(layer);
-      if (micro == micro_batches - 1) sync.unit_done(layer);
-    }
-  sync.finish();
+  backward_micro_batches(params, sync, me, micro_batches);
 
   for (std::size_t k = 0; k < units.size(); ++k) {
     const ParamUnit& u = units[k];
     SCOPED_TRACE("unit of layer " + std::to_string(u.layer));
     const std::int64_t len = u.size / n, first = n > 1 ? me * len : 0;
-    std::int64_t real = 0;  // the unit's elements before its padding
-    for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i)
-      real += params.slots()[i].rows * params.slots()[i].cols;
     EXPECT_EQ(params.shard_grads(k), params.grads().data() + (n > 1 ? u.offset / n : u.offset));
-    const std::vector<float> got = host_copy(params.shard_grads(k), n > 1 ? len : u.size);
-    for (std::size_t j = 0; j < got.size(); ++j) {
-      const std::int64_t e = first + std::int64_t(j);  // within the unit
-      float sum = 0;
-      if (e < real)
-        for (int r = 0; r < n; ++r)
-          for (int micro = 0; micro < micro_batches; ++micro) sum += input(r, e, micro);
-      ASSERT_EQ(got[j], sum) << "unit element " << e << " (shard element " << j << ")";
-    }
+    expect_sums(host_copy(params.shard_grads(k), n > 1 ? len : u.size), first, unpadded(params, u), n, micro_batches);
   }
 }
 
@@ -178,40 +197,14 @@ TEST(GradSync, Bf16GradientBufferSumsOverRanksAndMicroBatches) {
     EXPECT_EQ(params.grads().extent(0), 0u) << "no fp32 gradient beside the bf16 one";
     params.zero_grads();
     const auto& units = params.units();
-    for (int micro = 0; micro < micro_batches; ++micro)
-      for (std::size_t k = units.size(); k-- > 0;) {
-        const int layer = units[k].layer;
-        params.open_grads(layer);
-        if (k == 1) params.open_grads(layer);  // nested: the same buffer, added at the last close
-        for (std::size_t i = units[k].first_slot; i < units[k].first_slot + units[k].n_slots; ++i) {
-          const ParamSlot& s = params.slots()[i];
-          const DV<float*> g = params.dv(s.spec.name);
-          std::vector<float> h = host_copy(g.data(), std::int64_t(g.extent(0)));
-          for (std::size_t e = 0; e < h.size(); ++e) h[e] += input(me, s.offset + std::int64_t(e), micro);
-          copy_to_device(h.data(), std::int64_t(h.size()), g.data());
-        }
-        params.close_grads(layer);
-        if (k == 1) params.close_grads(layer);
-        if (micro == micro_batches - 1) sync.unit_done(layer);
-      }
-    sync.finish();
+    backward_micro_batches(params, sync, me, micro_batches);
     for (std::size_t k = 0; k < units.size(); ++k) {
       const ParamUnit& u = units[k];
       SCOPED_TRACE("unit of layer " + std::to_string(u.layer));
       const std::int64_t len = zero >= 2 ? u.size / n : u.size, first = zero >= 2 ? u.offset + me * len : u.offset;
-      std::int64_t real = u.offset;  // the unit's elements before its padding
-      for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i)
-        real += params.slots()[i].rows * params.slots()[i].cols;
       if (zero >= 1) EXPECT_EQ(params.shard_grads16(k), params.grads16().data() + u.offset + me * (u.size / n));
-      const std::vector<float> got = host_copy16(params.grads16().data() + first, len);
-      for (std::size_t j = 0; j < got.size(); ++j) {
-        const std::int64_t e = first + std::int64_t(j);  // in the flat layout
-        float sum = 0;
-        if (e < real)
-          for (int r = 0; r < n; ++r)
-            for (int micro = 0; micro < micro_batches; ++micro) sum += input(r, e, micro);
-        ASSERT_EQ(got[j], sum) << "element " << e;
-      }
+      expect_sums(host_copy16(params.grads16().data() + first, len), first - u.offset, unpadded(params, u), n,
+                  micro_batches);
     }
   }
 }
