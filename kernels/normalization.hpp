@@ -9,11 +9,11 @@
 // gradients as fixed blocks of rows, then per-column loops over the blocks in order), so the
 // backward is bitwise reproducible run to run; there are no atomics.
 //
-// Work shape (work_shape.hpp). The host shape gives a team (one thread) 16 rows in the forward and
-// 32 in the backward, and the backward adds its parameter gradients in the same pass. The GPU
-// shape gives each row a thread's vector lanes (a warp: row_warps), so consecutive lanes touch
-// consecutive channels and a row's sums are shuffles, and the backward's parameter gradients are
-// a pass of their own, a thread per (block of rows, column).
+// Work shape (work_shape.hpp): rows are teams, columns the team's threads, so on a GPU
+// consecutive threads touch consecutive channels. The host shape gives a team (one thread) 16
+// rows in the forward and 32 in the backward, and the backward adds its parameter gradients in
+// the same pass. The GPU shape gives a team of gpu_row_team(C) threads one row, and the backward's
+// parameter gradients are a pass of their own, a thread per (block of rows, column).
 #pragma once
 
 #include "convert.hpp"
@@ -27,36 +27,27 @@ namespace kformer::kernels::detail {
 
 struct NormPartials {};  // the tag of the backward's kept buffer
 
-// The host shape's teams: `league` of them, Kokkos' choice of size (one thread on OpenMP).
-template <class ExecSpace>
-Kokkos::TeamPolicy<ExecSpace> row_teams(const ExecSpace& exec, int league) {
-  return Kokkos::TeamPolicy<ExecSpace>(exec, league, Kokkos::AUTO);
+// Threads per row team in the GPU shape: C/8 rounded down to a power of two (Kokkos' team
+// reductions need one), within [32, 256]. Kokkos::AUTO picks the smallest team that fills an SM
+// (64 threads with Kokkos 3.4 on sm_80 and sm_90) whatever the row: on an H100 that left the
+// 256x4096 backward at 0.005 of the copy bandwidth (32 teams of 64 threads) and its forward at
+// 0.07, where 256 threads gave 0.18 and 0.20; at C = 768, 64 threads ran the forward at 0.34 of
+// the copy and 256 at 0.23 (more warps to join in each row reduction, 3 channels a thread). The
+// rule gives each of those shapes the better of the two measured (64 at C = 768, 256 at 4096);
+// the host keeps AUTO (one thread per team on OpenMP).
+constexpr int gpu_row_team(int C) {
+  int t = 32;
+  while (t < 256 && 2 * t <= C / 8) t *= 2;
+  return t;
 }
 
-// The GPU shape's rows: a row to each of a team's kWarpRows threads, its channels over the
-// thread's kWarpLanes vector lanes (on CUDA a warp per row), so that a row's sums are shuffles
-// within the warp, with no barrier and no shared memory. A team of C/8 threads per row (sessions
-// 12-14) left the norms at 0.14-0.36 of the copy bandwidth on an H200: three team reductions a
-// row, each with its barriers, and a warp's few loads between them.
-// (Run on the host, as the kernel tests run it, a team is one thread: a host team of kWarpRows
-// threads would exceed a 2-thread pool.)
-constexpr int kWarpRows = 4, kWarpLanes = 32;
+// `league` teams over rows of C channels.
 template <class ExecSpace>
-Kokkos::TeamPolicy<ExecSpace> row_warps(const ExecSpace& exec, int N) {
-  constexpr int rows = runs_on_host<ExecSpace> ? 1 : kWarpRows;
-  return Kokkos::TeamPolicy<ExecSpace>(exec, (N + rows - 1) / rows, rows, kWarpLanes);
-}
-template <class Member>
-KOKKOS_INLINE_FUNCTION int warp_row(const Member& team) {
-  return team.league_rank() * team.team_size() + team.team_rank();
-}
-// Sum over c in [0, n) of f(c) across the thread's vector lanes (lane l adds c = l, l + 32, ...),
-// in the vector reduce's fixed tree; every lane gets it.
-template <class Member, class F>
-KOKKOS_INLINE_FUNCTION float lane_row_sum(const Member& team, int n, const F& f) {
-  float s = 0.f;
-  Kokkos::parallel_reduce(Kokkos::ThreadVectorRange(team, n), [&](const int c, float& acc) { acc += f(c); }, s);
-  return s;
+Kokkos::TeamPolicy<ExecSpace> row_teams(const ExecSpace& exec, int league, int C) {
+  if constexpr (runs_on_host<ExecSpace>)
+    return Kokkos::TeamPolicy<ExecSpace>(exec, league, Kokkos::AUTO);
+  else
+    return Kokkos::TeamPolicy<ExecSpace>(exec, league, gpu_row_team(C));
 }
 
 // out (N,C) = (x - mu) * rstd * w (+ b); mu = mean of the row when `centered`, else 0;
@@ -75,28 +66,8 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   constexpr Shape S = shape_for<S0, ExecSpace>;
   constexpr int RB = S == Shape::host ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  if constexpr (S == Shape::gpu) {
-    Kokkos::parallel_for(
-        "kformer::norm_forward", row_warps(exec, N), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-          const int r = warp_row(team);
-          if (r >= N) return;
-          const TX* xr = &x(r, 0);
-          TO* yr = &out(r, 0);
-          const float mu = centered ? lane_row_sum(team, C, [&](int c) { return float(xr[c]); }) / C : 0.f;
-          const float var = lane_row_sum(team, C, [&](int c) { return (float(xr[c]) - mu) * (float(xr[c]) - mu); }) / C;
-          const float rs = 1.f / kmath::sqrt(var + eps);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, C), [&](int c) {
-            yr[c] = TO((float(xr[c]) - mu) * rs * w(c) + (has_bias ? b(c) : 0.f));
-          });
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            if (centered) mean(r) = mu;
-            rstd(r) = rs;
-          });
-        });
-    return;
-  }
   Kokkos::parallel_for(
-      "kformer::norm_forward", row_teams(exec, (N + RB - 1) / RB),
+      "kformer::norm_forward", row_teams(exec, (N + RB - 1) / RB, C),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r0 = team.league_rank() * RB, r1 = r0 + RB < N ? r0 + RB : N;
         for (int r = r0; r < r1; ++r) {
@@ -191,7 +162,7 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   if constexpr (S == Shape::host) {
     Kokkos::parallel_for(
-        "kformer::norm_backward", row_teams(exec, nchunk), KOKKOS_LAMBDA(const Member& team) {
+        "kformer::norm_backward", row_teams(exec, nchunk, C), KOKKOS_LAMBDA(const Member& team) {
           const int k = team.league_rank(), r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
           float* KOKKOS_RESTRICT pw = &part(k, 0);
           float* KOKKOS_RESTRICT pb = &part(k, C);
@@ -214,19 +185,10 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         });
   } else {
     Kokkos::parallel_for(
-        "kformer::norm_backward", row_warps(exec, N), KOKKOS_LAMBDA(const Member& team) {
-          const int r = warp_row(team);
-          if (r >= N) return;
-          const TX* xr = &x(r, 0);
-          const TDY* gr = &dy(r, 0);
-          TDX* dxr = &dx(r, 0);
-          const float mu = centered ? mean(r) : 0.f, rs = rstd(r);
-          const float mg = centered ? lane_row_sum(team, C, [&](int c) { return float(gr[c]) * w(c); }) / C : 0.f;
-          const float mgx =
-              lane_row_sum(team, C, [&](int c) { return float(gr[c]) * w(c) * (float(xr[c]) - mu) * rs; }) / C;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, C), [&](int c) {
-            dxr[c] = TDX(rs * (float(gr[c]) * w(c) - mg - (float(xr[c]) - mu) * rs * mgx));
-          });
+        "kformer::norm_backward", row_teams(exec, N, C), KOKKOS_LAMBDA(const Member& team) {
+          const int r = team.league_rank();
+          norm_row_dx<S>(team, C, &dx(r, 0), &dy(r, 0), &x(r, 0), w.data(), centered ? mean(r) : 0.f, rstd(r),
+                         centered);
         });
     Kokkos::parallel_for(
         "kformer::norm_backward_partials", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunk * C),
