@@ -42,8 +42,7 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
     for (const auto& g : segments_) {
       if ((g.replicated && tp_rank_ != 0) || g.mirror) continue;
       // where the optimizer reads it: the flat layout, or this rank's shard (grad_shards.cpp)
-      const std::int64_t at = p_.grads_bf16() ? p_.shard_grads16(g.unit) + g.shard_offset - p_.grads16().data()
-                                              : p_.shard_grads(g.unit) + g.shard_offset - p_.grads().data();
+      const std::int64_t at = p_.shard_grad_offset(g.unit) + g.shard_offset;
       if (!ranges.empty() && ranges.back().first + ranges.back().second == at)
         ranges.back().second += g.length;
       else

@@ -73,7 +73,7 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     grad_pool_.resize(std::min(kGradBuffers, units_.size()));
     for (auto& g : grad_pool_) {
       g.buf = device_buffer<float*>("kformer::unit_grads", largest);
-      if (grads_sharded_ && bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
+      if (bf16_grad_reduce_) g.buf16 = device_buffer<kernels::bf16*>("kformer::unit_grads_bf16", largest);
     }
   }
 }

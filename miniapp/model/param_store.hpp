@@ -112,6 +112,7 @@ class ParamStore {
   // in fp32, or under grads_bf16() in bf16.
   float* shard_grads(std::size_t u) const;
   kernels::bf16* shard_grads16(std::size_t u) const;
+  std::int64_t shard_grad_offset(std::size_t u) const;  // where either starts, in elements
   // grads_buffered(): the unit of `layer` is written by a backward between these two (nested calls
   // share its buffer; the first zeroes it). Under shard_grads the last close starts its
   // reduce-scatter over dp, and its part is added to the shard when the buffer is next needed, or

@@ -21,20 +21,24 @@
 
 namespace kformer {
 
-float* ParamStore::shard_grads(std::size_t u) const {
+std::int64_t ParamStore::shard_grad_offset(std::size_t u) const {
   const ParamUnit& unit = units_[u];
+  if (grads_sharded_) return unit.offset / shards_;
+  return unit.offset + shard_rank_ * (unit.size / shards_);
+}
+
+float* ParamStore::shard_grads(std::size_t u) const {
   if (grads_bf16_)
-    throw std::logic_error("kformer: the gradient of layer " + std::to_string(unit.layer) +
+    throw std::logic_error("kformer: the gradient of layer " + std::to_string(units_[u].layer) +
                            " read in fp32 from a bf16 gradient buffer");
-  if (grads_sharded_) return grads_.data() + unit.offset / shards_;
-  return grads_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+  return grads_.data() + shard_grad_offset(u);
 }
 
 kernels::bf16* ParamStore::shard_grads16(std::size_t u) const {
-  const ParamUnit& unit = units_[u];
   if (!grads_bf16_)
-    throw std::logic_error("kformer: the gradient of layer " + std::to_string(unit.layer) + " read in bf16 from fp32");
-  return grads16_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+    throw std::logic_error("kformer: the gradient of layer " + std::to_string(units_[u].layer) +
+                           " read in bf16 from fp32");
+  return grads16_.data() + shard_grad_offset(u);
 }
 
 float* ParamStore::grad_ptr(const std::string& first) const {

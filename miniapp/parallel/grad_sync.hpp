@@ -6,9 +6,9 @@
 // With parallel.grad_reduce_dtype=bf16 the gradient is the store's bf16 buffer
 // (ParamStore::grads_bf16), reduced in place (half the bytes; MPI sums in fp32 per message, NCCL
 // in bf16). Only under zb-h1, whose deferred weight gradients keep an fp32 buffer, is a unit's
-// gradient rounded into a bf16 copy that travels, and finish() widens the reduced copy back. When ZeRO-3 shards the gradients
-// (ParamStore::grads_sharded) the store reduce-scatters each unit as each micro-batch's backward
-// ends, and finish() waits for the last of those.
+// gradient rounded into a bf16 copy that travels, and finish() widens the reduced copy back.
+// When ZeRO-3 shards the gradients (ParamStore::grads_sharded) the store reduce-scatters each
+// unit as each micro-batch's backward ends, and finish() waits for the last of those.
 #pragma once
 
 #include <vector>
