@@ -63,6 +63,47 @@ if(KFORMER_ENABLE_NCCL)
   target_link_libraries(kformer::nccl INTERFACE ${NCCL_LIBRARY})
 endif()
 
+# --- cuDNN's flash attention (kernels.attention=vendor): cuDNN 9 and the header-only cudnn-frontend
+# (scripts/setup.sh --cuda unpacks it into .deps/). Found-or-not: without either the build goes on
+# and kernels.attention=vendor says what is missing.
+option(KFORMER_ENABLE_CUDNN "cuDNN attention (kernels.attention=vendor) where cuDNN 9 and cudnn-frontend are found"
+       ${KFORMER_KOKKOS_HAS_CUDA})
+set(KFORMER_CUDNN_FRONTEND_INCLUDE "${CMAKE_SOURCE_DIR}/.deps/cudnn-frontend-1.23.0/include"
+    CACHE PATH "include/ of cudnn-frontend (holds cudnn_frontend.h)")
+set(KFORMER_HAVE_CUDNN OFF)
+if(KFORMER_ENABLE_CUDNN AND NOT KFORMER_KOKKOS_HAS_CUDA)
+  message(STATUS "KFORMER_ENABLE_CUDNN: this Kokkos has no CUDA (${KFORMER_KOKKOS_DEVICES}): no cuDNN attention")
+elseif(KFORMER_ENABLE_CUDNN)
+  find_path(CUDNN_INCLUDE_DIR cudnn_version.h HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  set(KFORMER_CUDNN_VERSION "")
+  if(CUDNN_INCLUDE_DIR)
+    file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_v REGEX "^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
+    string(REGEX REPLACE ".*CUDNN_MAJOR ([0-9]+).*CUDNN_MINOR ([0-9]+).*CUDNN_PATCHLEVEL ([0-9]+).*" "\\1.\\2.\\3"
+           KFORMER_CUDNN_VERSION "${_cudnn_v}")
+  endif()
+  if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
+    message(STATUS "cuDNN not found (cudnn_version.h, libcudnn; set CUDNN_ROOT): kernels.attention=vendor not built")
+  elseif(KFORMER_CUDNN_VERSION VERSION_LESS 9)
+    message(STATUS "cuDNN ${KFORMER_CUDNN_VERSION} in ${CUDNN_INCLUDE_DIR} is older than 9: "
+                   "kernels.attention=vendor not built")
+  elseif(NOT EXISTS "${KFORMER_CUDNN_FRONTEND_INCLUDE}/cudnn_frontend.h")
+    message(STATUS "cudnn-frontend not found in ${KFORMER_CUDNN_FRONTEND_INCLUDE} (scripts/setup.sh --cuda unpacks it; "
+                   "or set KFORMER_CUDNN_FRONTEND_INCLUDE): kernels.attention=vendor not built")
+  else()
+    add_library(kformer::cudnn INTERFACE IMPORTED)
+    target_include_directories(kformer::cudnn INTERFACE ${KFORMER_CUDNN_FRONTEND_INCLUDE} ${CUDNN_INCLUDE_DIR})
+    # libcudnn and the NVRTC the frontend calls are opened at run time (dlopen: the frontend's
+    # dynamic loading), not linked: a machine without them runs every other kernel.
+    target_link_libraries(kformer::cudnn INTERFACE ${CMAKE_DL_LIBS})
+    set(KFORMER_HAVE_CUDNN ON)
+    message(STATUS "cuDNN ${KFORMER_CUDNN_VERSION} (${CUDNN_LIBRARY}) with cudnn-frontend in "
+                   "${KFORMER_CUDNN_FRONTEND_INCLUDE}")
+  endif()
+endif()
+
 # --- Vendor GEMM: cuBLAS under CUDA, CBLAS (OpenBLAS by default) on the host ------------------
 set(KFORMER_BLAS_KIND none)
 set(KFORMER_HAVE_CBLAS OFF)

@@ -1,6 +1,6 @@
-// Causal grouped-query attention: the run-time choice between the `naive`, `fused` and
-// `batched_gemm` variants (deck key kernels.attention) and the buffers each keeps between forward
-// and backward (batched_gemm keeps naive's).
+// Causal grouped-query attention: the run-time choice between the `naive`, `fused`, `batched_gemm`
+// and `vendor` (cuDNN) variants (deck key kernels.attention) and the buffers each keeps between
+// forward and backward (batched_gemm keeps naive's, vendor fused's).
 // Layout of qkv (B,T,(H+2KV)*hd) and out (B,T,H*hd): see attention_common.hpp.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include "attention_fused.hpp"
 #include "attention_fused_backward.hpp"
 #include "attention_naive.hpp"
+#include "attention_vendor.hpp"
 #include "kernel_choice.hpp"
 
 #include <string>
@@ -27,8 +28,8 @@ struct AttentionState {
   DView<P****, ExecSpace> att;       // naive, batched_gemm: probabilities (B,H,T,T)
   DView<float****, ExecSpace> datt;  // naive backward scratch (Bc,H,T,T), Bc <= B: the sequences are taken Bc
                                      // at a time; also the forward's scores when P is bf16
-  DView<float***, ExecSpace> lse;    // fused: row logsumexp (B,H,T)
-  DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T)
+  DView<float***, ExecSpace> lse;    // fused, vendor: row logsumexp (B,H,T)
+  DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T); vendor allocates it too, unused
 };
 
 // The naive kernel's scratch holds one sequence (Bc = 1): B times less than the probabilities.
@@ -90,6 +91,10 @@ void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState
     attention_fused_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
     return;
   }
+  if (state.kind == AttentionKind::vendor) {  // throws where it does not run (a host backend, fp32)
+    attention_vendor_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
+    return;
+  }
   const bool batched = state.kind == AttentionKind::batched_gemm;
   if constexpr (std::is_same<P, float>::value) {  // the scores go into att itself: one call, no scratch
     if (batched)
@@ -121,6 +126,10 @@ void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionSt
   if (call.described()) return;
   if (state.kind == AttentionKind::fused) {
     attention_fused_backward(exec, dqkv, state.delta, dout, qkv, out, state.lse, n_heads, n_kv_heads);
+    return;
+  }
+  if (state.kind == AttentionKind::vendor) {
+    attention_vendor_backward(exec, dqkv, dout, qkv, out, state.lse, n_heads, n_kv_heads);
     return;
   }
   detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {

@@ -11,18 +11,23 @@ namespace kformer::kernels {
 // naive: scores and probabilities materialised, products in Kokkos loops; fused: tiled online
 // softmax, nothing of size T*T kept; batched_gemm: naive's algorithm with its four products as
 // batched vendor GEMMs (cuBLAS on the tensor cores in bf16, OpenBLAS on the host), as Megatron-LM
-// runs attention without a flash kernel.
-enum class AttentionKind { naive, fused, batched_gemm };
+// runs attention without a flash kernel; vendor: cuDNN's flash attention (bf16, under CUDA, in
+// builds with cuDNN), which keeps the row logsumexp as fused does.
+enum class AttentionKind { naive, fused, batched_gemm, vendor };
+constexpr int kAttentionKinds = 4;
 
 // Whether the kind keeps the probabilities (B,H,T,T) from forward to backward.
-constexpr bool keeps_probabilities(AttentionKind k) { return k != AttentionKind::fused; }
+constexpr bool keeps_probabilities(AttentionKind k) {
+  return k == AttentionKind::naive || k == AttentionKind::batched_gemm;
+}
 
-// "naive", "fused" or "batched_gemm"; throws naming the valid values otherwise.
+// "naive", "fused", "batched_gemm" or "vendor"; throws naming the valid values otherwise.
 inline AttentionKind attention_kind_from_string(const std::string& s) {
   if (s == "naive") return AttentionKind::naive;
   if (s == "fused") return AttentionKind::fused;
   if (s == "batched_gemm") return AttentionKind::batched_gemm;
-  throw std::invalid_argument("kernels.attention: '" + s + "' is not one of naive, fused, batched_gemm");
+  if (s == "vendor") return AttentionKind::vendor;
+  throw std::invalid_argument("kernels.attention: '" + s + "' is not one of naive, fused, batched_gemm, vendor");
 }
 
 enum class GemmImpl { native, vendor };

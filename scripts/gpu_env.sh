@@ -78,6 +78,20 @@ kformer_gpu_env() {
     fi
     case ":$extra:" in *":$found:"*) ;; *) extra=${extra:+$extra:}$found ;; esac
   done
+  # cuDNN and NVRTC are opened at run time by kernels.attention=vendor (kernels/attention_cudnn.cpp),
+  # so ldd does not name them: put their directories on the path where they are found; without
+  # them every other kernel still runs and `auto` leaves vendor out.
+  local dl_missing=""
+  for lib in libcudnn.so.9 libnvrtc.so.13; do
+    grep -qxF "$lib" <<<"$known" && continue
+    found=""
+    for d in "${cuda_dirs[@]}"; do
+      [ -e "$d/$lib" ] && { found=$d; break; }
+    done
+    if [ -z "$found" ]; then dl_missing+=" $lib"; continue; fi
+    case ":$extra:" in *":$found:"*) ;; *) extra=${extra:+$extra:}$found ;; esac
+  done
+  [ -z "$dl_missing" ] || say "not found (kernels.attention=vendor will not run):$dl_missing"
   export LD_LIBRARY_PATH=${extra}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   missing=$(ldd "$bundle/bin/kformer" | grep "not found")
   if [ -n "$missing" ]; then

@@ -11,6 +11,9 @@
 #                                     into .deps/kokkos-3.4.01-cuda-<arch>, with the CUDA 13 fixes and
 #                                     the team-reduction fix of scripts/patches/; preset cuda (Ampere80)
 #                                     or cuda-<arch> (cuda-volta70, cuda-ampere86, cuda-hopper90)
+#                                     Also cudnn-frontend 1.23.0 (header-only, for cuDNN's
+#                                     attention) into .deps/cudnn-frontend-1.23.0, from
+#                                     $KFORMER_CUDNN_FRONTEND_TARBALL, else ../shared/deps/
 #   scripts/setup.sh --kokkos 4.6.01  Kokkos 4.6.01 OpenMP+Serial from kokkos-4.6.01.tar.gz
 #                                     ($KFORMER_KOKKOS_TARBALL, else ../shared/deps/); preset kokkos46.
 #                                     With --cuda also 4.6.01 CUDA (.deps/kokkos-4.6.01-cuda-<arch>)
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "setup.sh: --kokkos needs a version (3.4.01 or 4.6.01)" >&2; exit 2; }
       kokkos_version=$2; shift ;;
     --kokkos=*) kokkos_version=${1#--kokkos=} ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (valid: --cuda, --kokkos 3.4.01|4.6.01)" >&2; exit 2 ;;
   esac
   shift
@@ -87,21 +90,57 @@ kokkos_source_3() {
   echo "$src"
 }
 
+# The absolute path of $1 in ../shared/deps/ (beside the checkout; for a git worktree also beside
+# the main checkout), or nothing.
+shared_dep() {
+  local dirs=("$top/../shared/deps") common
+  common=$(git -C "$top" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+  [ -n "$common" ] && dirs+=("$(dirname "$common")/../shared/deps")
+  for d in "${dirs[@]}"; do
+    if [ -f "$d/$1" ]; then (cd "$d" && echo "$(pwd)/$1"); return 0; fi
+  done
+}
+
 # 4.6.01: the release tarball, which no package registry here has (see ../shared/deps/README.md).
 kokkos_tarball() {
   if [ -n "${KFORMER_KOKKOS_TARBALL:-}" ]; then
     [ -f "$KFORMER_KOKKOS_TARBALL" ] || { echo "setup: KFORMER_KOKKOS_TARBALL=$KFORMER_KOKKOS_TARBALL does not exist" >&2; exit 1; }
     echo "$KFORMER_KOKKOS_TARBALL"; return 0
   fi
-  # Beside the checkout; for a git worktree also beside the main checkout.
-  local dirs=("$top/../shared/deps") common
-  common=$(git -C "$top" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [ -n "$common" ] && dirs+=("$(dirname "$common")/../shared/deps")
-  for d in "${dirs[@]}"; do
-    if [ -f "$d/kokkos-$kokkos_version.tar.gz" ]; then (cd "$d" && echo "$(pwd)/kokkos-$kokkos_version.tar.gz"); return 0; fi
-  done
+  local found
+  found=$(shared_dep "kokkos-$kokkos_version.tar.gz")
+  [ -n "$found" ] && { echo "$found"; return 0; }
   echo "setup: no kokkos-$kokkos_version.tar.gz in ../shared/deps/: set KFORMER_KOKKOS_TARBALL to the Kokkos $kokkos_version release source" >&2
   exit 1
+}
+
+# cudnn-frontend, the header-only C++ API of cuDNN's graphs (kernels.attention=vendor), into
+# .deps/cudnn-frontend-<version> where CMake looks by default. Optional: without its tarball the
+# CUDA build goes on without cuDNN's attention, and setup says so.
+cudnn_frontend_version=1.23.0
+unpack_cudnn_frontend() {
+  local dest=$deps/cudnn-frontend-$cudnn_frontend_version
+  [ -f "$dest/include/cudnn_frontend.h" ] && return 0
+  local tarball=${KFORMER_CUDNN_FRONTEND_TARBALL:-}
+  if [ -n "$tarball" ]; then
+    [ -f "$tarball" ] || { echo "setup: KFORMER_CUDNN_FRONTEND_TARBALL=$tarball does not exist" >&2; exit 1; }
+  else
+    tarball=$(shared_dep "cudnn-frontend-$cudnn_frontend_version.tar.gz")
+    if [ -z "$tarball" ]; then
+      log "no cudnn-frontend-$cudnn_frontend_version.tar.gz in ../shared/deps/ (set KFORMER_CUDNN_FRONTEND_TARBALL): the CUDA build will have no kernels.attention=vendor"
+      return 0
+    fi
+  fi
+  log "extracting cudnn-frontend $cudnn_frontend_version from $tarball"
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  tar -xzf "$tarball" -C "$dest.tmp" --strip-components=1
+  local v=$dest.tmp/include/cudnn_frontend_version.h ma mi pa
+  IFS=. read -r ma mi pa <<<"$cudnn_frontend_version"
+  if ! grep -q "CUDNN_FRONTEND_MAJOR_VERSION $ma\$" "$v" 2>/dev/null || ! grep -q "CUDNN_FRONTEND_MINOR_VERSION $mi\$" "$v" ||
+     ! grep -q "CUDNN_FRONTEND_PATCH_VERSION $pa\$" "$v"; then
+    echo "setup: $tarball does not hold cudnn-frontend $cudnn_frontend_version (check KFORMER_CUDNN_FRONTEND_TARBALL)" >&2; exit 1
+  fi
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
 }
 
 kokkos_source_4() {
@@ -196,6 +235,12 @@ build_kokkos() {  # $1 = name of the install, $2 = file in scripts/patches/ ("" 
   rm -rf "$bdir"
   printf '%s' "$stamp" >"$prefix/.complete"
 }
+
+# Before the Kokkos builds: a site's own Kokkos (Kokkos_ROOT) takes cuDNN's attention too.
+if [ $want_cuda -eq 1 ]; then
+  mkdir -p "$deps"
+  unpack_cudnn_frontend
+fi
 
 if [ -n "${Kokkos_ROOT:-}" ]; then
   [ -d "$Kokkos_ROOT" ] || { echo "setup: Kokkos_ROOT=$Kokkos_ROOT does not exist; unset it to build Kokkos $kokkos_version into .deps" >&2; exit 1; }
