@@ -11,8 +11,10 @@
 #include "checkpoint/checkpoint.hpp"
 #include "settings/read_settings.hpp"
 #include "settings/world_options.hpp"
+#include "platform/device.hpp"
 #include "platform/device_reduce.hpp"
 #include "platform/errors.hpp"
+#include "measure/attention_rates.hpp"
 #include "measure/gemm_choice.hpp"
 #include "plan/gpu_memory.hpp"
 #include "platform/gpu_placement.hpp"
@@ -27,6 +29,10 @@
 namespace kformer {
 RunPlan load_plan(const CliArgs& args, int world_size, int ranks_on_node) {
   RunPlan plan = make_plan(load_settings(args.deck, args.overrides, world_size));
+  if (plan.settings.kernels.attention == AttentionSetting::vendor && !attention_vendor_built())
+    throw ConfigError("kernels.attention=vendor needs cuDNN's flash attention, which this kformer was built without "
+                      "(a CUDA build with cuDNN: scripts/setup.sh --cuda, cmake --preset cuda): use "
+                      "kernels.attention=auto, fused or batched_gemm");
   check_plan_fits(plan, probe_node_memory(ranks_on_node));
   const RunSettings& s = plan.settings;
   make_data_source(s.data_source, s.model.vocab_size, s.train.seed)->check(s.train.seq_len);
@@ -60,10 +66,41 @@ GemmChoice resolve_gemm(GemmSetting setting, const GemmCeiling& ceiling, comm::C
   return choose_gemm(setting, rates[0], rates[1], ceiling.precision);
 }
 
+// kernels.attention resolved. auto times the kinds this build runs in the run's precision whose
+// memory estimate fits, at the start-up shape (attention_rates.hpp); each rate is averaged over the
+// ranks, and a kind some rank could not take is out on every rank.
+AttentionChoice resolve_attention(const RunPlan& plan, const NodeMemory& node, comm::Communicator& world) {
+  const RunSettings& cfg = plan.settings;
+  const Precision precision = cfg.train.precision;
+  if (cfg.kernels.attention != AttentionSetting::automatic)
+    return choose_attention(cfg.kernels.attention, {}, precision, "", plan.attention);
+  std::vector<AttentionKind> candidates;
+  for (const AttentionKind k : attention_kinds_built(precision)) {
+    try {
+      check_plan_fits(with_attention(plan, k), node);
+      candidates.push_back(k);
+    } catch (const ConfigError&) {  // too big for this run: not a candidate
+    }
+  }
+  // About a second of host work per candidate at the budget; a GPU's budget fills it.
+  const double budget = kernels::runs_on_host<Exec> ? 1e9 : 2e11;
+  const BlockDims shape = startup_attention_shape(plan.dims, budget);
+  AttentionRates rates = measure_attention_rates(shape, precision, candidates);
+  if (world.size() > 1) {
+    std::vector<double> v(2 * rates.size());  // the sums, then the negated rates (whose max is the least)
+    for (std::size_t k = 0; k < rates.size(); ++k) v[k] = rates[k], v[rates.size() + k] = -rates[k];
+    std::vector<double> sums(v.begin(), v.begin() + rates.size()), least(v.begin() + rates.size(), v.end());
+    DeviceReduce().allreduce(world, sums, comm::ReduceOp::sum);
+    DeviceReduce().allreduce(world, least, comm::ReduceOp::max);
+    for (std::size_t k = 0; k < rates.size(); ++k) rates[k] = -least[k] > 0 ? sums[k] / world.size() : 0;
+  }
+  return choose_attention(cfg.kernels.attention, rates, precision, describe_shape(shape), plan.attention);
+}
+
 }  // namespace
 
-int run_app(const CliArgs& args, const RunPlan& plan, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
-  const RunSettings& cfg = plan.settings;
+int run_app(const CliArgs& args, const RunPlan& given_plan, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
+  const RunSettings& cfg = given_plan.settings;
   check_kokkos_took_seat(gpus, runtime.world_rank());  // before any allocation on the wrong GPU
   comm::AllocationRegistry::install();  // the peak of what kformer allocates (report.cpp), and comm.strict's checks
   std::unique_ptr<comm::Communicator> world;
@@ -78,17 +115,20 @@ int run_app(const CliArgs& args, const RunPlan& plan, comm::Runtime& runtime, co
   comm::Mesh mesh = comm::build_mesh(*world, {cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp});
 
   // The ceilings (and kernels.gemm=auto's choice, from the same timings) are measured before the
-  // trainer allocates, at its first stage's layer shape; a dry run times them only for auto.
+  // trainer allocates, at its first stage's layer shape; a dry run times them only for auto. So
+  // are kernels.attention=auto's candidates, whose winner the plan then takes.
   GemmCeiling ceiling;
   if (!args.dry_run || cfg.kernels.gemm == GemmSetting::automatic)
-    ceiling = measure_gemm_ceiling(plan.dims, cfg.train.precision);
+    ceiling = measure_gemm_ceiling(given_plan.dims, cfg.train.precision);
   const GemmChoice gemm = resolve_gemm(cfg.kernels.gemm, ceiling, *world);
+  const AttentionChoice attention = resolve_attention(given_plan, probe_node_memory(runtime.ranks_on_node()), *world);
+  const RunPlan plan = with_attention(given_plan, attention.kind);
 
   if (world->rank() == 0) {
     std::cout << "kformer: deck " << args.deck << " on " << world->size() << " rank(s), comm " << world->backend()
               << ", Kokkos " << Kokkos::DefaultExecutionSpace::name() << "\n"
               << gpu_lines(gpus, args.dry_run) << "resolved configuration:\n"
-              << cfg.deck.text(describe(gemm)) << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
+              << cfg.deck.text({{"kernels.gemm", describe(gemm)}, {"kernels.attention", describe(attention)}}) << "mesh: dp=" << mesh.shape.dp << " pp=" << mesh.shape.pp
               << " tp=" << mesh.shape.tp << "\n"
               << "  tp groups " << comm::format_groups(mesh.groups.tp) << "\n"
               << "  dp groups " << comm::format_groups(mesh.groups.dp) << "\n"
@@ -142,7 +182,7 @@ int run_app(const CliArgs& args, const RunPlan& plan, comm::Runtime& runtime, co
   comm::AllocationRegistry::reset_peak();  // the ceiling's benchmark buffers are not the run's
   trainer.run();
   if (timeline) timeline->write(*world);
-  const nlohmann::json report = build_report(plan, mesh, *world, trainer, ceiling, gemm);
+  const nlohmann::json report = build_report(plan, mesh, *world, trainer, ceiling, gemm, attention);
   if (world->rank() == 0) {
     std::cout << format_summary(report["summary"]) << std::flush;
     if (!cfg.output.json.empty()) write_json(cfg.output.json, report, "output.json", 2);

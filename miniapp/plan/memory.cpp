@@ -86,7 +86,7 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   }
   e.optimizer = 2 * kFloat * P / shards;
   const BlockDims& d = plan.dims;
-  const bool keeps_probs = kernels::keeps_probabilities(rs.kernels.attention);  // naive, batched_gemm
+  const bool keeps_probs = kernels::keeps_probabilities(plan.attention);  // naive, batched_gemm
   const Recompute recompute = rs.train.recompute;
   // R rows of the residual stream (N/tp under sequence parallelism, else N); the TP regions hold N.
   const double N = d.N(), R = d.rows(), C = d.C;
@@ -169,8 +169,11 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
                    (last ? kHalf * N * Vl : 0);
   // batched_gemm's kept buffers, shared by every block (kernels/attention_batched.hpp): in bf16,
   // one sequence's d(scores) for the products and its dqkv sums.
-  if (rs.kernels.attention == AttentionKind::batched_gemm && e.bf16)
+  if (plan.attention == AttentionKind::batched_gemm && e.bf16)
     e.workspace += kHalf * double(d.Hl) * d.T * d.T + kFloat * double(d.T) * d.qkv_width();
+  // cuDNN's flash backward accumulates dQ in fp32 in its workspace (attention_cudnn.cpp): one
+  // micro-batch's queries, shared by every block.
+  if (plan.attention == AttentionKind::vendor) e.workspace += kFloat * N * d.q_width();
   return e;
 }
 

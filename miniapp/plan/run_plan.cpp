@@ -24,8 +24,17 @@ RunPlan make_plan(RunSettings settings) {
   p.dims = block_dims(p.shape, s.train.micro_batch, s.train.seq_len);
   p.chunks = chunk_layers(s);
   p.schedule = make_schedule(s.parallel.schedule, s.parallel.pp, s.parallel.microbatches, s.parallel.virtual_stages);
+  p.attention = s.kernels.attention == AttentionSetting::automatic ? AttentionKind::fused
+                                                                    : fixed_attention(s.kernels.attention);
   p.memory = estimate_memory(p);
   return p;
+}
+
+RunPlan with_attention(RunPlan plan, AttentionKind kind) {
+  if (plan.attention == kind) return plan;
+  plan.attention = kind;
+  plan.memory = estimate_memory(plan);
+  return plan;
 }
 
 // With memory.limit_gb unset the node's memory, shared by its ranks, is the limit: a layout bigger

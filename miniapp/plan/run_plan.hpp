@@ -24,7 +24,10 @@ struct RunPlan {
   BlockDims dims;                           // one micro-batch through one block on one TP rank
   std::vector<std::pair<int, int>> chunks;  // (first layer, layers) of each of the pp*v chunks
   Schedule schedule;                        // [pipeline rank] -> its actions, in order
-  MemoryEstimate memory;                    // per rank: the largest pipeline stage's
+  // The attention kernel run: kernels.attention when the deck names one; for auto, `fused` until
+  // start-up has timed the candidates (attention_choice.hpp) and with_attention() set the winner.
+  AttentionKind attention = AttentionKind::fused;
+  MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
 
   bool shards_grads() const;  // ZeRO-3 reduce-scatters gradients unit by unit (param_store.hpp)
   bool bf16_grads() const;    // the gradients are one bf16 buffer (param_store.hpp, keeps_bf16_grads)
@@ -33,6 +36,9 @@ struct RunPlan {
 // Throws std::invalid_argument for settings validation would have refused (a schedule that
 // cannot take the micro-batches).
 RunPlan make_plan(RunSettings settings);
+
+// The plan with another attention kernel, and the memory estimate that kernel gives.
+RunPlan with_attention(RunPlan plan, AttentionKind kind);
 
 // The plan's estimate against memory.limit_gb, or with none against the share of `node`'s memory
 // each of its ranks can count on. Throws ConfigError naming the fix.

@@ -17,6 +17,7 @@
 #include "cross_entropy.hpp"
 #include "platform/device.hpp"
 #include "embedding.hpp"
+#include "measure/attention_rates.hpp"
 #include "measure/fma_peak.hpp"
 #include "gemm.hpp"
 #include "predict/kernel_costs.hpp"
@@ -98,23 +99,12 @@ void measure_gemm(int m, int n, int k, kk::GemmImpl impl, ComputeRates& r) {
   r.gemm_points.push_back(g);
 }
 
-// A block's causal attention with q, k, v (and the gradients read) in element type T.
-template <class T>
-void measure_attention(const BlockDims& d, kk::AttentionKind k, ComputeRates& r) {
+// A block's causal attention with q, k, v (and the gradients read) in `precision`: one kind's
+// point (measure/attention_rates.hpp times it as start-up's kernels.attention=auto does).
+void measure_attention(const BlockDims& d, kk::AttentionKind k, Precision precision, ComputeRates& r) {
   const std::string kind = name_of(k);  // the profile's key
-  const DV<T**> qkv = random_as<T>("qkv", d.N(), d.qkv_width(), 4, 0.5f), dout = random_as<T>("dout", d.N(), d.q_width(), 5);
-  const DV<T**> out("out", d.N(), d.q_width()), dqkv("dqkv", d.N(), d.qkv_width());
-  kk::AttentionState<Exec, T> state;
-  const auto f32 = kk::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
-  state.kind = k, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
-  if (kk::keeps_probabilities(k)) state.att = DV<T****>("att", d.B, d.Hl, d.T, d.T);
-  const auto t3 = [&](const DV<T**>& v) {
-    return Kokkos::View<T***, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), d.B, d.T,
-                                                                                                 v.extent(1));
-  };
-  AttentionPoint a{d.B, d.T, d.Hl, d.KVl, d.hd, kind, 0, 0};
-  a.forward_us = time_us([&] { kk::attention_forward(Exec(), t3(out), state, t3(qkv), d.Hl, d.KVl); });
-  a.backward_us = time_us([&] { kk::attention_backward(Exec(), t3(dqkv), state, t3(dout), t3(qkv), t3(out), d.Hl, d.KVl); });
+  const AttentionTiming t = time_attention(d, k, precision, 30);
+  AttentionPoint a{d.B, d.T, d.Hl, d.KVl, d.hd, kind, t.forward_us, t.backward_us};
   r.attention_points.erase(std::remove_if(r.attention_points.begin(), r.attention_points.end(),
                                           [&](const AttentionPoint& q) {
                                             return q.kind == kind && q.b == a.b && q.t == a.t && q.h == a.h &&
@@ -124,6 +114,16 @@ void measure_attention(const BlockDims& d, kk::AttentionKind k, ComputeRates& r)
   r.attention_points.push_back(a);
   r.attention_tflops[kind] = (attention_flops(d.B, d.T, d.Hl, d.hd, false) + attention_flops(d.B, d.T, d.Hl, d.hd, true)) /
                              ((a.forward_us + a.backward_us) * 1e6);
+}
+
+// The kinds a profile gets in `precision`: kernels.attention's own, or under auto every kind this
+// build runs in that precision, so that predict can cost auto's choice (and any kind) from it.
+std::vector<kk::AttentionKind> profiled_attention(AttentionSetting setting, Precision precision) {
+  const std::vector<kk::AttentionKind> built = attention_kinds_built(precision);
+  if (setting == AttentionSetting::automatic) return built;
+  const kk::AttentionKind k = fixed_attention(setting);
+  return std::find(built.begin(), built.end(), k) == built.end() ? std::vector<kk::AttentionKind>{}
+                                                                 : std::vector<kk::AttentionKind>{k};
 }
 
 // GB/s of a family: its bytes over its time less the launch overhead.
@@ -244,8 +244,9 @@ void fit_gemm_curve(ComputeRates& r, double peak_tflops, double launch_us) {
   }
   std::sort(half.begin(), half.end());
   r.gemm_half_efficiency_gflop = half.empty() ? 0 : half[half.size() / 2];
-  for (const char* k : {"naive", "fused"})
-    if (!r.attention_tflops.count(k)) r.attention_tflops[k] = r.attention_tflops.begin()->second;
+  if (!r.attention_tflops.empty())
+    for (const char* k : {"naive", "fused"})
+      if (!r.attention_tflops.count(k)) r.attention_tflops[k] = r.attention_tflops.begin()->second;
 }
 
 }  // namespace
@@ -267,8 +268,10 @@ void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vec
       measure_gemm<float>(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p.fp32);
       measure_gemm<kk::bf16>(std::get<0>(g), std::get<1>(g), std::get<2>(g), impl, p.bf16);
     }
-    measure_attention<float>(d, cfg.kernels.attention, p.fp32);
-    measure_attention<kk::bf16>(d, cfg.kernels.attention, p.bf16);
+    for (const kk::AttentionKind k : profiled_attention(cfg.kernels.attention, Precision::fp32))
+      measure_attention(d, k, Precision::fp32, p.fp32);
+    for (const kk::AttentionKind k : profiled_attention(cfg.kernels.attention, Precision::bf16))
+      measure_attention(d, k, Precision::bf16, p.bf16);
     if (tp == tps.front()) {
       measure_memory_families(s, d, p);
       p.bf16.memory_gbps = activation_families<kk::bf16>(s, d, p.launch_us);

@@ -4,6 +4,7 @@
 #include <Kokkos_Timer.hpp>
 
 #include "predict/chunk_work.hpp"
+#include "predict/kernel_costs.hpp"
 #include "model/param_store.hpp"
 #include "model/stage.hpp"
 #include "platform/device_reduce.hpp"
@@ -18,7 +19,7 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
   params.initialize(1);
   params.refresh_bf16();  // bf16: the weight copies the GEMMs read (a no-op in fp32)
   const ChunkSpec spec{0, 1, 0, s.n_layers};
-  KernelChoice k{gemm, cfg.kernels.attention, cfg.bf16()};
+  KernelChoice k{gemm, costed_attention(cfg, p), cfg.bf16()};
   Stage stage(s, B, T, k, params, nullptr, spec);
   std::vector<std::int32_t> tokens(std::size_t(B) * (T + 1));
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 7919 + 13) % std::size_t(s.vocab));

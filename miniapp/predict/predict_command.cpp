@@ -11,6 +11,8 @@
 #include "platform/errors.hpp"
 #include "io/json_file.hpp"
 #include "plan/memory.hpp"
+#include "plan/run_plan.hpp"
+#include "predict/kernel_costs.hpp"
 #include "predict/predict_report.hpp"
 #include "settings/schema.hpp"
 #include "predict/step_sim.hpp"
@@ -26,16 +28,18 @@ int run_predict(const std::vector<std::string>& args) {
     std::cout << (cli.version ? version_text() : keys_text());
     return 0;
   }
-  const RunPlan plan = make_plan(deck.settings);
-  const RunSettings& cfg = plan.settings;
+  const RunSettings& given = deck.settings;
   const int world = deck.world;
 
-  const std::string path = cfg.predict.machine.empty() ? default_profile_path() : cfg.predict.machine;
+  const std::string path = given.predict.machine.empty() ? default_profile_path() : given.predict.machine;
   struct stat st {};
-  if (cfg.predict.machine.empty() && ::stat(path.c_str(), &st) != 0)
+  if (given.predict.machine.empty() && ::stat(path.c_str(), &st) != 0)
     throw ConfigError("no machine profile at " + path + ": run kformer calibrate DECK on this machine first, or give "
                       "predict.machine=FILE (e.g. input/machines/perlmutter-a100-40gb.yaml)");
   const MachineProfile profile = load_profile(path);
+  // kernels.attention=auto costs what start-up would choose there (the profile's fastest).
+  const RunPlan plan = with_attention(make_plan(given), costed_attention(given, profile));
+  const RunSettings& cfg = plan.settings;
   const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
   const nlohmann::json report = predict_report(plan, profile, p);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -45,7 +49,9 @@ int run_predict(const std::vector<std::string>& args) {
             << " (" << path << ")"
             << (cfg.predict.attention != AttentionModel::kformer
                     ? std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels"
-                    : std::string())
+                    : std::string(", attention ") +
+                          (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") +
+                          name_of(plan.attention))
             << (cfg.comm.latency_us > 0 || cfg.comm.bandwidth_gbps > 0
                     ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"

@@ -44,7 +44,8 @@ nlohmann::json platform_json(int world) {
 }
 
 nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::Communicator& world,
-                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm) {
+                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm,
+                            const AttentionChoice& attention) {
   const RunSettings& cfg = plan.settings;
   const auto& recs = trainer.records();
   const std::int64_t tokens = std::int64_t(cfg.train.global_batch) * cfg.train.seq_len;
@@ -58,7 +59,7 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
   // Model FLOPs as Megatron-LM and PaLM count them (model/flops.hpp), over the world's ranks.
   const double model_all = model_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens);
   const double recompute_all = recompute_flops_per_token(plan.shape, cfg.train.seq_len, cfg.train.recompute,
-                                                         cfg.kernels.attention) * double(tokens);
+                                                         plan.attention) * double(tokens);
   nlohmann::json summary = summarize(recs, model_all / world.size(), tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
@@ -77,6 +78,13 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
                              {"precision", name_of(gemm.precision)},
                              {"native_tflops", gemm.native_tflops},
                              {"vendor_tflops", gemm.vendor_tflops}};
+  // The attention kernel and why (kernels.attention=auto: the fwd+bwd rates it compared, 0 = not a candidate).
+  nlohmann::json rates = nlohmann::json::object();
+  for (int k = 0; k < kernels::kAttentionKinds; ++k)
+    if (attention.tflops[k] > 0) rates[name_of(static_cast<AttentionKind>(k))] = attention.tflops[k];
+  summary["kernels_attention"] = {{"setting", name_of(attention.setting)}, {"kind", name_of(plan.attention)},
+                                  {"reason", attention.reason},           {"precision", name_of(attention.precision)},
+                                  {"timed_at", attention.timed_at},       {"tflops", rates}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
   // Hardware FLOPs add the recomputed forward work (train.recompute): HFU beside MFU.
   const double hardware = achieved * ratio(model_all + recompute_all, model_all);

@@ -9,6 +9,7 @@
 
 #include "measure/ceiling.hpp"
 #include "comm/mesh.hpp"
+#include "measure/attention_choice.hpp"
 #include "measure/gemm_choice.hpp"
 #include "io/json_file.hpp"
 #include "plan/run_plan.hpp"
@@ -21,6 +22,7 @@ nlohmann::json platform_json(int world);
 
 // Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
 nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::Communicator& world,
-                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm);
+                            const Trainer& trainer, const GemmCeiling& ceiling, const GemmChoice& gemm,
+                            const AttentionChoice& attention);
 
 }  // namespace kformer

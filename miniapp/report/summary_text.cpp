@@ -91,6 +91,10 @@ std::string format_summary(const nlohmann::json& s) {
     out += "  GEMM used        " + s["kernels_gemm"]["impl"].get<std::string>() + " (kernels.gemm=" +
            s["kernels_gemm"].value("setting", std::string("?")) + ": " +
            s["kernels_gemm"].value("reason", std::string("?")) + ")\n";
+  if (has(s, "kernels_attention", "kind") && s["kernels_attention"]["kind"].is_string())
+    out += "  attention used   " + s["kernels_attention"]["kind"].get<std::string>() + " (kernels.attention=" +
+           s["kernels_attention"].value("setting", std::string("?")) + ": " +
+           s["kernels_attention"].value("reason", std::string("?")) + ")\n";
   return out;
 }
 

@@ -1,5 +1,5 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
-// kernels.gemm, kernels.attention, predict.attention, predict.pipeline_p2p, predict.grad_reduce
+// kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention, predict.pipeline_p2p, predict.grad_reduce
 // and predict.grad_accumulate) as enums, with their names. The names are the schema's choices
 // in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
 // the schema without its enum value fails a test rather than a run.
@@ -19,6 +19,8 @@ enum class Precision { fp32, bf16 };  // train.precision and parallel.grad_reduc
 enum class Recompute { none, selective, full };
 enum class ScheduleKind { one_f_one_b, gpipe, interleaved, zb_h1 };
 enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before start-up resolves auto
+// kernels.attention before start-up resolves auto: the kernels::AttentionKind values after `automatic`, in order.
+enum class AttentionSetting { automatic, naive, fused, batched_gemm, vendor };
 // predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
 enum class AttentionModel { kformer, batched_gemm, flash };
 // predict.pipeline_p2p and predict.grad_reduce: whether the communication runs beside the
@@ -65,8 +67,19 @@ struct Names<GradAccumulation> {
 };
 template <>
 struct Names<AttentionKind> {
-  static constexpr std::array<const char*, 3> list{"naive", "fused", "batched_gemm"};
+  static constexpr std::array<const char*, kernels::kAttentionKinds> list{"naive", "fused", "batched_gemm", "vendor"};
 };
+template <>
+struct Names<AttentionSetting> {
+  static constexpr std::array<const char*, kernels::kAttentionKinds + 1> list{"auto", "naive", "fused", "batched_gemm",
+                                                                              "vendor"};
+};
+
+// The kind a fixed kernels.attention names (not `automatic`, which start-up resolves).
+inline AttentionKind fixed_attention(AttentionSetting s) {
+  if (s == AttentionSetting::automatic) throw std::logic_error("kernels.attention=auto is resolved at start-up");
+  return static_cast<AttentionKind>(static_cast<int>(s) - 1);
+}
 
 template <class E>
 const char* name_of(E e) {

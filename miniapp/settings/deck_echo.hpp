@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,8 +21,9 @@ struct DeckEcho {
   nlohmann::json json;          // nested, as a deck would be written
 
   // "key = value   (origin)", one per line; "auto -> value (why)" where validation resolved auto;
-  // `gemm_choice` non-empty: kernels.gemm=auto's start-up choice, "native (fp32 0.41 vs ...)".
-  std::string text(const std::string& gemm_choice = "") const;
+  // `startup` pairs a key with what start-up made of its auto, "native (fp32 0.41 vs ...)" for
+  // kernels.gemm; an empty one adds nothing.
+  std::string text(const std::vector<std::pair<std::string, std::string>>& startup = {}) const;
 };
 
 }  // namespace kformer

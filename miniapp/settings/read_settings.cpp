@@ -63,7 +63,7 @@ RunSettings read_settings(const Config& cfg) {
   c.auto_reason = cfg.auto_reason("comm.backend");
   c.strict = flag(cfg, "comm.strict");
   s.kernels.gemm = choice<GemmSetting>(cfg, "kernels.gemm");
-  s.kernels.attention = choice<AttentionKind>(cfg, "kernels.attention");
+  s.kernels.attention = choice<AttentionSetting>(cfg, "kernels.attention");
   o.phase_timing = flag(cfg, "output.phase_timing");
   s.predict.world = cfg.i64("predict.world");
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");

@@ -48,7 +48,7 @@ struct CommSettings {
 
 struct KernelSettings {
   GemmSetting gemm = GemmSetting::automatic;
-  AttentionKind attention = AttentionKind::fused;
+  AttentionSetting attention = AttentionSetting::automatic;  // the kind run: RunPlan::attention
 };
 
 struct CheckpointSettings {

@@ -103,9 +103,11 @@ std::vector<KeySpec> make_schema() {
       choice("kernels.gemm", {"auto", "native", "vendor"},
              "GEMM: portable Kokkos (native), the vendor library (BLAS, cuBLAS), or auto: the faster of the two "
              "timed at start-up at a layer's shape in the run's precision"),
-      choice("kernels.attention", {"naive", "fused", "batched_gemm"},
-             "attention: materialised scores, tiled online softmax, or materialised scores with its products as "
-             "batched vendor GEMMs (cuBLAS, OpenBLAS)"),
+      choice("kernels.attention", {"auto", "naive", "fused", "batched_gemm", "vendor"},
+             "attention: materialised scores, tiled online softmax, materialised scores with its products as "
+             "batched vendor GEMMs (cuBLAS, OpenBLAS), cuDNN's flash attention (vendor: bf16 under CUDA, builds "
+             "with cuDNN), or auto: the fastest of those built and valid for the run's precision, timed at "
+             "start-up at a layer's shape (one sequence), among those whose memory estimate fits"),
       text("checkpoint.save", "", "directory to save universal checkpoints into; empty = none"),
       text("checkpoint.load", "", "checkpoint directory to resume from; empty = start fresh"),
       integer("checkpoint.every", 0, 0, kInt, "save every N iterations (and at the end); 0 = only at the end"),

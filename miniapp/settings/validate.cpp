@@ -39,6 +39,14 @@ void validate_model(Config& cfg) {
               s(cfg.i64("model.max_seq_len")) + ": shorten the sequence or raise max_seq_len");
 }
 
+// cuDNN's flash attention takes bf16 (or fp16) tensors only: an fp32 run would need a conversion
+// of q, k, v and out at every layer, which is not the kernel a user asked to measure.
+void validate_kernels(const Config& cfg) {
+  require(cfg.str("kernels.attention") != "vendor" || cfg.str("train.precision") == "bf16",
+          "kernels.attention=vendor (cuDNN's flash attention) runs bf16 only, but train.precision=" +
+              cfg.str("train.precision") + ": set train.precision=bf16, or kernels.attention=auto");
+}
+
 void validate_layout(Config& cfg, int world) {
   const auto tp = cfg.i64("parallel.tp"), pp = cfg.i64("parallel.pp");
   const auto h = cfg.i64("model.n_heads"), kv = cfg.i64("model.n_kv_heads");
@@ -157,6 +165,7 @@ void validate_products(const Config& cfg) {
 void resolve_and_validate(Config& cfg, int world_size) {
   if (world_size < 1) throw std::logic_error("resolve_and_validate: a job has at least one rank");
   validate_model(cfg);
+  validate_kernels(cfg);
   validate_layout(cfg, world_size);
   validate_products(cfg);
   if (cfg.str("comm.backend") == "auto") {  // backend_choice.hpp; printed as "auto -> mpi (why)"

@@ -15,7 +15,7 @@ std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, R
   m.params = std::make_unique<ParamStore>(rank_params(shape, chunks, pp, at.pp), shape.tp, at.tp, groups.dp,
                                           cfg.parallel.zero, bf16, plan.shards_grads(),
                                           cfg.parallel.grad_reduce_dtype == Precision::bf16, plan.bf16_grads());
-  const KernelChoice k{gemm, cfg.kernels.attention, bf16};
+  const KernelChoice k{gemm, plan.attention, bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = at.pp; c < S; c += pp) {
     m.stages.push_back(std::make_unique<Stage>(shape, cfg.train.micro_batch, cfg.train.seq_len, k, *m.params,

@@ -130,6 +130,10 @@ for o in model.n_layers=0 model.n_layers=-3 model.n_layers=1025 model.n_layers=2
   try 2 value "$(md_code "$o")" -- "$T" "$o"
 done
 try 0 value "$(md_code 'train.lr=-0')" -- "$T" train.lr=-0
+# cuDNN's flash attention: bf16 only, and only in a CUDA build with cuDNN (this table's build has none)
+try 2 value "$(md_code 'kernels.attention=vendor')" -- "$T" kernels.attention=vendor
+try 2 value "$(md_code 'kernels.attention=vendor train.precision=bf16') (a build without cuDNN)" -- "$T" \
+  kernels.attention=vendor train.precision=bf16
 
 # --- the command line ------------------------------------------------------------------------
 for o in model.n_layers =3 model.n_laeyrs=2 n_layers=3 modle.n_layers=2 model=3 comm.emulate=1 zzzz.qqqq=1 \

@@ -67,6 +67,24 @@ expect nonzero "did you mean 'model.n_layers'?" -- "$kformer" "$src/input/tiny.y
 expect nonzero "parallel.tp=3 does not divide model.n_heads=4" -- "$kformer" "$src/input/tiny.yaml" parallel.tp=3
 expect nonzero "model.n_layers='two' is not valid" -- "$kformer" "$src/input/tiny.yaml" model.n_layers=two
 expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
+# kernels.attention=auto: every kind this build runs is timed and named with its rate, and the
+# memory estimate printed is the chosen kind's (naive and batched_gemm keep B*H*T*T probabilities,
+# fused does not); under a memory.limit_gb only fused fits, auto times it alone and takes it.
+long=(model.max_seq_len=512 train.seq_len=512 kernels.gemm=native --dry-run)
+expect 0 "kernels.attention" -- "$kformer" "$src/input/tiny.yaml" kernels.attention=auto "${long[@]}"
+chosen=$(sed -n 's/^  kernels\.attention *= auto -> \([a-z_]*\) (fp32 fwd+bwd TFLOP\/s: naive [0-9.e+-]*, fused [0-9.e+-]*.* at T=512 heads=.*/\1/p' "$tmp/out")
+if [ -z "$chosen" ]; then
+  fail "auto attention line: $(grep kernels.attention "$tmp/out")"
+else
+  estimate=$(grep "memory estimate" "$tmp/out")
+  expect 0 "memory estimate" -- "$kformer" "$src/input/tiny.yaml" kernels.attention="$chosen" "${long[@]}"
+  [ "$estimate" = "$(grep "memory estimate" "$tmp/out")" ] || fail "auto -> $chosen printed another estimate: $estimate"
+fi
+expect 0 "kernels.attention" -- "$kformer" "$src/input/tiny.yaml" kernels.attention=auto memory.limit_gb=0.05 "${long[@]}"
+grep -qE '^  kernels\.attention += auto -> fused \(fp32 fwd\+bwd TFLOP/s: fused [0-9.e+-]+ at ' "$tmp/out" ||
+  fail "auto under memory.limit_gb=0.05 (only fused fits): $(grep kernels.attention "$tmp/out")"
+# cuDNN's flash attention: bf16 only, and only where the build has it (docs/bad-input.md has both lines).
+expect nonzero "runs bf16 only" -- "$kformer" "$src/input/tiny.yaml" kernels.attention=vendor --dry-run
 # Combinations of the memory and schedule features that cannot work together, named.
 expect nonzero "parallel.sequence_parallel=true needs parallel.tp > 1" -- "$kformer" "$src/input/tiny.yaml" \
   parallel.sequence_parallel=true --dry-run

@@ -43,7 +43,10 @@ TEST(Settings, EnumsNameTheSchemasChoices) {
   EXPECT_EQ(names<Recompute>(), choices("train.recompute"));
   EXPECT_EQ(names<ScheduleKind>(), choices("parallel.schedule"));
   EXPECT_EQ(names<GemmSetting>(), choices("kernels.gemm"));
-  EXPECT_EQ(names<AttentionKind>(), choices("kernels.attention"));
+  EXPECT_EQ(names<AttentionSetting>(), choices("kernels.attention"));
+  // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
+  const std::vector<std::string> settings = names<AttentionSetting>();
+  EXPECT_EQ(std::vector<std::string>(settings.begin() + 1, settings.end()), names<AttentionKind>());
   EXPECT_EQ(names<AttentionModel>(), choices("predict.attention"));
   EXPECT_EQ(names<Overlap>(), choices("predict.pipeline_p2p"));
   EXPECT_EQ(names<Overlap>(), choices("predict.grad_reduce"));
@@ -76,7 +79,9 @@ TEST(Settings, EachKeyReachesItsField) {
   EXPECT_EQ(s.parallel.schedule, ScheduleKind::gpipe);
   EXPECT_EQ(s.parallel.stage_layers, (std::vector<int>{1, 1}));
   EXPECT_EQ(s.kernels.gemm, GemmSetting::vendor);
-  EXPECT_EQ(s.kernels.attention, AttentionKind::naive);
+  EXPECT_EQ(s.kernels.attention, AttentionSetting::naive);
+  EXPECT_EQ(fixed_attention(s.kernels.attention), AttentionKind::naive);
+  EXPECT_EQ(d.kernels.attention, AttentionSetting::automatic);
   EXPECT_EQ(s.train.seed, 77u);
   EXPECT_EQ(s.train.lr, 0.5);
   EXPECT_EQ(s.comm.latency_us, 3.0);

@@ -1,0 +1,116 @@
+// Attention kernels timed (see attention_rates.hpp).
+#include "measure/attention_rates.hpp"
+
+#include <Kokkos_Timer.hpp>
+
+#include <type_traits>
+
+#include "attention.hpp"
+#include "attention_vendor.hpp"
+#include "convert.hpp"
+#include "counter_rng.hpp"
+#include "gemm.hpp"
+#include "platform/device.hpp"
+
+namespace kformer {
+namespace {
+
+// Causal attention's FLOPs as kformer counts them (kernels/attention.hpp's call record): QK^T and
+// AV over the whole square, twice that backward.
+double attention_flops(const BlockDims& d, bool backward) {
+  return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd * (backward ? 2 : 1);
+}
+
+template <class F>
+double mean_us(F&& f, double window_ms) {
+  Exec exec;
+  f();  // warm-up: first-touch of buffers, a vendor library's plan
+  exec.fence();
+  Kokkos::Timer timer;
+  int calls = 0;
+  do {
+    f();
+    exec.fence();
+    ++calls;
+  } while (calls < 3 || timer.seconds() * 1e3 < window_ms);
+  return timer.seconds() * 1e6 / calls;
+}
+
+template <class T>
+DV<T***> random_tokens(const char* name, const BlockDims& d, int width, std::uint64_t key) {
+  DV<float***> f(std::string(name) + "_f32", d.B, d.T, width);
+  const auto flat = DV<float**>(f.data(), std::size_t(d.B) * d.T, width);
+  kernels::fill_normal_block(Exec(), flat, key, width, 0, 0, 0.5f);  // real numbers: zeros can run faster
+  if constexpr (std::is_same<T, float>::value) {
+    return f;
+  } else {
+    DV<T***> t(std::string(name), d.B, d.T, width);
+    kernels::convert(Exec(), DV<T**>(t.data(), std::size_t(d.B) * d.T, width), flat);
+    return t;
+  }
+}
+
+template <class T>
+AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms) {
+  const DV<T***> qkv = random_tokens<T>("attention_qkv", d, d.qkv_width(), 4);
+  const DV<T***> dout = random_tokens<T>("attention_dout", d, d.q_width(), 5);
+  const DV<T***> out("attention_out", d.B, d.T, d.q_width()), dqkv("attention_dqkv", d.B, d.T, d.qkv_width());
+  kernels::AttentionState<Exec, T> state;
+  const auto f32 = kernels::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
+  state.kind = k, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
+  if (kernels::keeps_probabilities(k)) state.att = DV<T****>("attention_att", d.B, d.Hl, d.T, d.T);
+  AttentionTiming t;
+  t.forward_us = mean_us([&] { kernels::attention_forward(Exec(), out, state, qkv, d.Hl, d.KVl); }, window_ms);
+  t.backward_us =
+      mean_us([&] { kernels::attention_backward(Exec(), dqkv, state, dout, qkv, out, d.Hl, d.KVl); }, window_ms);
+  return t;
+}
+
+}  // namespace
+
+std::vector<AttentionKind> attention_kinds_built(Precision precision) {
+  std::vector<AttentionKind> kinds{AttentionKind::naive, AttentionKind::fused};
+  if (kernels::gemm_vendor_available<Exec>()) kinds.push_back(AttentionKind::batched_gemm);
+  if constexpr (kernels::attention_vendor_available<Exec>()) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    // Built, and cuDNN opens on this machine (it is loaded at run time: attention_cudnn.cpp).
+    if (precision == Precision::bf16 && kernels::detail::cudnn_attention_loads()) kinds.push_back(AttentionKind::vendor);
+#endif
+  }
+  return kinds;
+}
+
+bool attention_vendor_built() { return kernels::attention_vendor_available<Exec>(); }
+
+AttentionTiming time_attention(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms) {
+  return precision == Precision::bf16 ? time_kind<kernels::bf16>(d, kind, window_ms)
+                                      : time_kind<float>(d, kind, window_ms);
+}
+
+BlockDims startup_attention_shape(const BlockDims& run, double flop_budget) {
+  BlockDims d = run;
+  d.B = 1;
+  const int group = d.Hl / d.KVl;  // query heads per key/value head
+  const auto total = [&] { return attention_flops(d, false) + attention_flops(d, true); };
+  while (d.KVl > 1 && total() > flop_budget) d.KVl = (d.KVl + 1) / 2, d.Hl = d.KVl * group;
+  while (d.T > 64 && total() > flop_budget) d.T /= 2;
+  return d;
+}
+
+std::string describe_shape(const BlockDims& d) {
+  return "T=" + std::to_string(d.T) + " heads=" + std::to_string(d.Hl) + "/" + std::to_string(d.KVl) +
+         " hd=" + std::to_string(d.hd);
+}
+
+AttentionRates measure_attention_rates(const BlockDims& d, Precision precision,
+                                       const std::vector<AttentionKind>& candidates) {
+  AttentionRates rates{};
+  const double flops = attention_flops(d, false) + attention_flops(d, true);
+  for (const AttentionKind k : candidates) {
+    const AttentionTiming t = time_attention(d, k, precision, 20);
+    rates[static_cast<int>(k)] = flops / (t.forward_us + t.backward_us) / 1e6;
+  }
+  return rates;
+}
+
+}  // namespace kformer
