@@ -2,12 +2,14 @@
 """kformer's training step against PyTorch eager and torch.compile on one device (issue 19).
 
     bench/step_vs_torch_gpu.py --kformer BIN [--device cuda|cpu] [--precision fp32|bf16]
-        [--shape gpt2|tiny] [--steps 10] [--warmup 3] [--rounds 2] [--compile inductor|eager|off]
-        [--budget-s S] [--json OUT]
+        [--shape gpt2|tiny] [--attention auto|naive|fused|batched_gemm|vendor] [--gemm auto|native|vendor]
+        [--steps 10] [--warmup 3] [--rounds 2] [--compile inductor|eager|off] [--budget-s S] [--json OUT]
 
 Shapes: gpt2 is GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304, T 1024, micro-batch 8);
 tiny is input/tiny.yaml at one micro-batch of 8 (the CPU test). kformer runs one rank
-(comm.backend=self) with kernels.gemm=vendor (cuBLAS on the GPU) and fused attention; PyTorch
+(comm.backend=self) with --gemm and --attention as kernels.gemm and kernels.attention, by default
+auto as the decks have them (kformer times the candidates at start-up and picks; the JSON keeps
+its report's summary.kernels_gemm and summary.kernels_attention, what it ran and why); PyTorch
 trains bench/torch_gpt.py's model of the same deck (taken from kformer's report) with the same
 AdamW, clipping and schedule, in eager mode and through torch.compile, bf16 being autocast over
 fp32 masters as kformer's bf16 is. Each round runs kformer, then eager, then compiled, each for
@@ -105,7 +107,7 @@ def run_kformer(a, deck_args, tmp, rnd):
     env = dict(os.environ, OMP_PROC_BIND="false")
     if a.device == "cpu":
         env["OMP_NUM_THREADS"] = str(a.threads)
-    cmd = [a.kformer, *deck_args, f"train.steps={a.steps}", f"train.precision={a.precision}", "kernels.gemm=vendor",
+    cmd = [a.kformer, *deck_args, f"train.steps={a.steps}", f"train.precision={a.precision}", f"kernels.gemm={a.gemm}",
            f"kernels.attention={a.attention}", "comm.backend=self", f"output.json={report}", "output.log_every=1000"]
     p = subprocess.run(cmd, env=env, cwd=a.root, capture_output=True, text=True)
     if p.returncode != 0:
@@ -120,7 +122,9 @@ def kformer_figures(rep, warmup):
     return {"step_ms": statistics.median(i["elapsed_ms"] for i in its[warmup:]), "loss1": its[0]["loss"],
             "history": [(i["loss"], i["grad_norm"]) for i in its],
             "gemm_ceiling_tflops": s["gemm_ceiling_tflops"], "gemm_ceiling": s["gemm_ceiling"], "mfu_report": s["mfu"],
-            "precision": s.get("precision")}
+            "precision": s.get("precision"),
+            # What kformer ran and why (auto: the rates it compared); absent from older reports.
+            "kernels_attention": s.get("kernels_attention"), "kernels_gemm": s.get("kernels_gemm")}
 
 
 class TorchVariant:
@@ -216,8 +220,9 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2")
-    ap.add_argument("--attention", choices=["fused", "naive", "batched_gemm"], default="fused",
+    ap.add_argument("--attention", choices=["auto", "naive", "fused", "batched_gemm", "vendor"], default="auto",
                     help="kformer's kernels.attention (PyTorch runs SDPA either way)")
+    ap.add_argument("--gemm", choices=["auto", "native", "vendor"], default="auto", help="kformer's kernels.gemm")
     ap.add_argument("--steps", type=int, default=10, help="steps per run of each variant")
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of each run's median")
     ap.add_argument("--rounds", type=int, default=2)
@@ -241,7 +246,7 @@ def main():
     out = {"device": a.device, "gpu": torch.cuda.get_device_name() if a.device == "cuda" else None,
            "torch": torch.__version__, "precision": a.precision, "shape": a.shape, "steps": a.steps,
            "warmup": a.warmup, "rounds_asked": a.rounds, "rounds": 0, "attention": torch_gpt.attention_impl()[1],
-           "kformer_attention": a.attention,
+           "kformer_attention": a.attention, "kformer_gemm": a.gemm,
            "kformer": {"step_ms_rounds": []}, "eager": {"step_ms_rounds": []}, "compile": {"step_ms_rounds": []}}
 
     def save():
@@ -262,8 +267,12 @@ def main():
             rep = run_kformer(a, SHAPES[a.shape], tmp, rnd)
             k = kformer_figures(rep, a.warmup)
             out["kformer"]["step_ms_rounds"].append(k["step_ms"])
+            # Each round is a fresh kformer process, so auto may pick differently: keep every round's.
+            out["kformer"].setdefault("kinds_rounds", []).append(
+                {"attention": (k["kernels_attention"] or {}).get("kind"), "gemm": (k["kernels_gemm"] or {}).get("impl")})
             if rnd == 0:
-                out["kformer"].update({x: k[x] for x in ("loss1", "gemm_ceiling_tflops", "gemm_ceiling", "mfu_report")})
+                out["kformer"].update({x: k[x] for x in ("loss1", "gemm_ceiling_tflops", "gemm_ceiling", "mfu_report",
+                                                         "kernels_attention", "kernels_gemm")})
                 kformer_history = k["history"]
                 out["flops_per_step"] = rep["summary"]["flops"]["counted_per_iteration_rank"]
                 out["config"] = {"model": rep["config"]["model"], "train": rep["config"]["train"]}
@@ -360,6 +369,10 @@ def print_table(out):
     print(f"step_vs_torch_gpu: {out['device']} {out['gpu'] or ''} torch {out['torch']}, {out['shape']}, {out['precision']}, "
           f"{out['rounds']} round(s) of {out['steps']} steps (median after {out['warmup']}); attention: {out['attention']}; "
           f"init: {out.get('init')}; AdamW {out.get('optimizer')}")
+    ka, kg = k.get("kernels_attention") or {}, k.get("kernels_gemm") or {}
+    print(f"kformer ran attention {ka.get('kind', '?')} (kernels.attention={out['kformer_attention']}: "
+          f"{ka.get('reason', 'not in its report')}), GEMM {kg.get('impl', '?')} (kernels.gemm={out.get('kformer_gemm')}: "
+          f"{kg.get('reason', 'not in its report')})")
     print(f"{'variant':10s} {'step ms':>9s} {'torch/kformer':>14s} {'TFLOP/s':>9s} {'loss 1':>10s}")
     for name in ("kformer", "eager", "compile"):
         v = out[name]

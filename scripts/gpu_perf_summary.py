@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Issue 19's targets from the JSONs scripts/gpu_perf.sh writes: one markdown table with every
-target, its measured ratio and a verdict, then the per-case figures behind each row.
+"""Issue 19's and issue 35's targets from the JSONs scripts/gpu_perf.sh writes: one markdown table
+with every target, its measured ratio and a verdict, then the per-case figures behind each row.
 
     scripts/gpu_perf_summary.py DIR [--steps steps.tsv] [--error WHY] [--md summary.md] [--json summary.json]
     scripts/gpu_perf_summary.py DIR --merge-bench PART...   (gpu_perf.sh's kernel-bench runs -> DIR/kernel_bench.json)
@@ -8,15 +8,21 @@ target, its measured ratio and a verdict, then the per-case figures behind each 
 Prints the targets table; --md gets it with the per-case figures behind it.
 
 DIR holds (any may be missing: its rows then say n/a and why):
-  kernel_bench.json   kformer-kernel-bench --benchmark_out: GEMM, attention, memory-bound cases
-  sdpa.json           bench/attention_vs_sdpa.py --json
+  kernel_bench.json   kformer-kernel-bench --benchmark_out: GEMM, attention (fp32 and bf16),
+                      memory-bound cases
+  sdpa.json           bench/attention_vs_sdpa.py --json (rows: the fp32 cases; bf16_rows: the bf16 ones)
   step_fp32.json, step_bf16.json   bench/step_vs_torch_gpu.py --json
 --steps: gpu_perf.sh's steps (name, kind, rc, seconds, note a line): failures and time-outs.
 --error: why nothing could run (gpu_perf.sh could not start), noted above the table.
 Targets: native GEMM >= 0.5 of the vendor's (cuBLAS on the GPU) at every layer shape; fused
 attention >= 3x naive (fwd+bwd) and within 2x of SDPA's time, at the longest T present (2048 on
 the GPU); every memory-bound kernel >= 0.6 of the copy bandwidth measured in the same loop;
-kformer's step no slower than PyTorch eager; MFU (no threshold stated: reported).
+kformer's step no slower than PyTorch eager; MFU (no threshold stated: reported). Issue 35:
+vendor (cuDNN) attention fwd+bwd at 0.8 of PyTorch SDPA's speed or more in bf16 (SDPA's time over
+vendor's) at T 1024 and 2048 with head size 64 and 128 (n/a "not built" where the bench has no
+vendor case: no CUDA with cuDNN; n/a while a shape is missing and none fails); the step rows say
+which attention and GEMM kformer ran (its report's summary.kernels_attention and kernels_gemm:
+kernels.attention=auto and kernels.gemm=auto choose at start-up).
 Verdicts: PASS, FAIL, n/a (no figure: the reason is in the measured column), info.
 """
 import argparse
@@ -26,8 +32,12 @@ import re
 import sys
 
 GEMM_MIN, ATTN_NAIVE_MIN, ATTN_SDPA_MAX, MEM_MIN, STEP_MIN = 0.5, 3.0, 2.0, 0.6, 1.0
+VENDOR_SDPA_MIN = 0.8  # issue 35: vendor attention at 0.8 of SDPA's speed or more
+ATTN_KINDS = ("naive", "fused", "batched_gemm", "vendor")
 ATTN = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
-ATTN_BF16 = re.compile(r"^attention_bf16(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
+# bench_attention.cpp's bf16 cases: <kind>/T<T> (12 heads of 64) and <kind>/T<T>/hd128 (6 of 128).
+ATTN_BF16 = re.compile(r"^attention_bf16(_bwd)?/(" + "|".join(ATTN_KINDS) + r")/(T\d+(?:/hd\d+)?)$")
+VENDOR_SHAPES = ("T1024", "T2048", "T1024/hd128", "T2048/hd128")  # issue 35's, as the bench names them
 GEMM = re.compile(r"^(gemm|gemm_bf16|matmul_bwd)/(native|vendor)/(\d+x\d+x\d+)$")
 
 
@@ -151,7 +161,7 @@ def gemm_rows(s, cases, why):
 
 
 def attention_keys(cases, pattern=ATTN):
-    """{key: {"naive"|"fused"|"batched_gemm": fwd+bwd ms}} of the attention cases with both directions."""
+    """{key: {kind: fwd+bwd ms}} of the attention cases with both directions."""
     parts = {}
     for name, b in cases.items():
         m = pattern.match(name)
@@ -165,7 +175,7 @@ def seq_len(key):
     return int(m.group(1)) if m else 0
 
 
-def attention_rows(s, cases, why, sdpa, sdpa_why):
+def attention_rows(s, cases, why, sdpa, sdpa_why, kb=None):
     keys = attention_keys(cases)
     T = max((seq_len(k) for k in keys), default=0)
     at_T = {k: v for k, v in keys.items() if seq_len(k) == T}
@@ -185,9 +195,9 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
 
     bf16 = attention_keys(cases, ATTN_BF16)
     if bf16:
-        s.table("Attention in bf16, fwd+bwd ms (kformer-kernel-bench attention_bf16: 8192 tokens, 12 heads of 64)",
-                ["case", "naive", "fused", "batched_gemm"],
-                [[k, cell(v, "naive"), cell(v, "fused"), cell(v, "batched_gemm")]
+        s.table("Attention in bf16, fwd+bwd ms (kformer-kernel-bench attention_bf16: 8192 tokens on a GPU, "
+                "12 heads of 64, or 6 of 128 where the case says hd128)", ["case", *ATTN_KINDS],
+                [[k, *(cell(v, kind) for kind in ATTN_KINDS)]
                  for k, v in sorted(bf16.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
 
     rows = (sdpa or {}).get("rows", [])
@@ -215,9 +225,61 @@ def attention_rows(s, cases, why, sdpa, sdpa_why):
         s.target("attention-batched-sdpa", text, sdpa_why or "no batched_gemm case (a build without a vendor BLAS)", "n/a")
     s.table("Attention against PyTorch (ms)", ["case", "B,H,KV,T,hd", "dtype", "sdpa fwd", "sdpa fwd+bwd",
                                                "kformer fused fwd+bwd", "fused/sdpa"],
-            [[r["case"], ",".join(str(r["shape"][x]) for x in ("B", "H", "KV", "T", "hd")), r["dtype"],
+            [[r["case"], shape_text(r), r["dtype"],
               f"{r['sdpa_fwd_ms']:.3f}", f"{r['sdpa_fwd_bwd_ms']:.3f}", f"{r['kformer_fused_fwd_bwd_ms']:.3f}",
               f"{r['fused_over_sdpa']:.2f}" if r.get("fused_over_sdpa") else "-"] for r in rows])
+    vendor_rows(s, cases, why, sdpa, sdpa_why, kb)
+
+
+def shape_text(row):
+    return ",".join(str(row["shape"][x]) for x in ("B", "H", "KV", "T", "hd"))
+
+
+def vendor_speeds(sdpa):
+    """{case: SDPA's fwd+bwd time over vendor's} from sdpa.json's bf16 rows (attention_vs_sdpa.py
+    keeps kformer's time over SDPA's, vendor_over_sdpa: inverted here, the target being a speed)."""
+    return {r["case"]: 1.0 / r["vendor_over_sdpa"] for r in (sdpa or {}).get("bf16_rows", []) if r.get("vendor_over_sdpa")}
+
+
+def vendor_rows(s, cases, why, sdpa, sdpa_why, kb):
+    """Issue 35's target, vendor against SDPA in bf16, and the bf16 cases beside SDPA's."""
+    text = (f"vendor attention fwd+bwd >= {VENDOR_SDPA_MIN:g} of SDPA (bf16, T 1024/2048, hd 64/128; "
+            f"SDPA's time over vendor's)")
+    names = [b["name"].split("/min_time")[0] for b in (kb or {}).get("benchmarks", [])]
+    vendor = [n for n in names if ATTN_BF16.match(n) and ATTN_BF16.match(n).group(2) == "vendor"]
+    failed = [b for b in (kb or {}).get("benchmarks", []) if b.get("error_occurred")
+              and b["name"].split("/min_time")[0] in vendor]
+    speeds = vendor_speeds(sdpa)
+    impl = (sdpa or {}).get("attention", "")
+    if not cases and why:
+        s.target("attention-vendor-sdpa", text, why, "n/a")
+    elif not vendor:
+        s.target("attention-vendor-sdpa", text, "not built: kernel_bench.json has no attention_bf16/vendor case "
+                 "(kernels.attention=vendor needs a CUDA build with cuDNN)", "n/a")
+    elif not speeds:
+        err = f"; {len(failed)} vendor case(s) failed: {failed[0].get('error_message', '?')}" if failed else ""
+        s.target("attention-vendor-sdpa", text, (sdpa_why or "no vendor figure in sdpa.json's bf16_rows") + err, "n/a")
+    else:
+        worst, case = min((v, k) for k, v in speeds.items())
+        missing = [k for k in VENDOR_SHAPES if k not in speeds]
+        measured = f"{worst:.2f} of SDPA (worst of {len(speeds)}: {case})"
+        measured += f"; not measured: {', '.join(missing)}" if missing else ""
+        if impl != "sdpa":
+            s.target("attention-vendor-sdpa", text, f"{measured}, but against {impl}", "n/a", value=worst)
+        else:
+            ok = worst >= VENDOR_SDPA_MIN
+            s.target("attention-vendor-sdpa", text, measured, "FAIL" if not ok else "n/a" if missing else "PASS",
+                     value=worst)
+
+    def cell(row, kind):
+        t = row.get(f"kformer_{kind}_fwd_bwd_ms")
+        return "-" if t is None else f"{t:.3f} ({row[f'{kind}_over_sdpa']:.2f})"
+    s.table("Attention in bf16 against PyTorch SDPA in bf16 (fwd+bwd ms; in brackets kformer's time over SDPA's; "
+            "vendor/SDPA speed: SDPA's time over vendor's, issue 35's figure)",
+            ["case", "B,H,KV,T,hd", "sdpa fwd+bwd", *ATTN_KINDS, "vendor/SDPA speed"],
+            [[r["case"], shape_text(r), f"{r['sdpa_fwd_bwd_ms']:.3f}", *(cell(r, k) for k in ATTN_KINDS),
+              f"{speeds[r['case']]:.2f}" if r["case"] in speeds else "-"]
+             for r in (sdpa or {}).get("bf16_rows", [])])
 
 
 def memory_rows(s, cases, why):
@@ -237,16 +299,39 @@ def memory_rows(s, cases, why):
             ["case", "GB/s", "copy GB/s", "ratio"], rows)
 
 
+def kformer_kernels(st):
+    """(attention, GEMM) kformer ran in a step_*.json, as "vendor (auto)" where a setting chose it at
+    start-up, the kind alone where the setting named it, "a/b (auto)" where the rounds' processes
+    chose differently. From the report's summary.kernels_attention and kernels_gemm (kept by
+    bench/step_vs_torch_gpu.py); a JSON from before them gives the setting (its GEMM: vendor, which
+    the script then pinned)."""
+    k = (st or {}).get("kformer", {})
+    rounds = k.get("kinds_rounds", [])
+
+    def one(chosen, setting, field):
+        kinds = sorted({r[field] for r in rounds if r.get(field)})
+        if len(kinds) > 1:
+            chosen = "/".join(kinds)
+        if not chosen:
+            return "auto (kind not recorded)" if setting == "auto" else setting
+        return chosen if chosen == setting else f"{chosen} ({setting})"
+    ka, kg = k.get("kernels_attention") or {}, k.get("kernels_gemm") or {}
+    return (one(ka.get("kind"), ka.get("setting") or (st or {}).get("kformer_attention", "?"), "attention"),
+            one(kg.get("impl"), kg.get("setting") or (st or {}).get("kformer_gemm", "vendor"), "gemm"))
+
+
 def step_rows(s, steps):
-    table = []
+    table, choices = [], []
     for p in ("fp32", "bf16"):
         st, why = steps[p]
         k = (st or {}).get("kformer", {})
+        attn, gemm = kformer_kernels(st)
+        ran = f"; kformer: attention {attn}, GEMM {gemm}"
         text = f"kformer step no slower than PyTorch eager ({p})"
         e = (st or {}).get("eager", {})
         if e.get("torch_over_kformer"):
             r = e["torch_over_kformer"]
-            s.target(f"step-eager-{p}", text, f"torch/kformer {r:.3f} ({e['step_ms']:.1f} / {k['step_ms']:.1f} ms)",
+            s.target(f"step-eager-{p}", text, f"torch/kformer {r:.3f} ({e['step_ms']:.1f} / {k['step_ms']:.1f} ms{ran})",
                      verdict(r >= STEP_MIN), value=r)
         else:
             s.target(f"step-eager-{p}", text, why or "no eager figure", "n/a")
@@ -254,7 +339,7 @@ def step_rows(s, steps):
         text = f"kformer step against torch.compile ({p})"
         if c.get("torch_over_kformer"):
             r = c["torch_over_kformer"]
-            s.target(f"step-compile-{p}", text, f"torch/kformer {r:.3f} ({c['step_ms']:.1f} / {k['step_ms']:.1f} ms)",
+            s.target(f"step-compile-{p}", text, f"torch/kformer {r:.3f} ({c['step_ms']:.1f} / {k['step_ms']:.1f} ms{ran})",
                      "info", value=r)
         else:
             s.target(f"step-compile-{p}", text, why or f"not timed: {c.get('error', 'no figure')}", "info")
@@ -271,13 +356,21 @@ def step_rows(s, steps):
         for name in ("kformer", "eager", "compile"):
             v = (st or {}).get(name, {})
             if v.get("step_ms"):
-                table.append([p, name, f"{v['step_ms']:.2f}", f"{v.get('tflops', 0):.3g}",
+                table.append([p, name, attn if name == "kformer" else (st or {}).get("attention", "?"),
+                              gemm if name == "kformer" else "torch", f"{v['step_ms']:.2f}", f"{v.get('tflops', 0):.3g}",
                               f"{v['torch_over_kformer']:.3f}" if v.get("torch_over_kformer") else "-",
                               f"{v['loss1']:.5f}" if v.get("loss1") is not None else "-",
                               str(len(v.get("step_ms_rounds", [])))])
+        for what, field in (("attention", "kernels_attention"), ("GEMM", "kernels_gemm")):
+            d = k.get(field)
+            if d:
+                choices.append([p, what, d.get("kind") or d.get("impl") or "?", str(d.get("setting", "?")),
+                                str(d.get("reason", "?"))])
     first = next((st for st, _ in steps.values() if st), {})
-    s.table(f"Training step ({first.get('shape', '?')} shape, {first.get('attention', '?')}, init: {first.get('init', '?')})",
-            ["precision", "variant", "step ms", "TFLOP/s", "torch/kformer", "loss 1", "rounds"], table)
+    s.table(f"Training step ({first.get('shape', '?')} shape, init: {first.get('init', '?')})",
+            ["precision", "variant", "attention", "GEMM", "step ms", "TFLOP/s", "torch/kformer", "loss 1", "rounds"], table)
+    s.table("kformer's kernel choices in the step (its report's summary.kernels_attention and kernels_gemm, first round)",
+            ["precision", "kernel", "ran", "setting", "why"], choices)
 
 
 def markdown(s, title, notes, details=True):
@@ -317,7 +410,7 @@ def main():
     cases = bench_cases(kb)
     s = Summary()
     gemm_rows(s, cases, kb_why)
-    attention_rows(s, cases, kb_why, sdpa, sdpa_why)
+    attention_rows(s, cases, kb_why, sdpa, sdpa_why, kb)
     memory_rows(s, cases, kb_why)
     step_rows(s, steps)
 
@@ -330,7 +423,7 @@ def main():
         notes.append(f"Nothing ran: {a.error}")
     notes += [f"Step `{r[0]}` did not pass (exit {r[2]} after {r[3]} s{', timed out' if r[2] in ('124', '137') else ''}"
               f"; {r[4]}): its rows may say n/a." for r in step_log(a.steps)]
-    title = "kformer against its issue-19 targets"
+    title = "kformer against its issue-19 and issue-35 targets"
     sys.stdout.write(markdown(s, title, notes, details=False))
     if a.md:
         with open(a.md, "w") as f:

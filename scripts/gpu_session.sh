@@ -1,26 +1,43 @@
 #!/usr/bin/env bash
 # One device-tool command that does all of a lent GPU's work from one bundle (scripts/gpu_bundle.sh):
 # scripts/gpu_check.sh (correctness), `kformer calibrate` (a measured profile of this GPU), then
-# scripts/gpu_perf.sh (the performance targets), inside the tool's 600 s per command. The tool
-# brings back at most 8 files, so both scripts' folders travel packed in one archive.
+# scripts/gpu_perf.sh (the performance targets), inside the tool's 600 s per command; then the raw
+# outputs of all three with a manifest, ready for scripts/gpu_keep.sh to keep in docs/gpu-runs/.
 #
 #   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S]]   defaults 170 80 300 0 (550 s in all)
 #
 # OWN_S > 0: also calibrate at the GPT-2 124M step's own shapes (gpu_perf.sh's step: micro-batch 8,
-# T 1024, vocab 50304, cuBLAS, kernels.attention from KFORMER_STEP_ATTENTION), into
-# calibrate/own.yaml, so that predict of that step can be set against its measured time here.
+# T 1024, vocab 50304, kernels.attention and kernels.gemm from KFORMER_STEP_ATTENTION and
+# KFORMER_STEP_GEMM, default auto as in the step and the decks), into calibrate/own.yaml, so that
+# predict of that step can be set against its measured time here.
+# KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
+# Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
+#   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
 #
 # With the device tool: command scripts/gpu_session.sh, carry ["build/gpu-bundle"], timeout_s 590.
-# OUTDIR ($OUT there, else build/gpu-session) receives:
-#   gpu_session.tgz   check/ (gpu_check.sh's files), perf/ (gpu_perf.sh's), calibrate/ (the profile
-#                     and its log)
-#   gpu_check.json, summary.md, h100-measured.yaml   the verdicts, the targets table and the
-#                     profile, unpacked for a first look
-# Exit: the worst of the three (0 when every one passed).
+# OUTDIR ($OUT there, else build/gpu-session) receives 8 files, the most the tool brings back:
+#   manifest.json     date, GPU (nvidia-smi), the bundle's git hash, this command, exit statuses,
+#                     and every raw file with its size and sha256 (scripts/gpu_manifest.py)
+#   gpu_session.tgz   all of them: check/ (gpu_check.sh's files), calibrate/ (the profile and its
+#                     logs), perf/ (gpu_perf.sh's), bundle/MANIFEST, manifest.json
+#   check/gpu_check.json, perf/{kernel_bench,sdpa,step_fp32,step_bf16}.json,
+#   calibrate/h100-measured.yaml      the ones the GPU tables are made from, also as plain files
+# Logs over 128 KiB keep their tails; other files over 512 KiB or not text are left out (listed in
+# the manifest), so the run stays small enough to commit. Then, here:
+#   scripts/gpu_keep.sh FETCHED_DIR && scripts/gpu_tables.py
+# Exit: the worst of the three (0 when every one passed), at least 1 when the manifest or the
+# archive could not be written.
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,15p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,29p' "$0"; exit 0 ;; esac
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The command as it would be typed again, with the variables that change what it measures.
+command=scripts/gpu_session.sh
+[ $# -gt 0 ] && command+=$(printf ' %q' "$@")
+for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP; do
+  [ -n "${!v:-}" ] && command="$v=$(printf %q "${!v}") $command"
+done
 check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0}
 out=$(realpath -m "${OUT:-$top/build/gpu-session}")
 bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
@@ -44,8 +61,8 @@ if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
   echo "gpu_session: calibrate exit $rc_cal: $(tail -n 1 "$work/calibrate/calibrate.log")"
   if [ "$own_s" -gt 0 ]; then
     (cd "$top" && timeout "$own_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml model.vocab_size=50304 \
-       model.max_seq_len=1024 train.seq_len=1024 train.global_batch=8 train.micro_batch=8 kernels.gemm=vendor \
-       kernels.attention="${KFORMER_STEP_ATTENTION:-fused}" predict.machine="$work/calibrate/own.yaml") \
+       model.max_seq_len=1024 train.seq_len=1024 train.global_batch=8 train.micro_batch=8 \
+       kernels.gemm="${KFORMER_STEP_GEMM:-auto}" kernels.attention="${KFORMER_STEP_ATTENTION:-auto}" predict.machine="$work/calibrate/own.yaml") \
       >"$work/calibrate/own.log" 2>&1
     echo "gpu_session: calibrate at the step's shapes exit $?: $(tail -n 1 "$work/calibrate/own.log")"
   fi
@@ -56,9 +73,21 @@ fi
 KFORMER_PERF_BUDGET_S=$perf_s "$top/scripts/gpu_perf.sh" "$work/perf"
 rc_perf=$?
 
-tar czf "$out/gpu_session.tgz" -C "$work" check calibrate perf
-cp "$work/check/gpu_check.json" "$work/perf/summary.md" "$work/calibrate/h100-measured.yaml" "$out/" 2>/dev/null
+# --- the raw outputs and their manifest -------------------------------------------------------
+mkdir -p "$work/bundle"
+cp "$bundle/MANIFEST" "$work/bundle/" 2>/dev/null
+rc_keep=0
+python3 "$top/scripts/gpu_manifest.py" write "$work" --command "$command" --started "$started" \
+  --exit check=$rc_check --exit calibrate=$rc_cal --exit perf=$rc_perf || rc_keep=1
+rm -rf "$out/manifest.json" "$out/gpu_session.tgz" "$out/check" "$out/calibrate" "$out/perf"  # an earlier run's
+tar czf "$out/gpu_session.tgz" -C "$work" . || rc_keep=1
+cp "$work/manifest.json" "$out/" 2>/dev/null
+for f in check/gpu_check.json perf/kernel_bench.json perf/sdpa.json perf/step_fp32.json perf/step_bf16.json \
+         calibrate/h100-measured.yaml; do
+  [ -f "$work/$f" ] && mkdir -p "$out/${f%/*}" && cp "$work/$f" "$out/$f"
+done
+[ "$rc_keep" -eq 0 ] || echo "gpu_session: the manifest or the archive could not be written"
 echo "gpu_session: check exit $rc_check, calibrate exit $rc_cal, perf exit $rc_perf; $out"
 rc=0
-for r in $rc_check $rc_cal $rc_perf; do [ "$r" -gt "$rc" ] && rc=$r; done
+for r in $rc_check $rc_cal $rc_perf $rc_keep; do [ "$r" -gt "$rc" ] && rc=$r; done
 exit "$rc"

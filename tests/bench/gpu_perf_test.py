@@ -2,10 +2,13 @@
 GPU session runs does not rot between GPU sessions. Not a timed test: no figure is judged.
 
 Asserts: gpu_perf.sh exits 0 and leaves at most the 8 files the device tool brings back; the
-summary has every issue-19 target, each with a verdict, and a figure wherever the CPU run can
-give one (GEMM, attention fused against naive, memory-bound, the step against PyTorch eager, MFU);
-the PyTorch model trains kformer's model (bench/step_vs_torch_gpu.py's first-loss check, fp32 and
-bf16); attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters;
+summary has every issue-19 and issue-35 target, each with a verdict, and a figure wherever the CPU
+run can give one (GEMM, attention fused against naive, memory-bound, the step against PyTorch
+eager, MFU), issue 35's vendor row "not built" (no cuDNN on a CPU); the PyTorch model trains
+kformer's model (bench/step_vs_torch_gpu.py's first-loss check, fp32 and bf16) with the decks'
+kernels.attention=auto and kernels.gemm=auto, whose choices the step JSON and the summary's step
+rows name; attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters,
+in fp32 and for the bf16 cases at head sizes 64 and 128 (its bf16_rows, against SDPA in bf16);
 a kernel-bench report cut short is merged with its finished cases; and the GPU mode, without a GPU
 or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
 n/a, with the reason.
@@ -18,7 +21,7 @@ import sys
 import tempfile
 
 TARGETS = ["gemm-gemm", "gemm-gemm_bf16", "gemm-matmul_bwd", "attention-naive", "attention-sdpa",
-           "attention-batched-sdpa", "memory-fp32",
+           "attention-batched-sdpa", "attention-vendor-sdpa", "memory-fp32",
            "memory-bf16", "step-eager-fp32", "step-compile-fp32", "mfu-fp32", "step-eager-bf16", "step-compile-bf16",
            "mfu-bf16"]
 # Rows the CPU run must give a figure for (the others: SDPA needs torch >= 2.0, compile too).
@@ -61,8 +64,13 @@ def host_run(bindir, src, out, failures):
         t = rows.get(tid, {})
         check(isinstance(t.get("value"), float) and t["value"] > 0 and t["verdict"] != "n/a",
               f"{tid}: no figure on the CPU run: {t}", failures)
-    for section in ("## GEMM", "## Attention, fwd+bwd", "## Attention against PyTorch", "## Memory-bound", "## Training step"):
+    for section in ("## GEMM", "## Attention, fwd+bwd", "## Attention against PyTorch", "## Attention in bf16, fwd+bwd",
+                    "## Attention in bf16 against PyTorch SDPA", "## Memory-bound", "## Training step",
+                    "## kformer's kernel choices in the step"):
         check(section in md, f"summary.md lacks its section '{section}'", failures)
+    v = rows.get("attention-vendor-sdpa", {})
+    check(v.get("verdict") == "n/a" and v.get("measured", "").startswith("not built:"),
+          f"the vendor row on a CPU build: {v}", failures)
 
     for p in ("fp32", "bf16"):
         st = json.load(open(os.path.join(out, f"step_{p}.json")))
@@ -73,6 +81,15 @@ def host_run(bindir, src, out, failures):
         c = st["compile"]
         check(c.get("ok") is False and c.get("error") or c.get("ok") and c.get("step_ms"),
               f"step_{p}: torch.compile neither timed nor explained: {c}", failures)
+        # The decks' defaults: kformer chose at start-up, and its report's choice travels to the summary.
+        ka, kg = st["kformer"].get("kernels_attention") or {}, st["kformer"].get("kernels_gemm") or {}
+        check(st.get("kformer_attention") == "auto" and st.get("kformer_gemm") == "auto" and ka.get("setting") == "auto"
+              and ka.get("kind") in ("naive", "fused", "batched_gemm") and kg.get("setting") == "auto"
+              and kg.get("impl") in ("native", "vendor"), f"step_{p}: kernels {ka} {kg}", failures)
+        measured = rows.get(f"step-eager-{p}", {}).get("measured", "")
+        # "attention fused (auto), GEMM vendor (auto)", or "fused/naive (auto)" where the rounds chose differently
+        check("; kformer: attention " in measured and "(auto), GEMM " in measured and measured.endswith("(auto))"),
+              f"step-eager-{p} does not say what kformer ran: {measured}", failures)
     # A report cut short (a part that ran out of time) keeps its finished cases when merged.
     text = open(os.path.join(out, "kernel_bench.json")).read()
     total = len(json.loads(text)["benchmarks"])
@@ -89,6 +106,17 @@ def host_run(bindir, src, out, failures):
     # bench_attention.cpp's T=128 case: 2048 tokens as 16 sequences of 12 heads of 64.
     check(shapes and all(s["B"] * s["H"] == 16 * 12 and s["T"] == 128 and s["hd"] == 64 for s in shapes),
           f"sdpa.json shapes {shapes}: expected B*H = 192, T 128, hd 64", failures)
+    # The bf16 cases (gpu_perf.sh's host filter: fused at hd 64 and 128, naive at 64): 2048 tokens
+    # as 16 sequences of 12 heads of 64, or of 6 heads of 128.
+    b16 = {r["case"]: r for r in sdpa.get("bf16_rows", [])}
+    want = {"T128": (192, 64, ("naive", "fused")), "T128/hd128": (96, 128, ("fused",))}
+    check(sorted(b16) == sorted(want), f"sdpa.json bf16_rows {sorted(b16)}, expected {sorted(want)}", failures)
+    for case, (bh, hd, kinds) in want.items():
+        r = b16.get(case, {})
+        sh = r.get("shape", {})
+        check(sh.get("B") == 16 and sh.get("H", 0) * 16 == bh and sh.get("KV") == sh.get("H") and sh.get("hd") == hd and sh.get("T") == 128 and r.get("dtype") == "bf16"
+              and r.get("sdpa_fwd_bwd_ms", 0) > 0 and all((r.get(f"{k}_over_sdpa") or 0) > 0 for k in kinds)
+              and r.get("vendor_over_sdpa") is None, f"sdpa.json bf16 row {case}: {r}", failures)
 
 
 def gpu_mode_cannot_start(src, tmp, failures):
