@@ -48,6 +48,23 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   return s;
 }
 
+// The same with the kept probabilities in P (bf16 under mixed precision: naive and batched_gemm
+// keep them per layer, B*H*T*T), the scratch and the logsumexp in fp32.
+template <class ExecSpace, class P>
+AttentionState<ExecSpace, P> make_typed_attention_state(AttentionKind kind, int B, int T, int H) {
+  if constexpr (std::is_same<P, float>::value) {
+    return make_attention_state<ExecSpace>(kind, B, T, H);
+  } else {
+    const AttentionState<ExecSpace> f32 = make_attention_state<ExecSpace>(kind, B, T, H);
+    AttentionState<ExecSpace, P> s;
+    s.kind = kind, s.datt = f32.datt, s.lse = f32.lse, s.delta = f32.delta;
+    if (keeps_probabilities(kind))
+      s.att = DView<P****, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kformer::attention_att")),
+                                      B, H, T, T);
+    return s;
+  }
+}
+
 namespace detail {
 // Sequences [b0, b0 + nb) of a LayoutRight view whose first extent is the batch: an unmanaged view
 // of the same type and rank over them.

@@ -45,12 +45,7 @@ struct AttentionCase {
   AttentionCase(kernels::AttentionKind kind, int b, int t, int h = 12, int kv = 12, int d = 64)
       : B(b), T(t), H(h), KV(kv), hd(d), qkv("qkv", b, t, (H + 2 * KV) * hd), out("out", b, t, H * hd),
         dout("dout", b, t, H * hd), dqkv("dqkv", b, t, (H + 2 * KV) * hd) {
-    const auto f32 = kernels::make_attention_state<Exec>(kind, b, t, h);
-    state.kind = kind, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
-    if constexpr (std::is_same<E, float>::value)
-      state.att = f32.att;
-    else if (kernels::keeps_probabilities(kind))
-      state.att = V<E****>("att", b, h, t, t);
+    state = kernels::make_typed_attention_state<Exec, E>(kind, b, t, h);
     Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
     V<float***> q32("q32", b, t, (H + 2 * KV) * hd), d32("d32", b, t, H * hd);
     Kokkos::fill_random(q32, pool, -1.0f, 1.0f);

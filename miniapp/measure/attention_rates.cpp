@@ -1,8 +1,6 @@
 // Attention kernels timed (see attention_rates.hpp).
 #include "measure/attention_rates.hpp"
 
-#include <Kokkos_Timer.hpp>
-
 #include <type_traits>
 
 #include "attention.hpp"
@@ -10,6 +8,7 @@
 #include "convert.hpp"
 #include "counter_rng.hpp"
 #include "gemm.hpp"
+#include "measure/timed.hpp"
 #include "platform/device.hpp"
 
 namespace kformer {
@@ -19,21 +18,6 @@ namespace {
 // AV over the whole square, twice that backward.
 double attention_flops(const BlockDims& d, bool backward) {
   return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd * (backward ? 2 : 1);
-}
-
-template <class F>
-double mean_us(F&& f, double window_ms) {
-  Exec exec;
-  f();  // warm-up: first-touch of buffers, a vendor library's plan
-  exec.fence();
-  Kokkos::Timer timer;
-  int calls = 0;
-  do {
-    f();
-    exec.fence();
-    ++calls;
-  } while (calls < 3 || timer.seconds() * 1e3 < window_ms);
-  return timer.seconds() * 1e6 / calls;
 }
 
 template <class T>
@@ -55,10 +39,7 @@ AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms)
   const DV<T***> qkv = random_tokens<T>("attention_qkv", d, d.qkv_width(), 4);
   const DV<T***> dout = random_tokens<T>("attention_dout", d, d.q_width(), 5);
   const DV<T***> out("attention_out", d.B, d.T, d.q_width()), dqkv("attention_dqkv", d.B, d.T, d.qkv_width());
-  kernels::AttentionState<Exec, T> state;
-  const auto f32 = kernels::make_attention_state<Exec>(k, d.B, d.T, d.Hl);
-  state.kind = k, state.datt = f32.datt, state.lse = f32.lse, state.delta = f32.delta;
-  if (kernels::keeps_probabilities(k)) state.att = DV<T****>("attention_att", d.B, d.Hl, d.T, d.T);
+  auto state = kernels::make_typed_attention_state<Exec, T>(k, d.B, d.T, d.Hl);
   AttentionTiming t;
   t.forward_us = mean_us([&] { kernels::attention_forward(Exec(), out, state, qkv, d.Hl, d.KVl); }, window_ms);
   t.backward_us =

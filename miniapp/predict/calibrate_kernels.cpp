@@ -19,6 +19,7 @@
 #include "embedding.hpp"
 #include "measure/attention_rates.hpp"
 #include "measure/fma_peak.hpp"
+#include "measure/timed.hpp"
 #include "gemm.hpp"
 #include "predict/kernel_costs.hpp"
 #include "layernorm.hpp"
@@ -32,25 +33,12 @@ namespace kformer::predict {
 namespace kk = kernels;
 namespace {
 
-// The mean time of a call, in microseconds, over calls repeated for at least `window_ms` after a
-// warm-up: a sustained rate, which on a node whose cores other processes share includes the time
-// the scheduler gives away, as a run's longer phases do (a median of a few short calls would not).
+// The mean time of a call over a window (measure/timed.hpp).
 template <class F>
 double time_us(F&& f, double window_ms = 30) {
-  Exec exec;
-  f();
-  exec.fence();
-  Kokkos::Timer timer;
-  int calls = 0;
-  do {
-    f();
-    exec.fence();
-    ++calls;
-  } while (calls < 3 || timer.seconds() * 1e3 < window_ms);
-  return timer.seconds() * 1e6 / calls;
+  return mean_us(std::forward<F>(f), window_ms);
 }
 
-// The median of short calls: the launch overhead, which preemption should not inflate.
 template <class F>
 double median_us(F&& f, int reps) {
   Exec exec;

@@ -72,13 +72,7 @@ struct Result {
 
 // One forward and two backwards of `kind` on bf16 activations, into poisoned outputs.
 Result run(kk::AttentionKind kind, const AttnShape& s, const View<bf16***>& qkv, const View<bf16***>& dout) {
-  const auto f32 = kk::make_attention_state<Exec>(kind, s.B, s.T, s.H);
-  kk::AttentionState<Exec, bf16> st;
-  st.kind = kind;
-  st.datt = f32.datt;
-  st.lse = f32.lse;
-  st.delta = f32.delta;
-  if (kk::keeps_probabilities(kind)) st.att = View<bf16****>("att16", s.B, s.H, s.T, s.T);
+  auto st = kk::make_typed_attention_state<Exec, bf16>(kind, s.B, s.T, s.H);
   View<bf16***> out("out", s.B, s.T, s.H * s.hd), dqkv("dqkv", s.B, s.T, s.W());
   ktest::poison(out);
   ktest::poison(dqkv);

@@ -214,13 +214,7 @@ TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
     for (const auto kind : {kk::AttentionKind::naive, kk::AttentionKind::fused, kk::AttentionKind::batched_gemm}) {
       if (kind == kk::AttentionKind::batched_gemm && !kk::gemm_vendor_available<Exec>()) continue;  // no BLAS built
       SCOPED_TRACE(kind == kk::AttentionKind::naive ? "naive" : kind == kk::AttentionKind::fused ? "fused" : "batched_gemm");
-      const auto f32 = kk::make_attention_state<Exec>(kind, s.B, s.T, s.H);
-      kk::AttentionState<Exec, bf16> st;
-      st.kind = kind;
-      st.datt = f32.datt;
-      st.lse = f32.lse;
-      st.delta = f32.delta;
-      if (kk::keeps_probabilities(kind)) st.att = View<bf16****>("att16", s.B, s.H, s.T, s.T);
+      auto st = kk::make_typed_attention_state<Exec, bf16>(kind, s.B, s.T, s.H);
       View<bf16***> out("out", s.B, s.T, s.H * s.hd), dqkv("dqkv", s.B, s.T, s.W());
       ktest::poison(out);
       ktest::poison(dqkv);
