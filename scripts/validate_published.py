@@ -15,7 +15,10 @@ statistics, and, for seed note 004's layouts, the fastest per GPU as logged and 
 --decks keeps each row's deck (DIR/ID.yaml) and report (DIR/ID.json); --md writes the table to
 FILE; --doc replaces the text between the markers "<!-- published-validation:begin -->" and
 "<!-- published-validation:end -->" in that file with it. Exit 1 when a prediction fails, or
-with --check when the predicted fastest of seed note 004's layouts is not the logged one.
+with --check (the suite's predict_published) when the predicted fastest of seed note 004's layouts
+is not the logged one, when the median absolute error exceeds 10% or any row's 20%, or when
+docs/predict.md's table is not what this run prints (regenerate it with --doc docs/predict.md).
+The peak column is the report's predicted peak per rank (the estimate and the process baseline).
 """
 import argparse
 import json
@@ -80,7 +83,7 @@ def main():
 
     lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
-    errors, failed, per_gpu, same_fastest = [], 0, [], True
+    errors, failed, per_gpu, same_fastest, signed = [], 0, [], True, {}
     for row in runs["rows"]:
         try:
             rep = predict(args.kformer, row, runs["systems"][row["system"]], folder)
@@ -94,8 +97,9 @@ def main():
         kept = row.get("in_stats", True)
         if kept:
             errors.append(abs(err))
+            signed.setdefault(row["system"], []).append(err)
         mem = rep["summary"]["memory"]
-        peak = mem.get("predicted_peak_bytes", mem.get("estimated_bytes", 0)) / 1e9
+        peak = mem["peak_bytes"] / 1e9
         fits = "yes" if rep["predicted"]["fits"] else "no"
         lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']:.2f} | "
                      f"{step:.2f} | {100 * err:+.1f}%{'' if kept else ' (not in stats)'} | {peak:.1f} ({fits}) |")
@@ -106,6 +110,9 @@ def main():
     if errors:
         out += (f"{len(errors)} rows in the statistics: median absolute error {100 * statistics.median(errors):.1f}%, "
                 f"largest {100 * max(errors):.1f}%, {sum(e > 0.2 for e in errors)} above 20%.\n")
+        out += ("Mean signed error by system: " +
+                ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(signed.items())) +
+                ".\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])
@@ -125,9 +132,23 @@ def main():
         _, tail = rest.split(END, 1)
         with open(args.doc, "w") as f:
             f.write(head + BEGIN + "\n" + out + END + tail)
-    if args.check and not same_fastest:
-        print("validate_published: the predicted fastest layout is not the logged one", file=sys.stderr)
-        return 1
+    if args.check:
+        problems = []
+        if not same_fastest:
+            problems.append("the predicted fastest layout is not the logged one")
+        if errors and statistics.median(errors) > 0.10:
+            problems.append(f"the median absolute error is {100 * statistics.median(errors):.1f}% (at most 10%)")
+        if errors and max(errors) > 0.20:
+            problems.append(f"a row is off by {100 * max(errors):.1f}% (at most 20%)")
+        with open(os.path.join(TOP, "docs", "predict.md")) as f:
+            doc = f.read()
+        if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():
+            problems.append("docs/predict.md's table differs from this run: regenerate it with "
+                            "scripts/validate_published.py --doc docs/predict.md")
+        for p in problems:
+            print("validate_published:", p, file=sys.stderr)
+        if problems:
+            return 1
     return 1 if failed else 0
 
 
