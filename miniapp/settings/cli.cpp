@@ -56,7 +56,9 @@ std::string version_text() {
      << KOKKOS_VERSION % 100 << " (" << KFORMER_KOKKOS_DEVICES << ")\n"
      << "  MPI:      " << (KFORMER_ENABLE_MPI ? "on" : "off") << "\n"
      << "  NCCL:     " << (KFORMER_ENABLE_NCCL ? "on" : "off") << "\n"
-     << "  BLAS:     " << (KFORMER_ENABLE_BLAS ? KFORMER_BLAS_KIND : "off") << "\n";
+     << "  BLAS:     " << (KFORMER_ENABLE_BLAS ? KFORMER_BLAS_KIND : "off") << "\n"
+     << "  cuDNN:    " << (KFORMER_HAVE_CUDNN ? "on (kernels.attention=vendor; libcudnn.so.9 opened at run time)" : "off")
+     << "\n";
   return os.str();
 }
 

@@ -64,8 +64,9 @@ std::vector<KeySpec> make_schema() {
       integer("train.stop_at", 0, 0, kInt,
               "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),
       real("memory.limit_gb", 0, 0, kNoMax,
-           "refuse a layout whose per-rank estimate exceeds it; "
-           "0 = the share of each rank in its node's memory (physical or cgroup limit)"),
+           "refuse a layout whose per-rank estimate exceeds it, in GB of 1e9 bytes, not GiB (the 79.1 GiB "
+           "CUDA reports for an H100 80GB are 84.9 GB); 0 = the share of each rank in its node's memory "
+           "(physical or cgroup limit)"),
       text("data.source", "random", "'random' (tokens from the global sample index) or a uint16 token file (llm.c header)"),
       integer("parallel.tp", 1, 1, 4096, "tensor-parallel ranks (must divide n_heads and n_kv_heads)"),
       integer("parallel.pp", 1, 1, 4096, "pipeline stages"),
