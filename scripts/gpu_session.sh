@@ -14,7 +14,8 @@
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
 #
-# With the device tool: command scripts/gpu_session.sh, carry ["build/gpu-bundle"], timeout_s 590.
+# With the device tool: command "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh",
+# carry ["build/gpu-bundle.tar.xz"] (scripts/gpu_bundle.sh writes it), timeout_s 590.
 # OUTDIR ($OUT there, else build/gpu-session) receives 8 files, the most the tool brings back:
 #   manifest.json     date, GPU (nvidia-smi), the bundle's git hash, this command, exit statuses,
 #                     and every raw file with its size and sha256 (scripts/gpu_manifest.py)
