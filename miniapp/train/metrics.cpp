@@ -58,6 +58,8 @@ nlohmann::json iteration_json(const IterationRecord& r) {
             {"comm_total", r.comm_total_ms}}},
           {"rank_busy_ms", r.rank_busy_ms},
           {"rank_comm_ms", r.rank_comm_ms},
+          {"rank_compute_ms", r.rank_compute_ms},
+          {"rank_stretch_ms", r.rank_stretch_ms},
           {"rank_bubble", r.rank_bubble}};
 }
 
@@ -85,6 +87,13 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
   };
   const Straggler s = straggler_of(per_rank_sum(&IterationRecord::rank_busy_ms));
   const Straggler sc = straggler_of(per_rank_sum(&IterationRecord::rank_comm_ms));
+  // The rank that slept (straggler.rank), its compute and what it slept, over the iterations: held
+  // by the tests and the straggler study without timing the machine (metrics.hpp).
+  const std::vector<double> slept = per_rank_sum(&IterationRecord::rank_stretch_ms);
+  const std::vector<double> computed = per_rank_sum(&IterationRecord::rank_compute_ms);
+  int sleeper = -1;
+  for (std::size_t k = 0; k < slept.size(); ++k)
+    if (slept[k] > 0) sleeper = static_cast<int>(k);
   std::vector<double> bubble;  // the mean over ranks of each iteration's idle fraction
   for (const auto& r : rs) {
     double b = 0;
@@ -101,7 +110,13 @@ nlohmann::json summarize(const std::vector<IterationRecord>& records, double flo
             {"optimizer", med(&IterationRecord::optimizer_ms)},
             {"comm_exposed", med(&IterationRecord::comm_exposed_ms)},
             {"comm_total", med(&IterationRecord::comm_total_ms)}}},
-          {"straggler", {{"slowdown", s.slowdown}, {"delay", s.delay}, {"slowest_rank", s.slowest_rank}}},
+          {"straggler",
+           {{"slowdown", s.slowdown},
+            {"delay", s.delay},
+            {"slowest_rank", s.slowest_rank},
+            {"injected_rank", sleeper},
+            {"injected_compute_ms", sleeper >= 0 ? computed[sleeper] : 0.0},
+            {"injected_slept_ms", sleeper >= 0 ? slept[sleeper] : 0.0}}},
           {"pipeline", {{"bubble_measured", median(bubble)}}},
           {"straggler_comm", {{"slowdown", sc.slowdown}, {"delay", sc.delay}, {"slowest_rank", sc.slowest_rank}}}};
 }

@@ -24,6 +24,10 @@ struct IterationRecord {
   std::vector<double> rank_bubble;                       // 1 - compute / wall of each rank
   double optimizer_start_us = 0, optimizer_end_us = 0;   // for the timeline
   std::vector<double> rank_busy_ms, rank_comm_ms;
+  // Each rank's compute (the pipeline's kernels, what straggler.slowdown stretches) and the wait
+  // the straggler added to it as slept (sleep_for: never shorter than (slowdown - 1) times that
+  // compute; 0 on every other rank): what a test can hold without timing the machine.
+  std::vector<double> rank_compute_ms, rank_stretch_ms;
   int stop_signal = 0, stop_rank = -1;  // a walltime signal any rank got during this iteration
 };
 

@@ -150,15 +150,19 @@ IterationRecord Trainer::iterate(int it) {
                    const ProfilingRegion region("kformer::unit_done");  // a unit's gradients go to the buckets
                    sync_->unit_done(l);
                  });
-  double busy_ms = model_->pipeline->compute_ms;
+  const double compute_ms = model_->pipeline->compute_ms;
+  double busy_ms = compute_ms;
   for (const auto& s : model_->stages) {
     r.forward_ms += s->forward_ms;
     r.backward_ms += s->backward_ms;
   }
+  double stretch_ms = 0;
   if (cfg_.straggler.rank == world_.rank() && cfg_.straggler.slowdown > 1) {
     // Stretch this rank's compute by waiting: the same numbers, later.
     const double extra = (cfg_.straggler.slowdown - 1) * busy_ms;
+    const auto slept_from = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(extra));
+    stretch_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - slept_from).count();
     busy_ms += extra;
   }
   {
@@ -218,16 +222,21 @@ IterationRecord Trainer::iterate(int it) {
   }
   r.comm_exposed_ms += sync_->exposed_ms() + model_->pipeline->group_wait_ms;
   // Every rank's busy time, bubble and communication time, for the straggler and bubble figures,
-  // and the stop signal it may have received: one all-reduce of a (4, world) table in which each
-  // rank fills its own column, so every rank learns of a signal after the same iteration.
+  // the stop signal it may have received, and the compute a straggler stretched with what it slept:
+  // one all-reduce of a (6, world) table in which each rank fills its own column, so every rank
+  // learns of a signal after the same iteration.
   const int n = world_.size(), me = world_.rank();
-  std::vector<double> table(4 * std::size_t(n), 0.0);
+  std::vector<double> table(6 * std::size_t(n), 0.0);
   table[me] = busy_ms;
   table[n + me] = r.pipeline_wall_ms > 0 ? 1.0 - r.pipeline_compute_ms / r.pipeline_wall_ms : 0.0;
   table[2 * n + me] = r.comm_total_ms;
   hold_after_signal_for_test();
   table[3 * n + me] = stop_signal();
+  table[4 * n + me] = compute_ms;
+  table[5 * n + me] = stretch_ms;
   reduce_.allreduce(world_, table, comm::ReduceOp::sum);
+  r.rank_compute_ms.assign(table.begin() + 4 * n, table.begin() + 5 * n);
+  r.rank_stretch_ms.assign(table.begin() + 5 * n, table.begin() + 6 * n);
   r.rank_busy_ms.assign(table.begin(), table.begin() + n);
   r.rank_bubble.assign(table.begin() + n, table.begin() + 2 * n);
   r.rank_comm_ms.assign(table.begin() + 2 * n, table.begin() + 3 * n);
