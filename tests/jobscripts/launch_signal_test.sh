@@ -111,7 +111,8 @@ done
 export KFORMER_TEST_SIGNAL_HOLD_S=20
 if launch twice parallel.dp=4 checkpoint.save="$tmp/ck-twice"; then
   kill -INT -- -"$job"; sleep 0.5; kill -INT -- -"$job"; finish twice
-  if [ $rc -ne 0 ] && [ $secs -lt 15 ] && grep -q "got a second signal" "$tmp/twice.log" && [ ! -e "$tmp/ck-twice/latest" ]; then
+  # Not timed: a rank that missed the second signal would save and exit 0 after the hold.
+  if [ $rc -ne 0 ] && grep -q "got a second signal" "$tmp/twice.log" && [ ! -e "$tmp/ck-twice/latest" ]; then
     echo "ok   Ctrl-C twice: exit $rc after ${secs} s, no checkpoint"
   else
     fail "Ctrl-C twice: exit $rc after ${secs} s"; tail -5 "$tmp/twice.log"

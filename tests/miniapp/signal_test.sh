@@ -94,7 +94,8 @@ if start twice parallel.tp=2 parallel.dp=2; then
   r=$(a_rank twice); kill -TERM "$r"
   for _ in $(seq 300); do grep -q "got SIGTERM: stopping" "$tmp/twice.log" && break; sleep 0.1; done
   kill -TERM "$r"; finish twice
-  if [ $rc -ne 0 ] && [ $secs -le 30 ] && grep -q "second signal" "$tmp/twice.log"; then
+  # Not timed: a rank that missed the second signal would exit 0 after the hold, so rc != 0 is the proof.
+  if [ $rc -ne 0 ] && grep -q "second signal" "$tmp/twice.log"; then
     echo "ok   two SIGTERMs: exit $rc after ${secs} s, $(grep -o 'got a second signal[^:]*' "$tmp/twice.log" | head -1)"
   else
     fail "two SIGTERMs: exit $rc after ${secs} s"; tail -5 "$tmp/twice.log"
