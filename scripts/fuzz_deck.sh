@@ -84,6 +84,7 @@ done
 
 includes=(-I"$top/miniapp" -I"$top" -I"$top/kernels" -I"$top/comm" -I"$top/tests/fuzz" -I"$generated"
           -I"$shim" -I"$kokkos_include")
+for family in "$top"/kernels/*/; do includes+=(-I"${family%/}"); done  # gemm/, attention/, ... (kernels/CMakeLists.txt)
 common=(-std=c++17 -g -O1 -fno-omit-frame-pointer "${includes[@]}")
 fuzzflags=("-fsanitize=fuzzer-no-link,address,undefined" -fno-sanitize-recover=undefined)
 # Instrumented: the deck path, from the Config to the run plan and its memory estimate.

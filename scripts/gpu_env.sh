@@ -78,7 +78,7 @@ kformer_gpu_env() {
     fi
     case ":$extra:" in *":$found:"*) ;; *) extra=${extra:+$extra:}$found ;; esac
   done
-  # cuDNN and NVRTC are opened at run time by kernels.attention=vendor (kernels/attention_cudnn.cpp),
+  # cuDNN and NVRTC are opened at run time by kernels.attention=vendor (kernels/attention/attention_cudnn.cpp),
   # so ldd does not name them: put their directories on the path where they are found; without
   # them every other kernel still runs and `auto` leaves vendor out.
   local dl_missing=""

@@ -14,7 +14,7 @@
 namespace kformer {
 namespace {
 
-// Causal attention's FLOPs as kformer counts them (kernels/attention.hpp's call record): QK^T and
+// Causal attention's FLOPs as kformer counts them (kernels/attention/attention.hpp's call record): QK^T and
 // AV over the whole square, twice that backward.
 double attention_flops(const BlockDims& d, bool backward) {
   return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd * (backward ? 2 : 1);

@@ -83,7 +83,7 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
   if (kk::keeps_probabilities(kind))
-    att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);  // one sequence at a time (kernels/attention.hpp)
+    att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);  // one sequence at a time (kernels/attention/attention.hpp)
   else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);
   f = {d_qkv, d_mlp_in, {}, {}, gathered};

@@ -2,7 +2,7 @@
 // Names are stable (`layers.3.attn.wq.weight`) and shapes global, so initialisation, checkpoints
 // and tests see the same model whatever the layout; a rank holds the block its TP rank owns.
 //
-// Linear weights are (out, in) as kernels/gemm.hpp wants them. Column-parallel layers (wq, wk,
+// Linear weights are (out, in) as kernels/gemm/gemm.hpp wants them. Column-parallel layers (wq, wk,
 // wv, fc / gate, up, the head) split `out` (rows); row-parallel layers (wo, proj / down) split
 // `in` (columns); the embedding table is vocab-parallel (rows). Everything else is replicated.
 #pragma once

@@ -25,7 +25,7 @@ namespace {
 
 constexpr double kFloat = 4, kHalf = 2;
 
-// The native GEMM's packing workspace (kernels/gemm_native.hpp): (M + N) x K floats of the
+// The native GEMM's packing workspace (kernels/gemm/gemm_native.hpp): (M + N) x K floats of the
 // largest GEMM the rank runs, forward (N tokens x in -> out), input gradient (out -> in) and
 // weight gradient (K = the tokens), at most its 8 Mi-float budget. Vendor GEMMs keep their own.
 double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
@@ -167,7 +167,7 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
     e.workspace += kHalf * v * (N * d.qkv_width() + N * d.mlp_in_width() + N * C + N * d.q_width() +
                                 (d.sp > 1 ? N * C : 0)) +
                    (last ? kHalf * N * Vl : 0);
-  // batched_gemm's kept buffers, shared by every block (kernels/attention_batched.hpp): in bf16,
+  // batched_gemm's kept buffers, shared by every block (kernels/attention/attention_batched.hpp): in bf16,
   // one sequence's d(scores) for the products and its dqkv sums.
   if (plan.attention == AttentionKind::batched_gemm && e.bf16)
     e.workspace += kHalf * double(d.Hl) * d.T * d.T + kFloat * double(d.T) * d.qkv_width();

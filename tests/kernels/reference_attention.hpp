@@ -1,5 +1,5 @@
 // float64 host reference of causal grouped-query attention on the packed layout of
-// kernels/attention_common.hpp: qkv (B,T,(H+2KV)*hd) -> out (B,T,H*hd), written from the
+// kernels/attention/attention_common.hpp: qkv (B,T,(H+2KV)*hd) -> out (B,T,H*hd), written from the
 // textbook formulas (softmax(q k^T / sqrt(hd)) v with a causal mask), not from the kernels.
 #pragma once
 

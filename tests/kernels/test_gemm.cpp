@@ -1,4 +1,4 @@
-// GEMM and the linear layer (kernels/gemm.hpp): native and vendor against a float64 reference,
+// GEMM and the linear layer (kernels/gemm/gemm.hpp): native and vendor against a float64 reference,
 // the reference backward against central finite differences, shapes that are not multiples of
 // any tile (and 1-sized ones), NaN-poisoned outputs, bitwise run-to-run determinism, and
 // native == vendor. bf16 GEMM (bf16 A and B, fp32 accumulation and C): every element within the

@@ -1,4 +1,4 @@
-// The native GEMM's team driver (kernels/gemm_team.hpp), the one GPUs run, in the GPU's tile
+// The native GEMM's team driver (kernels/gemm/gemm_team.hpp), the one GPUs run, in the GPU's tile
 // configurations and an odd one, on whatever backend this binary is built for (Serial and OpenMP
 // included, where a team has fewer members than logical threads): against a float64 reference
 // for every transposition with alpha, beta and a bias, at shapes that are no multiple of any tile
