@@ -87,9 +87,8 @@ AttentionChoice resolve_attention(const RunPlan& plan, const NodeMemory& node, c
   const BlockDims shape = startup_attention_shape(plan.dims, budget);
   AttentionRates rates = measure_attention_rates(shape, precision, candidates);
   if (world.size() > 1) {
-    std::vector<double> v(2 * rates.size());  // the sums, then the negated rates (whose max is the least)
-    for (std::size_t k = 0; k < rates.size(); ++k) v[k] = rates[k], v[rates.size() + k] = -rates[k];
-    std::vector<double> sums(v.begin(), v.begin() + rates.size()), least(v.begin() + rates.size(), v.end());
+    std::vector<double> sums(rates.begin(), rates.end()), least(rates.size());  // least: negated, whose max is the least
+    for (std::size_t k = 0; k < rates.size(); ++k) least[k] = -rates[k];
     DeviceReduce().allreduce(world, sums, comm::ReduceOp::sum);
     DeviceReduce().allreduce(world, least, comm::ReduceOp::max);
     for (std::size_t k = 0; k < rates.size(); ++k) rates[k] = -least[k] > 0 ? sums[k] / world.size() : 0;

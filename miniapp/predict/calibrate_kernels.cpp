@@ -33,12 +33,7 @@ namespace kformer::predict {
 namespace kk = kernels;
 namespace {
 
-// The mean time of a call over a window (measure/timed.hpp).
-template <class F>
-double time_us(F&& f, double window_ms = 30) {
-  return mean_us(std::forward<F>(f), window_ms);
-}
-
+// The median of short calls: the launch overhead, which preemption should not inflate.
 template <class F>
 double median_us(F&& f, int reps) {
   Exec exec;
@@ -79,8 +74,8 @@ void measure_gemm(int m, int n, int k, kk::GemmImpl impl, ComputeRates& r) {
   DV<float**> y("y", m, n), dx("dx", m, k), dw("dw", n, k);
   GemmPoint g{m, n, k, 0, 0};
   const DV<const T**> cx = x, cw = w, cdy = dy;
-  g.forward_us = time_us([&] { kk::matmul_forward(Exec(), impl, y, cx, cw); });
-  g.backward_us = time_us([&] { kk::matmul_backward(Exec(), impl, dx, dw, DV<float*>(), cdy, cx, cw); });
+  g.forward_us = mean_us([&] { kk::matmul_forward(Exec(), impl, y, cx, cw); });
+  g.backward_us = mean_us([&] { kk::matmul_backward(Exec(), impl, dx, dw, DV<float*>(), cdy, cx, cw); });
   r.gemm_points.erase(std::remove_if(r.gemm_points.begin(), r.gemm_points.end(),
                                      [&](const GemmPoint& q) { return q.m == m && q.n == n && q.k == k; }),
                       r.gemm_points.end());
@@ -125,7 +120,7 @@ struct FamilyTime {
   int calls = 0;
   template <class F>
   void add(F&& f) {
-    us += time_us(f);
+    us += mean_us(f);
     WorkLog log;
     {
       const kk::Describing describing(log);
@@ -211,9 +206,9 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   const DV<float*> pv("p", n), g("g", n), m("m", n), v("v", n);
   Kokkos::deep_copy(g, 0.01f);
   kk::AdamWHyper h;
-  p.memory_gbps["optimizer"] = rate(bytes::adamw(double(n)), time_us([&] { kk::adamw_update(exec, pv, g, m, v, h); }), L);
+  p.memory_gbps["optimizer"] = rate(bytes::adamw(double(n)), mean_us([&] { kk::adamw_update(exec, pv, g, m, v, h); }), L);
   if (!p.memory_gbps.count("rope")) p.memory_gbps["rope"] = p.memory_gbps["residual"];
-  p.copy_gbps = 2.0 * 4 * n / (time_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
+  p.copy_gbps = 2.0 * 4 * n / (mean_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
 }
 
 // The curve's ceiling and half-efficiency point, from the measured GEMMs' forward rates; the
