@@ -19,11 +19,15 @@
 
 namespace kformer::kernels {
 
-enum class Family { gemm, attention, norm, activation, residual, rope, embedding, cross_entropy, convert, copy };
+enum class Family {
+  gemm, attention, norm, activation, residual, rope, embedding, cross_entropy, convert, copy,
+  optimizer,  // AdamW's update (adamw.hpp)
+  reduction   // the gradient norm's sum of squares (sum_of_squares.hpp)
+};
 
 inline const char* family_name(Family f) {
-  constexpr const char* names[] = {"gemm",  "attention", "norm",          "activation", "residual",
-                                   "rope",  "embedding", "cross_entropy", "convert",    "copy"};
+  constexpr const char* names[] = {"gemm",  "attention", "norm",          "activation", "residual", "rope",
+                                   "embedding", "cross_entropy", "convert", "copy", "optimizer", "reduction"};
   return names[static_cast<int>(f)];
 }
 

@@ -122,7 +122,8 @@ def cases():
 EXCLUDED = [
     (r"^iterations\[\*\]\.(elapsed_ms|samples_per_s|tokens_per_s|tflops_per_rank)$", "wall-clock time and rates"),
     (r"^iterations\[\*\]\.time_split_ms\.", "wall-clock time split"),
-    (r"^iterations\[\*\]\.rank_(busy_ms|comm_ms|bubble)\[\*\]$", "per-rank measured times and bubble"),
+    (r"^iterations\[\*\]\.rank_(busy_ms|comm_ms|bubble|compute_ms|stretch_ms)\[\*\]$",
+     "per-rank measured times, bubble, compute and a straggler's sleep"),
     (r"^summary\.(step_ms_median|tokens_per_s|model_tflops_per_rank|hardware_tflops_per_rank)$", "time and rates"),
     (r"^summary\.(mfu|mfu_fma_peak|mfu_vendor|hfu)$", "MFU: measured rate over measured ceiling"),
     (r"^summary\.time_split_ms\.", "wall-clock time split"),
@@ -132,6 +133,7 @@ EXCLUDED = [
     (r"^summary\.gemm_ceiling_tflops$", "GEMM rate measured at start-up"),
     (r"^summary\.(gemm_ceiling|kernels_gemm)\.(native_tflops|vendor_tflops|of_fma_peak)$",
      "GEMM rates measured at start-up"),
+    (r"^summary\.kernels_attention\.(reason|tflops\..*)$", "attention rates measured at start-up (kernels.attention=auto)"),
     (r"^summary\.gemm_ceiling\.impl$", "the GEMM that measured faster at start-up (flips between runs)"),
     (r"^summary\.pipeline\.(bubble_measured|micro_batches_in_flight_measured)$", "measured from timestamps"),
     (r"^summary\.(straggler|straggler_comm)\.(delay|slowdown|slowest_rank)$", "measured from per-rank times"),
@@ -159,6 +161,7 @@ EXCLUDED_PREDICT = [
 TEXT_MASK = [
     (r" in [0-9.e+-]+ s, [0-9.e+-]+ MB/s\)", " in <time>)", "checkpoint save: seconds and MB/s"),
     (r" in [0-9.e+-]+ s;", " in <time>;", "checkpoint resume: seconds"),
+    (r"(= auto -> \w+) \([^)]*TFLOP/s[^)]*\)", r"\1 (<rates>)", "kernels.attention=auto: the rates measured at start-up"),
 ]
 # Lines dropped: (regex, kinds of case, reason). predict's FOM and summary are predictions from
 # the profile, so they stay.
@@ -332,11 +335,30 @@ def summarise(fields, width):
     return s if len(s) <= width else s[:width - 3] + "..."
 
 
+def current_rules(rec):
+    """A record as this script's rules would have kept it: a record made before an exclusion or a
+    mask was added compares under today's rules."""
+    rec = dict(rec)
+    kind = rec.get("kind")
+    if "report" in rec:
+        rules = EXCLUDED_PREDICT if kind == "predict" else EXCLUDED
+        if kind == "train":
+            rules = rules + [(rx, why) for rx, when, why in EXCLUDED_WHEN if when(rec["report"])]
+        rec["report"] = {k: v for k, v in rec["report"].items() if not excluded(k, rules)}
+    text = []
+    for ln in rec.get("text", []):
+        for rx, rep, _ in TEXT_MASK:
+            ln = re.sub(rx, rep, ln)
+        text.append(ln)
+    rec["text"] = text
+    return rec
+
+
 def cmd_compare(ns):
     with open(ns.a) as f:
-        a = json.load(f)["cases"]
+        a = {n: current_rules(r) for n, r in json.load(f)["cases"].items()}
     with open(ns.b) as f:
-        b = json.load(f)["cases"]
+        b = {n: current_rules(r) for n, r in json.load(f)["cases"].items()}
     names = list(a) + [n for n in b if n not in a]
     w = max(len(n) for n in names) + 2
     print(f"{'case':<{w}}result")

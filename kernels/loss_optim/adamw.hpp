@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "call_record.hpp"
 #include "kokkos_compat.hpp"
 #include "view_types.hpp"
 
@@ -26,6 +27,9 @@ template <class ExecSpace, class G = float>
 void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
                   const DView<const std::enable_if_t<true, G>*, ExecSpace>& g,
                   const DView<float*, ExecSpace>& m, const DView<float*, ExecSpace>& v, const AdamWHyper& h) {
+  // Bytes: p, m and v read and written, g read (calibrate divides its measured time by the same).
+  const Call call("adamw_update", [&] { return KernelCall{Family::optimizer, false, false, 2 * bytes_of(p, m, v) + bytes_of(g)}; });
+  if (call.described()) return;
   const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
   const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
   const float step_size = static_cast<float>(h.lr / bc1), sqrt_bc2 = static_cast<float>(kmath::sqrt(bc2));

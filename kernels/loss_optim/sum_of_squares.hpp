@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_record.hpp"
 #include "view_types.hpp"
 #include "work_shape.hpp"
 
@@ -26,11 +27,13 @@ class SumOfSquares {
   // ranges: (offset, length) into the buffer run() will read; the tables are built once here.
   explicit SumOfSquares(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
     std::vector<std::int64_t> starts, lengths;
-    for (const auto& [offset, length] : ranges)
+    for (const auto& [offset, length] : ranges) {
+      elements_ += length;
       for (std::int64_t b = 0; b < length; b += kBlock) {
         starts.push_back(offset + b);
         lengths.push_back(length - b < kBlock ? length - b : kBlock);
       }
+    }
     const std::size_t n = starts.size();
     blocks_ = Kokkos::View<std::int64_t* [2], Kokkos::LayoutRight, Mem>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::grad_norm_blocks"), n);
@@ -45,6 +48,10 @@ class SumOfSquares {
   // T: float, or bf16 (a bf16 gradient buffer), each element widened before it is squared.
   template <Shape S0 = Shape::natural, class T, class OutView>
   void run(const ExecSpace& exec, const T* x, const OutView& out) const {
+    const Call call("sum_of_squares", [&] {
+      return KernelCall{Family::reduction, sizeof(T) == 2, false, double(elements_) * double(sizeof(T)), 0, {elements_}};
+    });
+    if (call.described()) return;
     const auto blocks = blocks_;
     const auto partials = partials_;
     const int n = static_cast<int>(blocks.extent(0));
@@ -84,6 +91,7 @@ class SumOfSquares {
  private:
   Kokkos::View<std::int64_t* [2], Kokkos::LayoutRight, Mem> blocks_;  // (start, length) of each block
   Kokkos::View<double*, Mem> partials_;                               // each block's sum
+  std::int64_t elements_ = 0;                                         // over all ranges
 };
 
 }  // namespace kformer::kernels

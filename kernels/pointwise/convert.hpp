@@ -49,6 +49,16 @@ void copy(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
   Kokkos::deep_copy(exec, dst, src);
 }
 
+// dst = src between the host and the device, waiting for the copy (the blocking
+// Kokkos::deep_copy): a step's one readback (its loss and gradient norm), host values staged
+// for a reduction (DeviceReduce).
+template <class DstView, class SrcView>
+void transfer(const DstView& dst, const SrcView& src) {
+  const Call call("transfer", [&] { return KernelCall{Family::copy, false, false, bytes_of(src)}; });
+  if (call.described()) return;
+  Kokkos::deep_copy(dst, src);
+}
+
 // Every element of dst = value (Kokkos::deep_copy of a scalar, on the execution space's queue).
 template <class ExecSpace, class DstView>
 void fill(const ExecSpace& exec, const DstView& dst, typename DstView::const_value_type& value) {

@@ -258,9 +258,9 @@ void ParamStore::initialize(std::uint64_t seed) {
 // A fill on the execution space: without one, deep_copy fences before and after.
 void ParamStore::zero_grads() {
   if (grads_bf16_)
-    Kokkos::deep_copy(Exec(), grads16_, kernels::bf16(0.0f));
+    kernels::fill(Exec(), grads16_, kernels::bf16(0.0f));
   else
-    Kokkos::deep_copy(Exec(), grads_, 0.0f);
+    kernels::fill(Exec(), grads_, 0.0f);
 }
 
 std::int64_t ParamStore::resident_bytes() const {

@@ -2,6 +2,7 @@
 #include "platform/device_reduce.hpp"
 
 #include "comm/views.hpp"
+#include "convert.hpp"
 
 namespace kformer {
 namespace {
@@ -13,9 +14,9 @@ void reduce_through(Buffer& buf, comm::Communicator& c, T* values, std::size_t n
   if (buf.extent(0) < n) buf = comm::device_view<Buffer>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::device_reduce"), n);
   const auto dev = Kokkos::subview(buf, std::make_pair(std::size_t(0), n));
   const Kokkos::View<T*, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values, n);
-  Kokkos::deep_copy(dev, host);  // fences: the values are on the device before the call reads them
-  comm::allreduce(c, dev, op, at);   // blocking: the result is in dev when it returns
-  Kokkos::deep_copy(host, dev);
+  kernels::transfer(dev, host);     // fences: the values are on the device before the call reads them
+  comm::allreduce(c, dev, op, at);  // blocking: the result is in dev when it returns
+  kernels::transfer(host, dev);
 }
 
 }  // namespace

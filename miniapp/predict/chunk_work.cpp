@@ -21,7 +21,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionMode
       return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
                           int(s[3]), int(s[4]), c.backward);
     case kk::Family::convert:
-    case kk::Family::copy: {  // element-wise streams: the residual add's rate unless measured
+    case kk::Family::copy:
+    case kk::Family::reduction: {  // element-wise streams: the residual add's rate unless measured
       const char* f = kk::family_name(c.family);
       return memory_us(p, p.memory_gbps.count(f) ? f : "residual", c.bytes, c.bf16);
     }
@@ -43,6 +44,7 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
         break;
       }
       case WorkEntry::Kind::comm:
+        if (miss && e.group == "dp") miss->bytes += e.bytes;  // the gather of a ZeRO-3 unit
         if (e.group == "tp") out->push_back({ItemKind::tp_comm, comm::op_name(e.op), 0, e.bytes, 0, e.op});
         if (e.group == "dp" && e.op == comm::OpKind::reduce_scatter)
           out->push_back({ItemKind::grad_scatter, "reduce_scatter", 0, e.bytes, 0, e.op});

@@ -27,7 +27,7 @@ struct WorkItem {
   ItemKind kind;
   std::string name;  // the kernel (compute), the call (tp_comm)
   double us = 0;     // compute: modelled time
-  double bytes = 0;  // tp_comm, grad_scatter: nccl-tests' size
+  double bytes = 0;  // tp_comm, grad_scatter: nccl-tests' size; require: its gather's, where it gathers
   int layer = 0;     // require, unit_done: the unit (-1 embedding, L final norm and head)
   comm::OpKind op = comm::OpKind::allreduce;  // tp_comm
 };

@@ -129,11 +129,11 @@ class Sim {
       }
     if (!stream_free(r, timer)) return false;
     ++me.clock;
-    const std::size_t pool = std::min(s_.gather_pool, s_.unit_bytes[r].size());
+    const std::size_t pool = std::min(s_.gather_pool, s_.gather_bytes[r].size());
     if (me.pool.size() < pool) me.pool.push_back({std::size_t(layer + 1), me.clock});
     else *std::min_element(me.pool.begin(), me.pool.end(), [](auto& a, auto& b) { return a.second < b.second; }) =
         {std::size_t(layer + 1), me.clock};
-    const double b = s_.unit_bytes[r].at(layer) * s_.gather_bytes_per_fp32;
+    const double b = s_.gather_bytes[r].at(layer);
     blocking(r, "allgather", net_.call_us(comm::OpKind::allgather, b, s_.dp), b, timer);
     me.t += miss_us, timer += miss_us;
     return true;
@@ -154,7 +154,7 @@ class Sim {
           break;
         case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
           if (last_micro && !s_.fsdp_grads && s_.dp_buckets)
-            out_[r].buckets.push_back({me.t, s_.unit_bytes[r].at(i.layer) * s_.bucket_bytes_per_fp32});
+            out_[r].buckets.push_back({me.t, s_.bucket_bytes[r].at(i.layer)});
           break;
         case ItemKind::grad_scatter:
           if (s_.dp_buckets) out_[r].buckets.push_back({me.t, i.bytes});

@@ -46,10 +46,10 @@ struct PipelineSetup {
   int pp = 1, n_chunks = 1, microbatches = 1;
   std::vector<Program> programs;        // [pipeline rank]
   std::vector<ChunkWork> chunks;        // [global chunk]
-  std::vector<std::map<int, double>> unit_bytes;  // [pipeline rank] layer -> bytes of its unit (fp32)
+  // [pipeline rank] layer -> bytes (nccl-tests' size) of its unit's ZeRO-3 gather and of its
+  // data-parallel bucket, as the rank's described calls make them (step_sim.cpp)
+  std::vector<std::map<int, double>> gather_bytes, bucket_bytes;
   double message_bytes = 0;             // an activation or its gradient (rows, C) as it travels
-  double gather_bytes_per_fp32 = 1;     // a ZeRO-3 gather's bytes per byte of unit_bytes (0.5: bf16 copies)
-  double bucket_bytes_per_fp32 = 1;     // a data-parallel bucket's (0.5: parallel.grad_reduce_dtype=bf16)
   bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
   bool dp_buckets = false;              // dp > 1: buckets are posted
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets

@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
-#include "predict/kernel_costs.hpp"
 #include "model/model_spec.hpp"
-#include "model/param_store.hpp"
 #include "parallel/schedule.hpp"
+#include "predict/chunk_work.hpp"
+#include "train/step_work.hpp"
 
 namespace kformer::predict {
 namespace {
@@ -18,21 +19,10 @@ struct Layout {
   int stage(int w) const { return w / (dp * tp); }
 };
 
-// The bytes of each unit a pipeline rank holds, padded as ParamStore pads them.
-std::map<int, double> unit_bytes(const ModelShape& s, const std::vector<std::pair<int, int>>& chunks, const Layout& l,
-                                 int stage) {
-  std::map<int, double> elems;
-  for (const auto& p : rank_params(s, chunks, l.pp, stage)) elems[p.layer] += double(p.local_size(s.tp));
-  const double shards = l.zero >= 1 && l.dp > 1 ? l.dp : 1;
-  for (auto& e : elems) e.second = 4.0 * std::ceil(e.second / shards) * shards;
-  return elems;
-}
-
 }  // namespace
 
 StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, bool record) {
   const RunSettings& cfg = plan.settings;
-  const ModelShape& s = plan.shape;
   const ParallelSettings& par = cfg.parallel;
   Layout l{par.tp, par.pp, par.dp, 0, par.zero, par.microbatches, par.virtual_stages};
   l.world = l.tp * l.pp * l.dp;
@@ -44,18 +34,23 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   PipelineSetup ps;
   ps.pp = l.pp, ps.n_chunks = S, ps.microbatches = l.m;
   const Schedule& sched = plan.schedule;
-  for (int r = 0; r < l.pp; ++r) {
-    ps.programs.push_back(comm_program(sched[r], l.pp, S));
-    ps.unit_bytes.push_back(unit_bytes(s, layers, l, r));
-  }
+  // Each stage's phases around its pipeline, described once (its first replica's).
+  std::vector<PhaseLogs> phases;
+  for (int r = 0; r < l.pp; ++r) phases.push_back(describe_phases(plan, {r, 0, 0}));
+  for (int r = 0; r < l.pp; ++r) ps.programs.push_back(comm_program(sched[r], l.pp, S));
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
-  // What travels, in the run's element types: a chunk's activation or its gradient (this rank's
-  // rows under sequence parallelism, its 1/tp of them split over TP without; bf16 in mixed
-  // precision; the receivers' TP all-gather is in the chunks' work), ZeRO-3's gathers of the bf16
-  // copies, the buckets in parallel.grad_reduce_dtype.
+  // The bytes of the calls that travel as the store makes them: each unit's bucket as its done
+  // hook posts it, each ZeRO-3 unit's gather as its chunk's require does (the first require of a
+  // unit in a chunk's described forward gathers it).
+  ps.gather_bytes.assign(l.pp, {});
+  for (int r = 0; r < l.pp; ++r) ps.bucket_bytes.push_back(phases[r].buckets);
+  for (int c = 0; c < S; ++c)
+    for (const WorkItem& i : ps.chunks[c].forward)
+      if (i.kind == ItemKind::require && i.bytes > 0) ps.gather_bytes[c % l.pp][i.layer] = i.bytes;
+  // A chunk's activation or its gradient as it travels: this rank's rows under sequence
+  // parallelism, its 1/tp of them split over TP without; bf16 in mixed precision (the receivers'
+  // TP all-gather is in the chunks' work).
   ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.message_rows() * d.C;
-  ps.gather_bytes_per_fp32 = cfg.bf16() ? 0.5 : 1.0;
-  ps.bucket_bytes_per_fp32 = par.grad_reduce_dtype == Precision::bf16 ? 0.5 : 1.0;
   ps.fsdp = l.zero >= 3 && l.dp > 1;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
@@ -133,38 +128,60 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       }
     });
   }
-  // The tied embedding (gpt, pp > 1): first and last stage of each (dp, tp) pair.
-  if (s.gpt && l.pp > 1) {
-    const double b = ps.unit_bytes[0].at(-1) / (l.zero >= 2 && l.dp > 1 ? l.dp : 1);
-    const int last = (S - 1) % l.pp;
-    for (int w = 0; w < l.dp * l.tp; ++w)
-      collective({w, last * l.dp * l.tp + w}, comm::OpKind::allreduce, b, {2, last * l.dp * l.tp});
+  // The rest of the iteration as the trainer runs it: the phases after the pipeline (grad_sync,
+  // grad_norm, optimizer, metrics) described by the step program itself for each stage's first
+  // replica (train/step_work.hpp describe_phases), walked by every rank of the stage in lockstep: a
+  // kernel takes its cost on the profile, a call on a group waits until each member has reached
+  // it, then costs as a collective (the tied embedding's all-reduce, the loss and norm reductions,
+  // ZeRO's all-gathers, the per-rank table).
+  const int last = (S - 1) % l.pp;
+  const auto shape_of = [&](const std::string& group) -> GroupShape {
+    if (group == "tp") return ps.tp;
+    if (group == "dp") return ps.dp;
+    if (group == "pp") return ps.pp_group;
+    if (group == "world") return world;
+    if (group == "tied-embedding") return {2, last * l.dp * l.tp};
+    throw std::logic_error("predict: a described call on a group it does not know: '" + group + "'");
+  };
+  std::vector<std::vector<WorkEntry>> after(l.pp);
+  for (int r = 0; r < l.pp; ++r) after[r] = std::move(phases[r].after.entries);
+  std::vector<std::size_t> next(l.world, 0);
+  const auto run_kernels = [&](int w) {  // up to the rank's next call on a group
+    const std::vector<WorkEntry>& list = after[l.stage(w)];
+    for (; next[w] < list.size() && list[next[w]].kind != WorkEntry::Kind::comm; ++next[w]) {
+      const WorkEntry& e = list[next[w]];
+      const bool optimizer = e.group == "kformer::optimizer";
+      if (e.kind == WorkEntry::Kind::kernel) t[w] += kernel_us(prof, e.call, cfg.predict.attention);
+      if (e.kind == WorkEntry::Kind::region_begin && optimizer) opt_start[w] = t[w];
+      if (e.kind == WorkEntry::Kind::region_end && optimizer) opt[w] = t[w] - opt_start[w];
+    }
+  };
+  const auto at_call = [&](int w, const WorkEntry& like) {
+    const std::vector<WorkEntry>& list = after[l.stage(w)];
+    return next[w] < list.size() && list[next[w]].kind == WorkEntry::Kind::comm && list[next[w]].group == like.group &&
+           list[next[w]].op == like.op;
+  };
+  for (bool left = true; left;) {
+    for (int w = 0; w < l.world; ++w) run_kernels(w);
+    bool moved = false;
+    left = false;
+    for (int w = 0; w < l.world; ++w) {
+      const std::vector<WorkEntry>& list = after[l.stage(w)];
+      if (next[w] >= list.size()) continue;
+      left = true;
+      const WorkEntry& e = list[next[w]];
+      if (e.kind != WorkEntry::Kind::comm) continue;  // moved on by a call resolved in this round
+      const GroupShape g = shape_of(e.group);
+      const std::vector<int> m = group_of(w, g);
+      if (m.front() != w || !std::all_of(m.begin(), m.end(), [&](int v) { return at_call(v, e); })) continue;
+      collective(m, e.op, e.bytes, g);  // the group's first member resolves it for all
+      for (int v : m) ++next[v];
+      moved = true;
+    }
+    if (left && !moved)
+      throw std::logic_error("predict: the described phases after the pipeline wait on a call that a group member never makes");
   }
-  if (l.pp > 1) for_groups(ps.pp_group, [&](const std::vector<int>& m) { collective(m, comm::OpKind::allreduce, 8, ps.pp_group); });
-  if (l.dp > 1) for_groups(ps.dp, [&](const std::vector<int>& m) { collective(m, comm::OpKind::allreduce, 8, ps.dp); });
-  // The gradient norm: each rank reads its gradients, then one all-reduce over the world.
-  std::vector<int> everyone(l.world);
-  for (int w = 0; w < l.world; ++w) everyone[w] = w;
-  const double shards = l.zero >= 1 && l.dp > 1 ? l.dp : 1;
-  std::vector<double> owned(l.pp, 0);  // gradient elements each stage's rank owns
-  for (int r = 0; r < l.pp; ++r)
-    for (const auto& u : ps.unit_bytes[r]) owned[r] += u.second / 4 / shards;
-  for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", 4 * owned[l.stage(w)]);  // a streaming read
-  collective(everyone, comm::OpKind::allreduce, 8, world);
-  // AdamW on the owned elements, then ZeRO-1/2's all-gather of each unit: of the fp32 values, or
-  // in bf16 of the bf16 copy (ParamStore::masters_sharded), which each rank first rounds its shard
-  // into and widens the vectors from (a pass over the owned elements).
-  for (int w = 0; w < l.world; ++w) opt_start[w] = t[w], t[w] += memory_us(prof, "optimizer", bytes::adamw(owned[l.stage(w)]));
-  if ((l.zero == 1 || l.zero == 2) && l.dp > 1) {
-    if (shards_masters(cfg.bf16(), l.zero, l.dp))
-      for (int w = 0; w < l.world; ++w) t[w] += memory_us(prof, "residual", (4 + 2) * owned[l.stage(w)]);
-    for_groups(ps.dp, [&](const std::vector<int>& m) {
-      for (const auto& u : ps.unit_bytes[l.stage(m.front())])
-        collective(m, comm::OpKind::allgather, u.second * ps.gather_bytes_per_fp32, ps.dp);
-    });
-  }
-  for (int w = 0; w < l.world; ++w) opt[w] = t[w] - opt_start[w], busy[w] += opt[w];
-  collective(everyone, comm::OpKind::allreduce, 8.0 * 4 * l.world, world);
+  for (int w = 0; w < l.world; ++w) busy[w] += opt[w];
 
   StepPrediction p;
   p.step_ms = *std::max_element(t.begin(), t.end()) / 1e3;

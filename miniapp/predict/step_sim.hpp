@@ -1,10 +1,11 @@
 // One predicted training step of a deck's layout at its world size: the pipeline of every stage
-// (pipeline_sim.hpp), then what Trainer::iterate does after it on every rank, in its order: the
-// straggler's wait (straggler.*), the data-parallel buckets finished (overlapped with the
-// backward where the network progresses on its own, else at the wait), the tied embedding's
-// all-reduce, the loss and gradient-norm reductions, AdamW with ZeRO's all-gathers, and the
-// per-rank table. Collectives end for all members at the latest arrival plus their cost. All
-// replicas of a pipeline stage behave alike except the straggler, so a stage is simulated once.
+// (pipeline_sim.hpp), the straggler's wait (straggler.*), the data-parallel buckets finished
+// (overlapped with the backward where the network progresses on its own, else at the wait), then
+// the rest of the iteration as the step program describes it for each stage (grad_sync,
+// grad_norm, optimizer, metrics: train/step_work.hpp describe_phases): its kernels on the profile,
+// its calls on groups as collectives that end for all members at the latest arrival plus their
+// cost. No work after the pipeline is modelled here by hand: only its timing. All replicas of a
+// pipeline stage behave alike except the straggler, so a stage is described once.
 #pragma once
 
 #include <string>

@@ -1,9 +1,13 @@
 // The step's work, described (see step_work.hpp).
 #include "train/step_work.hpp"
 
+#include <algorithm>
+
 #include "comm/described_comm.hpp"
 #include "io/data.hpp"
 #include "parallel/schedule.hpp"
+#include "train/rank_table.hpp"
+#include "train/step_program.hpp"
 
 namespace kformer {
 
@@ -51,28 +55,74 @@ namespace {
 // The groups of the rank at `at`, recording into whichever log is current.
 struct DescribedGroups {
   WorkLog* log = nullptr;
-  std::unique_ptr<comm::Communicator> tp, dp, pp;
-  DescribedGroups(const ParallelSettings& par, RankPlace at) {
+  std::unique_ptr<comm::Communicator> tp, dp, pp, world, tied;
+  DescribedGroups(const RunPlan& plan, RankPlace at) {
+    const ParallelSettings& par = plan.settings.parallel;
     const auto record = [this](const comm::Op& op, const std::string& group, int size) { log->comm(op, group, size); };
     tp = std::make_unique<comm::DescribedComm>(par.tp, at.tp, "tp", record);
     dp = std::make_unique<comm::DescribedComm>(par.dp, at.dp, "dp", record);
     pp = std::make_unique<comm::DescribedComm>(par.pp, at.pp, "pp", record);
+    world = std::make_unique<comm::DescribedComm>(par.tp * par.dp * par.pp, world_rank(par, at), "world", record);
+    if (holds_tied_embedding(plan, at))
+      tied = std::make_unique<comm::DescribedComm>(2, at.pp == 0 ? 0 : 1, "tied-embedding", record);
   }
   RankGroups groups() const { return {tp.get(), dp.get(), pp.get()}; }
+  StepGroups step_groups() const { return {groups(), world.get(), tied.get()}; }
 };
+
+// The phases after the pipeline, in Trainer::iterate's order; the described loss and norm are
+// finite and not clipped.
+void after_pipeline(StepProgram& program, int world_size) {
+  program.grad_sync();
+  program.grad_norm();
+  program.optimizer(1, 1.0);
+  RankTable table(world_size, 0, RankColumn());
+  program.metrics(table.values());
+}
 
 }  // namespace
 
 WorkLog describe_iteration(const RunPlan& plan, RankPlace at, kernels::GemmImpl gemm) {
   WorkLog log;
   const kernels::Describing describing(log);
-  DescribedGroups g(plan.settings.parallel, at);
+  DescribedGroups g(plan, at);
   g.log = &log;
   const auto model = build_rank_model(plan, at, g.groups(), gemm);
+  StepProgram program(plan, *model, at, g.step_groups());
   log.entries.clear();  // the set-up (nothing is launched there, but the store's calls would show)
   const auto data = make_data_source(plan.settings.data_source, plan.shape.vocab, plan.settings.train.seed);
-  model->pipeline->run(*data, 0, plan.settings.parallel.microbatches, 1.0f, [&](int l) { log.unit_done(l); });
+  program.prepare();  // Trainer::iterate's phases, in its order
+  program.pipeline(*data, 0, 1.0f);
+  after_pipeline(program, g.world->size());
   return log;
+}
+
+PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
+  PhaseLogs out;
+  WorkLog setup;
+  const kernels::Describing describing(setup);
+  DescribedGroups g(plan, at);
+  g.log = &setup;
+  const auto model = build_rank_model(plan, at, g.groups(), kernels::GemmImpl::native);
+  StepProgram program(plan, *model, at, g.step_groups());
+  const auto into = [&](WorkLog& log, const auto& f) {
+    const kernels::Describing scope(log);
+    g.log = &log;
+    f();
+  };
+  into(out.prepare, [&] { program.prepare(); });
+  std::vector<int> layers;  // as the backward completes them: the head's unit first, the embedding's last
+  for (const ParamUnit& u : model->params->units())
+    if (std::find(layers.begin(), layers.end(), u.layer) == layers.end()) layers.push_back(u.layer);
+  std::sort(layers.rbegin(), layers.rend());
+  for (int l : layers) {
+    WorkLog posted;
+    into(posted, [&] { program.unit_done(l); });
+    for (const WorkEntry& e : posted.entries)
+      if (e.kind == WorkEntry::Kind::comm && e.group == "dp") out.buckets[l] += e.bytes;
+  }
+  into(out.after, [&] { after_pipeline(program, g.world->size()); });
+  return out;
 }
 
 ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro, kernels::GemmImpl gemm) {
@@ -80,7 +130,7 @@ ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro, kernels
   WorkLog setup;
   const kernels::Describing describing(setup);
   const int pp = plan.settings.parallel.pp;
-  DescribedGroups g(plan.settings.parallel, {chunk % pp, 0, 0});
+  DescribedGroups g(plan, {chunk % pp, 0, 0});
   g.log = &setup;
   const auto model = build_rank_model(plan, {chunk % pp, 0, 0}, g.groups(), gemm);
   Stage& st = *model->stages[std::size_t(chunk / pp)];

@@ -4,11 +4,13 @@
 // buffers hold no memory, its kernels record their call instead of launching, its communication
 // calls record their group, type and bytes. What comes out, in order, is the list of kernel calls
 // (with shapes, element types, bytes and FLOPs), communication calls, phase regions and model
-// events (ZeRO-3's "require", a unit's gradients done) of one iteration's pipeline, or of one
-// chunk's forward and backward: predict costs the latter (predict/chunk_work.hpp), and the
-// work-list test holds both against what a run's Kokkos Tools callbacks and communicator see.
+// events (ZeRO-3's "require", a unit's gradients done) of one whole iteration, or of one chunk's
+// forward and backward: predict costs the chunks (predict/chunk_work.hpp) and the phases after
+// the pipeline (predict/step_sim.hpp), and the work-list test holds both against what a run's
+// Kokkos Tools callbacks and communicator see.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,10 +43,25 @@ class WorkLog : public kernels::CallSink {
   void unit_done(int layer);
 };
 
-// One iteration of the pipeline of the rank at `at`, as Trainer::iterate runs it (micro-batch
-// forwards and backwards in the schedule's order, the messages between stages, the hook that
-// marks a unit's gradients done on the last micro-batch), described.
+// One iteration of the rank at `at`, as Trainer::iterate runs it: every phase of the step program
+// (step_program.hpp), each inside its region: prepare, the pipeline (micro-batch forwards and
+// backwards in the schedule's order, the messages between stages, each unit's buckets posted in
+// the region kformer::unit_done on the last micro-batch), grad_sync, grad_norm, optimizer, metrics.
 WorkLog describe_iteration(const RunPlan& plan, RankPlace at, kernels::GemmImpl gemm);
+
+// The phases of the rank at `at` around its pipeline, described without the pipeline itself
+// (predict simulates that one chunk call at a time): `prepare`, and `after` the pipeline (grad_sync,
+// grad_norm, optimizer, metrics) as they run once the last micro-batch's backward has handed every
+// unit of the rank to the buckets (the buckets' posts are not in the list: the simulator places
+// them during the backward).
+struct PhaseLogs {
+  WorkLog prepare, after;
+  // The bytes (nccl-tests' size) of the data-parallel calls each unit's done hook posts, by the
+  // unit's layer: the buckets the simulator places during the last backward. Empty where there
+  // are none (dp = 1, or ZeRO-3's sharded gradients, reduce-scattered inside the chunks' lists).
+  std::map<int, double> buckets;
+};
+PhaseLogs describe_phases(const RunPlan& plan, RankPlace at);
 
 // One micro-batch through global chunk `chunk` on its pipeline rank (tp and dp rank 0): the
 // forward call (for the last chunk it ends with the loss and the head's backward, inside the

@@ -1,8 +1,9 @@
-// The training loop: for each iteration, this rank's schedule of micro-batch forwards and
-// backwards over its model chunks (the pipeline executor; with pp = 1 it is plain gradient
-// accumulation), the bucketed data-parallel reduction, the tied-embedding sync between the first
-// and last pipeline stage, the global gradient norm, clipping, AdamW, and the figures of the
-// iteration. Every layout sees the same global batch: samples [(i-1)*GB, i*GB) of iteration i.
+// The training loop: each iteration runs the step program's phases (step_program.hpp: prepare,
+// the pipeline of micro-batch forwards and backwards, the data-parallel and tied-embedding
+// gradient sync, the global gradient norm, clipped AdamW, the per-rank table), with the injected
+// straggler's wait (straggler.hpp) after the pipeline, and records the iteration's figures
+// (metrics.hpp, rank_table.hpp). Every layout sees the same global batch: samples
+// [(i-1)*GB, i*GB) of iteration i.
 #pragma once
 
 #include <memory>
@@ -19,6 +20,7 @@
 #include "parallel/pipeline.hpp"
 #include "plan/run_plan.hpp"
 #include "train/rank_model.hpp"
+#include "train/step_program.hpp"
 #include "model/stage.hpp"
 
 namespace kformer {
@@ -39,7 +41,7 @@ class Trainer {
   int first_iteration() const { return first_iteration_; }
   std::int64_t first_sample() const { return sample_base_; }  // of first_iteration()
   TrainingPosition position(int iteration) const;              // after `iteration` completed
-  CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *model_->params, *optimizer_}; }
+  CheckpointContext checkpoint_context() { return {cfg_, mesh_, world_, *model_->params, program_->adamw()}; }
 
   const std::vector<IterationRecord>& records() const { return records_; }
   const ParamStore& params() const { return *model_->params; }
@@ -55,26 +57,18 @@ class Trainer {
 
  private:
   IterationRecord iterate(int it);
-  void sync_tied_embedding();
 
   const RunSettings& cfg_;
   comm::Communicator& world_;
   comm::Mesh& mesh_;
   std::shared_ptr<comm::TraceLog> trace_;
   ModelShape shape_;
-  int micro_batch_, seq_len_, global_batch_, microbatches_, zero_;
+  int micro_batch_, seq_len_, global_batch_, microbatches_;
   std::unique_ptr<RankModel> model_;  // parameters, chunks, pipeline
   double model_flops_rank_ = 0;       // an iteration's model FLOPs (the field's convention) over the world's ranks
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<GradSync> sync_;
-  std::unique_ptr<DataSource> data_;
   std::unique_ptr<comm::Communicator> embedding_group_;  // first and last stage, same (dp, tp)
-  DeviceReduce reduce_;  // the per-rank table, every iteration
-  // The iteration's values the host must see, on the device: [0] the loss sum (the last chunk
-  // adds into it; [1] is its scratch), [2] this rank's squared gradient norm. Reduced over the
-  // groups there, then read in one copy into scalars_host_.
-  DV<double*> scalars_;
-  DV<double*>::HostMirror scalars_host_;
+  std::unique_ptr<StepProgram> program_;                 // the iteration's phases
+  std::unique_ptr<DataSource> data_;
   std::vector<IterationRecord> records_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
   int first_iteration_ = 1;

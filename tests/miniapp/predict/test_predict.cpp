@@ -41,7 +41,7 @@ std::vector<kp::StageTimeline> uniform(kformer::ScheduleKind kind, int pp, int m
   s.pp = pp, s.n_chunks = pp * v, s.microbatches = m;
   const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, v);
   for (int r = 0; r < pp; ++r) s.programs.push_back(kformer::comm_program(sched[r], pp, pp * v));
-  s.unit_bytes.assign(pp, {});
+  s.gather_bytes.assign(pp, {}), s.bucket_bytes.assign(pp, {});
   for (int c = 0; c < pp * v; ++c) {
     kp::ChunkWork w;
     w.forward.push_back({kp::ItemKind::compute, "f", F / v, 0, 0});

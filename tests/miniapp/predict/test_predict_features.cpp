@@ -101,7 +101,7 @@ kp::PipelineSetup two_stages(bool tp_call) {
   s.pp = 2, s.n_chunks = 2, s.microbatches = 4;
   const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 4, 1);
   for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
-  s.unit_bytes.assign(2, {});
+  s.gather_bytes.assign(2, {}), s.bucket_bytes.assign(2, {});
   s.tp = {tp_call ? 2 : 1, 1}, s.pp_group = {2, 1};
   s.message_bytes = 1e6;
   for (int c = 0; c < 2; ++c) {

@@ -1,8 +1,9 @@
 // The step's work list against a run, call by call (issue 25): on a matrix of features (gpt and
 // llama, fp32 and bf16, recompute none/selective/full, sequence parallelism, TP 1 and 2, ZeRO 0
 // and 3, a bf16 gradient reduce, pipeline schedules), each rank trains one iteration while the
-// Kokkos Tools callbacks and a recording decorator around its communicator see what its pipeline
-// does: the kernel calls (the regions kformer::kernel::NAME), the phase regions, the
+// Kokkos Tools callbacks and a recording decorator around its communicator see what every phase
+// of its step program does (prepare, pipeline, grad_sync, grad_norm, optimizer, metrics:
+// train/step_program.hpp): the kernel calls (the regions kformer::kernel::NAME), the regions, the
 // communication calls with their group, kind, type and bytes, and every kernel launch and deep
 // copy, which must each happen inside a described call. Then the same rank's iteration is
 // described (train/step_work.hpp) and the two lists must be the same, entry by entry; and the
@@ -31,16 +32,16 @@ namespace {
 
 namespace kt = Kokkos::Tools::Experimental;
 
-// What a run showed inside its pipeline (the region kformer::pipeline), as lines comparable with
-// a described list's (normalise() below).
+// What a run showed inside its iteration (the region kformer::step that Trainer::iterate opens:
+// its phases and anything the trainer did between them), as lines comparable with a described
+// list's (normalise() below).
 struct Observed {
-  int pipeline_depth = 0;  // inside kformer::pipeline
-  int kernel_depth = 0;    // inside a kformer::kernel:: region
-  int hook_depth = 0;      // inside kformer::unit_done (the data-parallel buckets: not the step's chunk work)
+  int phase_depth = 0;   // inside kformer::step
+  int kernel_depth = 0;  // inside a kformer::kernel:: region
   std::vector<std::string> regions;  // the open regions' names
   std::vector<std::string> lines;
   std::vector<std::string> stray;    // launches outside any described call
-  bool inside() const { return pipeline_depth > 0 && hook_depth == 0; }
+  bool inside() const { return phase_depth > 0; }
 };
 Observed* g_seen = nullptr;
 
@@ -57,12 +58,9 @@ void on_push(const char* name) {
   Observed& s = *g_seen;
   const std::string n = name;
   s.regions.push_back(n);
-  if (n == "kformer::pipeline") ++s.pipeline_depth;
-  if (!s.inside() || n == "kformer::pipeline") return;
-  if (n == "kformer::unit_done") {
-    s.lines.push_back("unit_done");
-    ++s.hook_depth;
-  } else if (n.rfind(kKernel, 0) == 0) {
+  if (n == "kformer::step") ++s.phase_depth;
+  if (!s.inside() || n == "kformer::step") return;
+  if (n.rfind(kKernel, 0) == 0) {
     if (s.kernel_depth++ == 0) s.lines.push_back("kernel " + n.substr(kKernel.size()));
   } else {
     s.lines.push_back("region+ " + n);
@@ -73,10 +71,11 @@ void on_pop() {
   Observed& s = *g_seen;
   const std::string n = s.regions.back();
   s.regions.pop_back();
-  if (n == "kformer::unit_done") --s.hook_depth;
-  else if (n.rfind(kKernel, 0) == 0 && s.inside()) --s.kernel_depth;
-  else if (s.inside() && n != "kformer::pipeline") s.lines.push_back("region- " + n);
-  if (n == "kformer::pipeline") --s.pipeline_depth;
+  if (n == "kformer::step") --s.phase_depth;
+  if (s.inside()) {
+    if (n.rfind(kKernel, 0) == 0) --s.kernel_depth;
+    else s.lines.push_back("region- " + n);
+  }
 }
 
 void on_launch(const char* label, std::uint32_t, std::uint64_t*) {
@@ -124,19 +123,16 @@ class Recorded final : public comm::ForwardingCommunicator {
 };
 
 // A described list as the run's lines: top-level kernel calls by name, regions, communication
-// calls, units done (requires are not calls: the store's gathers are the comm lines).
+// calls, units done (a chunk's list marks them; a described iteration has the region
+// kformer::unit_done there); requires are not calls: the store's gathers are the comm lines.
 std::vector<std::string> normalise(const std::vector<WorkEntry>& entries) {
   std::vector<std::string> out;
   for (const WorkEntry& e : entries) {
     switch (e.kind) {
       case WorkEntry::Kind::kernel: out.push_back(std::string("kernel ") + e.call.name); break;
       case WorkEntry::Kind::comm: out.push_back(comm_line(e.group, e.group_size, e.op, e.type, e.bytes)); break;
-      case WorkEntry::Kind::region_begin:
-        if (e.group != "kformer::pipeline") out.push_back("region+ " + e.group);
-        break;
-      case WorkEntry::Kind::region_end:
-        if (e.group != "kformer::pipeline") out.push_back("region- " + e.group);
-        break;
+      case WorkEntry::Kind::region_begin: out.push_back("region+ " + e.group); break;
+      case WorkEntry::Kind::region_end: out.push_back("region- " + e.group); break;
       case WorkEntry::Kind::unit_done: out.push_back("unit_done"); break;
       case WorkEntry::Kind::require: break;
     }
@@ -160,7 +156,7 @@ std::string first_difference(const std::vector<std::string>& run, const std::vec
 }
 
 // Kernels and TP calls only: what predict costs of a chunk (its data-parallel and pipeline traffic
-// the simulator places itself).
+// the simulator places itself; a unit done is its mark, the buckets it posts are the simulator's).
 // What a ZeRO-3 require computes depends on whether the unit is still gathered (which the
 // simulator tracks itself), and which gradient buffers land when on the buffers' history: the
 // contents of those regions are left out too.
@@ -168,20 +164,27 @@ std::vector<std::string> chunk_calls(const std::vector<std::string>& lines) {
   std::vector<std::string> out;
   int skip = 0;
   for (const auto& l : lines) {
-    if (l == "region+ kformer::require" || l == "region+ kformer::grads_landed") ++skip;
-    if (l == "region- kformer::require" || l == "region- kformer::grads_landed") --skip;
+    if (l == "region+ kformer::unit_done" && !skip) out.push_back("unit_done");
+    if (l == "region+ kformer::require" || l == "region+ kformer::grads_landed" || l == "region+ kformer::unit_done") ++skip;
+    if (l == "region- kformer::require" || l == "region- kformer::grads_landed" || l == "region- kformer::unit_done") --skip;
     if (!skip && (l.rfind("kernel ", 0) == 0 || l.rfind("comm tp", 0) == 0 || l == "unit_done")) out.push_back(l);
   }
   return out;
 }
 
-// The stage calls of a described iteration, each as its lines: a region kformer::forward,
-// backward, backward_input or backward_weight at the top level; the last chunk's forward call
-// ends with the region kformer::head_backward, which belongs to it.
+// The stage calls of a described iteration's pipeline, each as its lines: a region
+// kformer::forward, backward, backward_input or backward_weight at the pipeline's top level; the
+// last chunk's forward call ends with the region kformer::head_backward, which belongs to it.
 std::vector<std::vector<std::string>> stage_calls(const std::vector<std::string>& lines) {
   std::vector<std::vector<std::string>> calls;
   int depth = 0;
+  bool in_pipeline = false;
   for (const auto& l : lines) {
+    if (l == "region+ kformer::pipeline" || l == "region- kformer::pipeline") {
+      in_pipeline = l[6] == '+';
+      continue;
+    }
+    if (!in_pipeline) continue;
     const bool begin = l.rfind("region+ ", 0) == 0, end = l.rfind("region- ", 0) == 0;
     if (begin && depth++ == 0 && l != "region+ kformer::head_backward") calls.emplace_back();
     if (depth > 0) calls.back().push_back(l);
@@ -221,7 +224,7 @@ void expect_work_list_matches(const std::vector<std::string>& overrides) {
   const RankPlace at{mesh.pp_rank, mesh.tp_rank, mesh.dp_rank};
   const std::vector<std::string> described = normalise(describe_iteration(plan, at, kernels::GemmImpl::native).entries);
   ASSERT_GT(described.size(), 10u) << what;
-  EXPECT_TRUE(seen.stray.empty()) << what << "launched inside the pipeline outside any described kernel call: "
+  EXPECT_TRUE(seen.stray.empty()) << what << "launched inside the iteration outside any described kernel call: "
                                   << seen.stray.front() << " (" << seen.stray.size() << " in all)";
   const std::string diff = first_difference(seen.lines, described);
   EXPECT_EQ(diff, "") << what << "on rank " << world.rank() << '\n' << diff;
