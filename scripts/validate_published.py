@@ -2,9 +2,9 @@
 """Predicts published GPU training runs with `kformer predict` and compares the step times.
 
 Each row of scripts/published_runs.yaml (its sources, layouts and assumptions are written there)
-becomes a deck; `kformer predict` runs it on the row's shipped machine profile with the predict
-keys of the row's system (how the published software ran: its attention kernels, whether its
-pipeline sends and gradient reduction overlap the computation). Prints one
+becomes a deck; `kformer predict` runs it on the row's shipped machine profile with
+predict.system set to the row's system (the preset of the software that ran it: its attention
+kernels, whether its pipeline sends and gradient reduction overlap the computation). Prints one
 markdown table (measured and predicted seconds per iteration, the error, the predicted memory
 peak and whether it fits), the median and largest absolute errors over the rows kept in the
 statistics, and, for seed note 004's layouts, the fastest per GPU as logged and as predicted.
@@ -43,7 +43,7 @@ def nested(flat):
     return out
 
 
-def predict(kformer, row, system, folder):
+def predict(kformer, row, folder):
     deck = dict(row["deck"])
     deck.update({"data.source": "random", "train.steps": 1})
     path = os.path.join(folder, row["id"] + ".yaml")
@@ -53,7 +53,7 @@ def predict(kformer, row, system, folder):
         yaml.safe_dump(nested(deck), f, sort_keys=False)
     machine = os.path.join(TOP, "input", "machines", row["machine"] + ".yaml")
     cmd = [kformer, "predict", path, f"predict.machine={machine}", f"output.json={report}"]
-    cmd += [f"{k}={v}" for k, v in system.items()]
+    cmd += [f"predict.system={row['system']}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{row['id']}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")
@@ -86,7 +86,7 @@ def main():
     errors, failed, per_gpu, same_fastest, signed = [], 0, [], True, {}
     for row in runs["rows"]:
         try:
-            rep = predict(args.kformer, row, runs["systems"][row["system"]], folder)
+            rep = predict(args.kformer, row, folder)
         except RuntimeError as e:
             print(e, file=sys.stderr)
             failed += 1

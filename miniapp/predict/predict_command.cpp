@@ -47,6 +47,7 @@ int run_predict(const std::vector<std::string>& args) {
   std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
             << " pp=" << cfg.parallel.pp << " tp=" << cfg.parallel.tp << "), machine " << profile.name
             << " (" << path << ")"
+            << ", system " << cfg.predict.system
             << (cfg.predict.attention != AttentionModel::kformer
                     ? std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels"
                     : std::string(", attention ") +

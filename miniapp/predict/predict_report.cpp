@@ -10,6 +10,7 @@
 #include "model/model_spec.hpp"
 #include "parallel/schedule.hpp"
 #include "report/summary_text.hpp"
+#include "settings/systems.hpp"
 
 namespace kformer::predict {
 nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, const StepPrediction& p) {
@@ -86,6 +87,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
           {"predicted",
            {{"machine", prof.name},
             {"profile", prof.source},
+            {"system", cfg.predict.system},
+            {"system_what", software_system(cfg.predict.system).what},
             {"attention", name_of(cfg.predict.attention)},
             {"pipeline_p2p", name_of(cfg.predict.pipeline_p2p)},
             {"grad_reduce", name_of(cfg.predict.grad_reduce)},

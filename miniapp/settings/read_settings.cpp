@@ -66,6 +66,7 @@ RunSettings read_settings(const Config& cfg) {
   s.kernels.attention = choice<AttentionSetting>(cfg, "kernels.attention");
   o.phase_timing = flag(cfg, "output.phase_timing");
   s.predict.world = cfg.i64("predict.world");
+  s.predict.system = cfg.str("predict.system");
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");
   s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
   s.predict.grad_reduce = choice<Overlap>(cfg, "predict.grad_reduce");

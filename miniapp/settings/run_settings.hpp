@@ -71,6 +71,7 @@ struct StragglerSettings {
 struct PredictSettings {
   std::string machine;  // profile path; "" = the default profile
   std::int64_t world = 0;  // 0 = tp*pp*dp
+  std::string system = "kformer";  // predict.system: whose software's run is costed (settings/systems.hpp)
   AttentionModel attention = AttentionModel::kformer;
   Overlap pipeline_p2p = Overlap::overlapped;
   Overlap grad_reduce = Overlap::overlapped;

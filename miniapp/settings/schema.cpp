@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "platform/errors.hpp"
+#include "settings/systems.hpp"
 
 namespace kformer {
 namespace {
@@ -125,6 +126,11 @@ std::vector<KeySpec> make_schema() {
            "machine profile (YAML) that kformer predict reads; empty = $KFORMER_MACHINE, else "
            "input/machines/this-machine.yaml (what kformer calibrate writes)"),
       integer("predict.world", 0, 0, 1 << 24, "ranks kformer predict simulates; 0 = tp*pp*dp (dp 1 when unset)"),
+      choice("predict.system", software_system_names(),
+             "software whose run kformer predict costs: kformer (its own run on the machine) or a preset that sets "
+             "the predict.* keys below as that software behaves (megatron-lm-2022, megatron-core, deepspeed-2021, "
+             "deepspeed-2022, torchtitan, pytorch-eager; docs/predict.md); a key given in the deck or on the "
+             "command line keeps its value"),
       choice("predict.attention", {"kformer", "batched_gemm", "flash"},
              "attention kernels kformer predict costs: kformer's own (the profile's attention rates), batched_gemm "
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "

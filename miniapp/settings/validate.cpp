@@ -8,6 +8,7 @@
 
 #include "comm/backend_choice.hpp"
 #include "platform/errors.hpp"
+#include "settings/systems.hpp"
 
 namespace kformer {
 namespace {
@@ -164,6 +165,7 @@ void validate_products(const Config& cfg) {
 
 void resolve_and_validate(Config& cfg, int world_size) {
   if (world_size < 1) throw std::logic_error("resolve_and_validate: a job has at least one rank");
+  apply_software_system(cfg);  // predict.system's keys, where neither the deck nor the command line gave them
   validate_model(cfg);
   validate_kernels(cfg);
   validate_layout(cfg, world_size);

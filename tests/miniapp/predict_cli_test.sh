@@ -34,6 +34,14 @@ if len(ev) != 2 * m:  # two stages, m micro-batches each
     sys.exit(f"FAIL: {len(ev)} forward spans in the trace, expected {2 * m}")
 PY
 
+# predict.system: the first line names the system and the attention it costed, the report keeps it.
+"$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 predict.world=4 predict.system=megatron-lm-2022 \
+  predict.machine="$a100" output.json="$tmp/sys.json" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict.system run failed"; }
+head -1 "$tmp/out" | grep -q "system megatron-lm-2022, attention costed as batched_gemm's kernels, pipeline sends serialized" \
+  || fail "the first line does not name the system: $(head -1 "$tmp/out")"
+/usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['system']=='megatron-lm-2022' and p['attention']=='batched_gemm' else 1)" "$tmp/sys.json" \
+  || fail "the report does not say which system was costed"
+
 # A bf16 deck on a profile without bf16 rates (a V100: fp16 tensor cores, no bf16) is refused
 # with one line that says what to add, never costed at the fp32 rates.
 "$kformer" predict "$src/input/tiny.yaml" train.precision=bf16 predict.machine="$src/input/machines/v100-16gb-10gbe.yaml" \

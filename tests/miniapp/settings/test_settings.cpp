@@ -9,6 +9,7 @@
 #include "settings/config.hpp"
 #include "settings/read_settings.hpp"
 #include "settings/schema.hpp"
+#include "settings/systems.hpp"
 #include "settings/validate.hpp"
 
 using namespace kformer;
@@ -93,4 +94,37 @@ TEST(Settings, EachKeyReachesItsField) {
   EXPECT_EQ(s.predict.world, 16);
   EXPECT_NE(s.deck.text().find("parallel.zero"), std::string::npos);
   EXPECT_EQ(s.deck.json["parallel"]["zero"], 3);
+}
+
+// predict.system: a preset sets the predict.* keys of its software where neither the deck nor the
+// command line gave them, shows them with its name as their origin, and leaves a given key alone.
+TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
+  const RunSettings megatron = read({"predict.system=megatron-lm-2022"});
+  EXPECT_EQ(megatron.predict.system, "megatron-lm-2022");
+  EXPECT_EQ(megatron.predict.attention, AttentionModel::batched_gemm);
+  EXPECT_EQ(megatron.predict.pipeline_p2p, Overlap::serialized);
+  EXPECT_EQ(megatron.predict.grad_reduce, Overlap::serialized);
+  EXPECT_EQ(megatron.predict.grad_accumulate, GradAccumulation::fused);
+  const std::string text = megatron.deck.text();
+  EXPECT_NE(text.find("serialized   (predict.system=megatron-lm-2022)"), std::string::npos) << text;
+
+  const RunSettings given = read({"predict.system=deepspeed-2022", "predict.attention=flash"});
+  EXPECT_EQ(given.predict.attention, AttentionModel::flash);  // the command line's
+  EXPECT_EQ(given.predict.grad_accumulate, GradAccumulation::fp32_pass);  // the preset's
+
+  const RunSettings plain = read({});
+  EXPECT_EQ(plain.predict.system, "kformer");
+  EXPECT_EQ(plain.predict.attention, AttentionModel::kformer);
+  EXPECT_EQ(plain.predict.pipeline_p2p, Overlap::overlapped);
+  EXPECT_EQ(choices("predict.system"), software_system_names());
+  // Every preset's keys are keys of the schema, each resolved to the preset's value with its origin.
+  for (const SoftwareSystem& sys : software_systems()) {
+    const std::string text = read({std::string("predict.system=") + sys.name}).deck.text();
+    for (const auto& [key, value] : sys.keys) {
+      const std::size_t at = text.find(std::string("  ") + key + " ");
+      ASSERT_NE(at, std::string::npos) << sys.name << ": " << key;
+      const std::string line = text.substr(at, text.find('\n', at) - at);
+      EXPECT_NE(line.find(std::string("= ") + value + "   (predict.system=" + sys.name + ")"), std::string::npos) << line;
+    }
+  }
 }

@@ -1,0 +1,62 @@
+// The software presets of predict.system (see systems.hpp).
+#include "settings/systems.hpp"
+
+#include <stdexcept>
+
+#include "settings/config.hpp"
+
+namespace kformer {
+
+const std::vector<SoftwareSystem>& software_systems() {
+  // Keys left out keep kformer's behaviour (attention kformer, sends and buckets overlapped,
+  // weight gradients added inside the GEMM).
+  static const std::vector<SoftwareSystem> systems = {
+      {"kformer", "kformer, as kernels.attention and kernels.gemm would choose on the machine", {}},
+      {"megatron-lm-2022",
+       "Megatron-LM of 2021-22 (fused softmax attention, sends on the compute stream, one gradient reduction "
+       "after the backward)",
+       {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"}}},
+      {"megatron-core",
+       "Megatron-Core (flash attention through Transformer Engine, --overlap-grad-reduce, blocking batched "
+       "sends unless overlap_p2p_comm)",
+       {{"predict.attention", "flash"}, {"predict.pipeline_p2p", "serialized"}}},
+      {"deepspeed-2021",
+       "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
+       {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
+        {"predict.grad_accumulate", "lp_pass"}}},
+      {"deepspeed-2022",
+       "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (bf16 gradients widened into fp32 ones "
+       "after each micro-batch)",
+       {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
+        {"predict.grad_accumulate", "fp32_pass"}}},
+      {"torchtitan",
+       "torchtitan (FSDP2 reduce-scatters in the backward, SDPA flash attention, torch.distributed.pipelining's "
+       "non-blocking sends)",
+       {{"predict.attention", "flash"}}},
+      {"pytorch-eager",
+       "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward); its "
+       "per-operator launch cost is not in the profile yet",
+       {{"predict.attention", "flash"}}},
+  };
+  return systems;
+}
+
+std::vector<std::string> software_system_names() {
+  std::vector<std::string> names;
+  for (const auto& s : software_systems()) names.push_back(s.name);
+  return names;
+}
+
+const SoftwareSystem& software_system(const std::string& name) {
+  for (const auto& s : software_systems())
+    if (name == s.name) return s;
+  throw std::logic_error("kformer: no predict.system preset named " + name);  // the schema checked it
+}
+
+void apply_software_system(Config& cfg) {
+  const std::string name = cfg.str("predict.system");
+  for (const auto& [key, value] : software_system(name).keys)
+    if (cfg.origin(key) == "default") cfg.set(key, value, "predict.system=" + name);
+}
+
+}  // namespace kformer

@@ -1,0 +1,30 @@
+// predict.system: which software's run `kformer predict` costs. Each preset is one software
+// generation whose behaviour differs in what predict costs, and sets the predict.* keys that say
+// so (the code facts behind each value: docs/predict.md, "Systems"). A key the deck or the
+// command line gives keeps its value; a key the preset set shows "predict.system=NAME" as its
+// origin in the resolved deck. kformer (the default) is kformer's own run on that machine.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kformer {
+
+class Config;
+
+struct SoftwareSystem {
+  const char* name;
+  const char* what;  // the software and its generation, as the report's text names it
+  std::vector<std::pair<const char*, const char*>> keys;
+};
+
+// Every preset, the default (kformer) first: the schema's choices for predict.system come from here.
+const std::vector<SoftwareSystem>& software_systems();
+std::vector<std::string> software_system_names();
+const SoftwareSystem& software_system(const std::string& name);
+
+// Sets each key of the chosen preset that is still at its schema default.
+void apply_software_system(Config& cfg);
+
+}  // namespace kformer
