@@ -119,6 +119,23 @@ TEST(PredictReport, HasTheRunsFieldsAndTheEstimatedMemory) {
                   s["flops"]["closed_form_per_iteration"].get<double>(), 1.0, 0.02);
 }
 
+// MFU and HFU are taken against the profile's peak in the run's precision (a bf16 run: the tensor
+// cores' bf16 peak, never the CUDA cores' fp32 FMA peak), the profile's best GEMM beside it.
+TEST(PredictReport, MfuIsOfThePeakInTheRunsPrecision) {
+  const auto prof = kp::load_profile(kSource + "/input/machines/dgx-a100-80gb.yaml");
+  for (const char* precision : {"fp32", "bf16"}) {
+    const kformer::RunPlan cfg = deck("gpt3-small.yaml", {std::string("train.precision=") + precision});
+    const nlohmann::json s = kp::predict_report(cfg, prof, kp::predict_step(cfg, prof, false))["summary"];
+    const double achieved = s["model_tflops_per_rank"].get<double>();
+    const double peak = prof.rates(cfg.settings.bf16()).gemm_peak_tflops;
+    EXPECT_EQ(peak, std::string(precision) == "bf16" ? 312 : 19.5) << precision;
+    EXPECT_NEAR(s["mfu"].get<double>(), achieved / peak, 1e-12) << precision;
+    EXPECT_NEAR(s["mfu_gemm_ceiling"].get<double>(), achieved / prof.rates(cfg.settings.bf16()).best_gemm_tflops(), 1e-12);
+    EXPECT_LE(s["mfu"].get<double>(), 1.0) << precision << ": a fraction of the peak the work ran against";
+    EXPECT_GE(s["hfu"].get<double>(), s["mfu"].get<double>());
+  }
+}
+
 TEST(PredictReport, ALayoutTooBigForTheDeviceDoesNotFit) {
   const auto v100 = kp::load_profile(kSource + "/input/machines/v100-16gb-10gbe.yaml");
   const kformer::RunPlan big = deck("gpt3-small.yaml", {"parallel.dp=3", "parallel.zero=3", "train.global_batch=12", "kernels.attention=naive"});
