@@ -116,9 +116,10 @@ LinkCost fit(comm::OpKind kind, int n, const std::vector<double>& bytes, const s
 
 }  // namespace
 
-void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
+CommStability calibrate_comm(comm::Communicator& world, MachineProfile& p, const Agreement& wakeups) {
+  CommStability out;
   const int size = world.size();
-  if (size < 2) return;
+  if (size < 2) return out;
   const std::size_t max_count = std::size_t(1) << 20;  // floats: 4 MiB
   const auto a = device_buffer<float*>("calibrate_send", max_count * std::size_t(size));
   const auto b = device_buffer<float*>("calibrate_recv", max_count * std::size_t(size));
@@ -166,8 +167,13 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
         us.push_back(t);
       }
       const LinkCost c = fit(comm::OpKind::send, 2, bytes, us);
-      p.wakeup_us = std::max(0.0, handoff_us(*g, a.data()) - c.latency_us);
-      p.sync_wakeup_us = sync_us(*g, a.data(), b.data(), fits["allreduce"].back().latency_us);
+      // Each pair's figures are shared within the pair, so both of its ranks repeat alike.
+      out.wakeup = repeat_until_stable([&] { return std::max(0.0, handoff_us(*g, a.data()) - c.latency_us); },
+                                       wakeups);
+      out.sync_wakeup = repeat_until_stable(
+          [&] { return sync_us(*g, a.data(), b.data(), fits["allreduce"].back().latency_us); }, wakeups);
+      p.wakeup_us = out.wakeup.value;
+      p.sync_wakeup_us = out.sync_wakeup.value;
       fits["send"].push_back(c);
     }
   }
@@ -175,6 +181,12 @@ void calibrate_comm(comm::Communicator& world, MachineProfile& p) {
   p.intra_node.fallback = fits["allreduce"].front();
   p.inter_node = p.intra_node;  // one node measured: no inter-node figures
   p.devices_per_node = size;
+  // Every rank learns whether every pair agreed: the verdict on the profile is the same everywhere.
+  for (StableFigure* f : {&out.wakeup, &out.sync_wakeup}) {
+    const bool disagreed = f->repeats > 0 && !f->agreed;
+    f->agreed = share(world, disagreed ? 1.0 : 0.0, comm::ReduceOp::max) == 0;  // no pair disagreed
+  }
+  return out;
 }
 
 }  // namespace kformer::predict

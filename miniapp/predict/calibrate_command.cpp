@@ -13,6 +13,7 @@
 #include "measure/ceiling.hpp"
 #include "comm/allocation_registry.hpp"
 #include "measure/gemm_choice.hpp"
+#include "measure/stable_figure.hpp"
 #include "platform/device.hpp"
 #include "platform/errors.hpp"
 #include "platform/gpu_placement.hpp"
@@ -21,6 +22,7 @@
 #include "platform/node_memory.hpp"
 #include "io/posix_file.hpp"
 #include "settings/prediction_deck.hpp"
+#include "settings/schema.hpp"
 #include "settings/world_options.hpp"
 
 namespace kformer::predict {
@@ -99,14 +101,31 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
   const double gpu_bytes = gpu_memory_bytes();
   p.memory_gb = (gpu_bytes > 0 ? gpu_bytes : probe_node_memory(runtime.ranks_on_node()).per_rank()) / 1e9;
   calibrate_kernels(cfg, gemm, tp_degrees(cfg.model, runtime.world_size()), p);
-  p.compute_scale = measure_compute_scale(cfg, gemm, p, world.get());
+  // The whole model over its kernels, repeated until three in a row agree within calibrate.agreement
+  // (each is the slowest rank's, so every rank repeats alike); the wake-ups within 5 times that or 50 us.
+  const Agreement bound{cfg.calibrate.agreement, 0, 3, cfg.calibrate.max_repeats};
+  const Agreement wakeups{5 * cfg.calibrate.agreement, 50, 3, cfg.calibrate.max_repeats};
+  const StableFigure scale = repeat_until_stable([&] { return measure_compute_scale(cfg, gemm, p, world.get()); }, bound);
+  p.compute_scale = scale.value;
 
+  CommStability comm_figures;
   if (runtime.world_size() > 1) {
-    calibrate_comm(*world, p);
+    comm_figures = calibrate_comm(*world, p, wakeups);
   } else if (p.intra_node.collectives.empty()) {
     p.intra_node.fallback = {10, 40, 0};  // one rank measured no network: a placeholder (10 us, 40 Gbit/s)
     p.inter_node = p.intra_node;
   }
+  // A figure whose repeats never agreed is a busy moment, not the machine: no profile is written.
+  const std::vector<std::pair<const char*, const StableFigure*>> checked = {
+      {"the whole model's scale over its kernels", &scale},
+      {"the wake-up of a waiting rank (us)", &comm_figures.wakeup},
+      {"the wake-up of a joint entry (us)", &comm_figures.sync_wakeup}};
+  for (const auto& [what, f] : checked)
+    if (f->repeats > 0 && !f->agreed)
+      throw ConfigError("calibrate: the repeats of " + std::string(what) + " disagree, " + f->describe() +
+                        ": the machine was busy while it measured, so " + path +
+                        " was not written; run kformer calibrate again when the node is idle (or allow more: "
+                        "calibrate.agreement=" + format_value(cfg.calibrate.agreement) + " now)");
   if (root) {
     const std::string header =
         "# Machine profile written by `kformer calibrate " + deck.cli.deck +
@@ -120,10 +139,11 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
               << " GEMM shapes, " << p.fp32.attention_points.size() + p.bf16.attention_points.size()
               << " attention shapes; FMA peak " << p.fma_peak_tflops << " TFLOP/s, best GEMM " << p.fp32.best_gemm_tflops()
               << " (bf16 " << p.bf16.best_gemm_tflops() << ") TFLOP/s, copy "
-              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << p.compute_scale << "x its kernels";
+              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << scale.describe() << "x its kernels";
     if (runtime.world_size() > 1)
       std::cout << "; allreduce on " << runtime.world_size() << " ranks: " << p.intra_node.fallback.latency_us
-                << " us + bytes at " << p.intra_node.fallback.bandwidth_gbps << " Gbit/s";
+                << " us + bytes at " << p.intra_node.fallback.bandwidth_gbps << " Gbit/s; wake-up "
+                << comm_figures.wakeup.describe() << " us, joint entry " << comm_figures.sync_wakeup.describe() << " us";
     std::cout << ")" << std::endl;
   }
   world->barrier();

@@ -68,6 +68,11 @@ struct StragglerSettings {
   double slowdown = 1;
 };
 
+struct CalibrateSettings {  // kformer calibrate's repeats (measure/stable_figure.hpp)
+  double agreement = 0.1;  // the whole model's scale: three repeats in a row within this fraction
+  int max_repeats = 8;
+};
+
 struct PredictSettings {
   std::string machine;  // profile path; "" = the default profile
   std::int64_t world = 0;  // 0 = tp*pp*dp
@@ -88,6 +93,7 @@ struct RunSettings {
   OutputSettings output;
   StragglerSettings straggler;
   PredictSettings predict;
+  CalibrateSettings calibrate;
   std::string data_source;  // "random" or a token file
   double memory_limit_gb = 0;  // 0 = the node's share
   DeckEcho deck;  // the resolved deck as given, for printing and saving only

@@ -9,12 +9,14 @@ set -u
 kformer=$1; src=$2; mpiexec=$3; mpiflags=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/support/calibrated.sh
+. "$src/tests/support/calibrated.sh"
 
 calibrate() {  # name overrides...
   local name=$1; shift
   # shellcheck disable=SC2086  # the flags are a list
-  "$mpiexec" -n 2 $mpiflags "$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/$name.yaml" "$@" \
-    >"$tmp/$name.log" 2>&1 || { tail -5 "$tmp/$name.log"; fail "calibrate $* exited non-zero"; }
+  calibrated "$tmp/$name.log" "$mpiexec" -n 2 $mpiflags "$kformer" calibrate "$src/input/tiny.yaml" \
+    predict.machine="$tmp/$name.yaml" "$@" || { tail -5 "$tmp/$name.log"; fail "calibrate $* exited non-zero"; }
   [ -s "$tmp/$name.yaml" ] || fail "calibrate $* wrote no profile"
 }
 

@@ -13,6 +13,8 @@ set -u
 kformer=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/support/calibrated.sh
+. "$src/tests/support/calibrated.sh"
 a100="$src/input/machines/perlmutter-a100-40gb.yaml"
 
 "$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 parallel.schedule=gpipe predict.world=4 \
@@ -62,7 +64,15 @@ grep -q 'bogus_key' "$tmp/err" || fail "the line does not name the key: $(cat "$
   predict.machine="$src/input/machines/v100-16gb-10gbe.yaml" >"$tmp/out" 2>&1 || fail "predict of a layout that does not fit failed"
 grep -q 'does not fit' "$tmp/out" || fail "ZeRO-3 GPT-3 small on 16 GB: $(grep fits "$tmp/out")"
 
-"$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "calibrate failed"; }
+# A figure whose repeats never agree (no spread allowed at all) is refused: one line, exit 2, no profile.
+"$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/strict.yaml" calibrate.agreement=0 calibrate.max_repeats=3 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "calibrate with calibrate.agreement=0 gave exit $rc, expected 2"
+{ [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'the repeats of .* disagree' "$tmp/err"; } || fail "the refusal: $(cat "$tmp/err")"
+[ -e "$tmp/strict.yaml" ] && fail "a refused calibration wrote its profile"
+# The default bound: the last line reports each checked figure's spread.
+calibrated "$tmp/out" "$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" || { cat "$tmp/out"; fail "calibrate failed"; }
+grep -q 'whole model .* (spread .* over the last 3 of [0-9]* repeats)x its kernels' "$tmp/out" || fail "no spread: $(tail -1 "$tmp/out")"
 "$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict on the calibrated profile failed"; }
 grep -q '^FOM: ' "$tmp/out" || fail "no FOM line on the calibrated profile"
 echo "predict_cli: ok"
