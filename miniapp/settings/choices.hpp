@@ -1,13 +1,14 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
-// kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention, predict.pipeline_p2p, predict.grad_reduce
-// and predict.grad_accumulate) as enums, with their names. The names are the schema's choices
-// in the schema's order (schema.cpp); test_settings checks that they agree, so a choice added to
-// the schema without its enum value fails a test rather than a run.
+// kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
+// predict.pipeline_p2p, predict.grad_reduce and predict.grad_accumulate) as enums, with their
+// names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
+// names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
 
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/kernel_choice.hpp"
 
@@ -79,6 +80,12 @@ struct Names<AttentionSetting> {
 inline AttentionKind fixed_attention(AttentionSetting s) {
   if (s == AttentionSetting::automatic) throw std::logic_error("kernels.attention=auto is resolved at start-up");
   return static_cast<AttentionKind>(static_cast<int>(s) - 1);
+}
+
+// Every name of the set, in the enum's order: a key's choices in the schema.
+template <class E>
+std::vector<std::string> names_of() {
+  return std::vector<std::string>(Names<E>::list.begin(), Names<E>::list.end());
 }
 
 template <class E>

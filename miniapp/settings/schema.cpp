@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "platform/errors.hpp"
+#include "settings/choices.hpp"
 #include "settings/systems.hpp"
 
 namespace kformer {
@@ -36,7 +37,7 @@ KeySpec choice(std::string n, std::vector<std::string> c, std::string help) {
 
 std::vector<KeySpec> make_schema() {
   return {
-      choice("model.family", {"gpt", "llama"},
+      choice("model.family", names_of<Family>(),
              "gpt: LayerNorm, learned positions, GELU, tied head; llama: RMSNorm, RoPE, SwiGLU, GQA, untied head"),
       integer("model.n_layers", 2, 1, kMaxLayers, "transformer blocks"),
       integer("model.d_model", 64, 1, 1 << 20, "hidden size C"),
@@ -54,10 +55,10 @@ std::vector<KeySpec> make_schema() {
       real("train.weight_decay", 0.1, 0, kNoMax, "decoupled weight decay (AdamW)"),
       real("train.grad_clip", 1.0, 0, kNoMax, "global gradient-norm clip; 0 = off"),
       integer("train.seed", 1234, 0, kNoMax, "seed of parameter initialisation and random data"),
-      choice("train.precision", {"fp32", "bf16"},
+      choice("train.precision", names_of<Precision>(),
              "fp32, or bf16 mixed precision: fp32 master weights and AdamW state, bf16 weight copies and "
              "activations, fp32 accumulation, norms, softmax and loss"),
-      choice("train.recompute", {"none", "selective", "full"},
+      choice("train.recompute", names_of<Recompute>(),
              "activation recomputation: selective recomputes the naive or batched_gemm attention's"
              " probabilities in backward, "
              "full keeps only each block's input and re-runs its forward"),
@@ -75,11 +76,11 @@ std::vector<KeySpec> make_schema() {
       integer("parallel.zero", 0, 0, 3,
               "0 none, 1 optimizer state sharded (in bf16 the fp32 masters too, the bf16 weights all-gathered "
               "after the step), 2 + gradients, 3 + parameters (FSDP)"),
-      choice("parallel.grad_reduce_dtype", {"fp32", "bf16"},
+      choice("parallel.grad_reduce_dtype", names_of<Precision>(),
              "element type of the data-parallel gradient all-reduce/reduce-scatter; bf16 halves its bytes "
              "and keeps the gradients in one bf16 buffer (each micro-batch's fp32 unit gradient added "
              "into it; ZeRO-3 and zb-h1 keep fp32 gradients and send a bf16 copy)"),
-      choice("parallel.schedule", {"1f1b", "gpipe", "interleaved", "zb-h1"},
+      choice("parallel.schedule", names_of<ScheduleKind>(),
              "pipeline schedule; zb-h1 splits backward into input and weight gradients, deferring the latter"),
       choice("parallel.sequence_parallel", {"false", "true"},
              "with parallel.tp > 1: split the norms, residuals and the activations between TP regions along the "
@@ -102,10 +103,10 @@ std::vector<KeySpec> make_schema() {
              "one stream (default: $KFORMER_COMM_STRICT, which the test suite sets)"),
       integer("straggler.rank", -1, -1, kInt, "world rank whose compute is stretched; -1 = none"),
       real("straggler.slowdown", 1.0, 1.0, 1000, "factor by which the straggler's compute is stretched"),
-      choice("kernels.gemm", {"auto", "native", "vendor"},
+      choice("kernels.gemm", names_of<GemmSetting>(),
              "GEMM: portable Kokkos (native), the vendor library (BLAS, cuBLAS), or auto: the faster of the two "
              "timed at start-up at a layer's shape in the run's precision"),
-      choice("kernels.attention", {"auto", "naive", "fused", "batched_gemm", "vendor"},
+      choice("kernels.attention", names_of<AttentionSetting>(),
              "attention: materialised scores, tiled online softmax, materialised scores with its products as "
              "batched vendor GEMMs (cuBLAS, OpenBLAS), cuDNN's flash attention (vendor: bf16 under CUDA, builds "
              "with cuDNN), or auto: the fastest of those built and valid for the run's precision, timed at "
@@ -136,19 +137,19 @@ std::vector<KeySpec> make_schema() {
              "the predict.* keys below as that software behaves (megatron-lm-2022, megatron-core, deepspeed-2021, "
              "deepspeed-2022, torchtitan, pytorch-eager; docs/predict.md); a key given in the deck or on the "
              "command line keeps its value"),
-      choice("predict.attention", {"kformer", "batched_gemm", "flash"},
+      choice("predict.attention", names_of<AttentionModel>(),
              "attention kernels kformer predict costs: kformer's own (the profile's attention rates), batched_gemm "
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
              "bandwidth) or flash (FlashAttention-2's: the causal half on the GEMM curve, no T*T traffic)"),
-      choice("predict.pipeline_p2p", {"overlapped", "serialized"},
+      choice("predict.pipeline_p2p", names_of<Overlap>(),
              "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
              "flight) or serialized (Megatron-LM's and DeepSpeed's pipelines of 2022: a stage's next computation "
              "waits for its sends, which their send calls queue on the compute stream)"),
-      choice("predict.grad_reduce", {"overlapped", "serialized"},
+      choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
              "of 2022 and DeepSpeed's pipeline engine: one reduction after the last backward)"),
-      choice("predict.grad_accumulate", {"fused", "fp32_pass", "lp_pass"},
+      choice("predict.grad_accumulate", names_of<GradAccumulation>(),
              "how kformer predict adds each micro-batch's weight gradients to the iteration's: fused (kformer's and "
              "Megatron-LM's: the weight-gradient GEMM adds into the fp32 gradient), fp32_pass (DeepSpeed's "
              "BF16_Optimizer of 2022: after each micro-batch's backward its bf16 gradients are widened and added to "

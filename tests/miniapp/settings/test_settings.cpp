@@ -37,21 +37,42 @@ RunSettings read(const std::vector<std::string>& overrides, int world = 1) {
 
 }  // namespace
 
-TEST(Settings, EnumsNameTheSchemasChoices) {
-  EXPECT_EQ(names<Family>(), choices("model.family"));
-  EXPECT_EQ(names<Precision>(), choices("train.precision"));
-  EXPECT_EQ(names<Precision>(), choices("parallel.grad_reduce_dtype"));
-  EXPECT_EQ(names<Recompute>(), choices("train.recompute"));
-  EXPECT_EQ(names<ScheduleKind>(), choices("parallel.schedule"));
-  EXPECT_EQ(names<GemmSetting>(), choices("kernels.gemm"));
-  EXPECT_EQ(names<AttentionSetting>(), choices("kernels.attention"));
+// The schema's choices are made from the enums' name tables (choices.hpp): every name of a key,
+// given in a deck, reaches its field as the enum value of that name, and a key's default is the
+// first name.
+template <class E, class Field>
+void expect_round_trip(const char* key, Field field, const std::vector<std::string>& extra = {}, int world = 1) {
+  ASSERT_EQ(names<E>(), choices(key)) << key;
+  for (std::size_t i = 0; i < names<E>().size(); ++i) {
+    std::vector<std::string> given = extra;
+    given.push_back(std::string(key) + "=" + names<E>()[i]);
+    EXPECT_EQ(field(read(given, world)), static_cast<E>(i)) << key << "=" << names<E>()[i];
+  }
+  EXPECT_EQ(field(read(extra, world)), static_cast<E>(0)) << key << " defaults to its first name";
+}
+
+TEST(Settings, EveryChoiceReachesItsEnumValue) {
+  expect_round_trip<Family>("model.family", [](const RunSettings& s) { return s.model.family; });
+  expect_round_trip<Precision>("train.precision", [](const RunSettings& s) { return s.train.precision; });
+  expect_round_trip<Precision>("parallel.grad_reduce_dtype", [](const RunSettings& s) { return s.parallel.grad_reduce_dtype; },
+                               {"parallel.dp=2"}, 2);
+  expect_round_trip<Recompute>("train.recompute", [](const RunSettings& s) { return s.train.recompute; });
+  ASSERT_EQ(names<ScheduleKind>(), choices("parallel.schedule"));
+  for (std::size_t i = 0; i < names<ScheduleKind>().size(); ++i) {  // interleaved needs virtual stages
+    const std::string name = names<ScheduleKind>()[i];
+    const RunSettings s = read({"parallel.pp=2", "model.n_layers=4", "train.global_batch=8", "train.micro_batch=1",
+                                "parallel.schedule=" + name, name == "interleaved" ? "parallel.virtual_stages=2" : "train.seed=1"}, 2);
+    EXPECT_EQ(s.parallel.schedule, static_cast<ScheduleKind>(i)) << name;
+  }
+  expect_round_trip<GemmSetting>("kernels.gemm", [](const RunSettings& s) { return s.kernels.gemm; });
+  expect_round_trip<AttentionModel>("predict.attention", [](const RunSettings& s) { return s.predict.attention; });
+  expect_round_trip<Overlap>("predict.pipeline_p2p", [](const RunSettings& s) { return s.predict.pipeline_p2p; });
+  expect_round_trip<Overlap>("predict.grad_reduce", [](const RunSettings& s) { return s.predict.grad_reduce; });
+  expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
   const std::vector<std::string> settings = names<AttentionSetting>();
+  EXPECT_EQ(settings, choices("kernels.attention"));
   EXPECT_EQ(std::vector<std::string>(settings.begin() + 1, settings.end()), names<AttentionKind>());
-  EXPECT_EQ(names<AttentionModel>(), choices("predict.attention"));
-  EXPECT_EQ(names<Overlap>(), choices("predict.pipeline_p2p"));
-  EXPECT_EQ(names<Overlap>(), choices("predict.grad_reduce"));
-  EXPECT_EQ(names<GradAccumulation>(), choices("predict.grad_accumulate"));
   EXPECT_THROW(parse_choice<ScheduleKind>("pipedream"), std::invalid_argument);
   EXPECT_EQ(parse_choice<ScheduleKind>("zb-h1"), ScheduleKind::zb_h1);
 }
