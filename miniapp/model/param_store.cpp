@@ -15,17 +15,17 @@ namespace {
 constexpr std::size_t kPoolSize = 3;
 }  // namespace
 
-ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp, int zero,
-                       bool bf16, bool shard_grads, bool bf16_grad_reduce, bool bf16_grads)
-    : dp_(dp), bf16_(bf16) {
-  if (zero >= 1 && dp && dp->size() > 1) {
+ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp,
+                       const Numerics& n)
+    : dp_(dp), bf16_(n.bf16()) {
+  if (n.zero >= 1 && dp && dp->size() > 1) {
     shards_ = dp->size();
     shard_rank_ = dp->rank();
-    sharded_ = zero >= 3;
-    masters_sharded_ = shards_masters(bf16, zero, shards_);
+    sharded_ = n.zero >= 3;
+    masters_sharded_ = n.shards_masters;
     reduce_at_once_ = dp->backend().find("nccl") == std::string::npos;
-    grads_sharded_ = sharded_ && shard_grads;
-    bf16_grad_reduce_ = bf16_grad_reduce;
+    grads_sharded_ = sharded_ && n.shards_grads;
+    bf16_grad_reduce_ = n.bf16_reduce();
   }
   auto close_unit = [&] {
     ParamUnit& u = units_.back();
@@ -46,7 +46,7 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     size_ += p.rows * p.cols;
   }
   if (!units_.empty()) close_unit();
-  grads_bf16_ = bf16_grads && dp && dp->size() > 1 && !grads_sharded_;
+  grads_bf16_ = n.bf16_grads() && dp && dp->size() > 1 && !grads_sharded_;
   values_ = device_buffer<float*>("kformer::params", sharded_ || masters_sharded_ ? size_ / shards_ : size_);
   grads_ = device_buffer<float*>("kformer::grads", grads_bf16_ ? 0 : grads_sharded_ ? size_ / shards_ : size_);
   if (grads_bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", size_);

@@ -5,7 +5,7 @@
 // Under ZeRO-3 (FSDP) a rank keeps only its 1/dp shard of each unit's values; require(layer)
 // all-gathers a unit into one of a few reusable buffers before a kernel reads it, and a buffer
 // is reused (the gathered copy freed) when another unit needs the room. With shard_grads (ZeRO-3
-// outside zb-h1, shards_gradients()) the gradients mirror it: a unit's whole gradient lives in a
+// outside zb-h1, Numerics::shards_grads) the gradients mirror it: a unit's whole gradient lives in a
 // reusable buffer only while one micro-batch's backward writes it (open_grads .. close_grads),
 // then it is reduce-scattered over dp and this rank's part added to the shard it keeps
 // (grad_shards.cpp).
@@ -14,7 +14,7 @@
 // updates; a bf16 copy of them, refreshed by refresh_bf16(), is what the GEMMs read (w16). Norm
 // weights and biases are read in fp32 (v). Gradients are fp32 in both precisions, except:
 //
-// A bf16 gradient buffer (grads_bf16(), keeps_bf16_grads(): parallel.grad_reduce_dtype=bf16 over
+// A bf16 gradient buffer (grads_bf16(), Numerics::bf16_grads(): parallel.grad_reduce_dtype=bf16 over
 // dp > 1 where ZeRO-3 does not shard the gradients, as Megatron-LM's --grad-reduce-in-bf16 keeps
 // them): the whole gradient is bf16, reduced over dp in place. A unit's backward writes fp32 into
 // one of kGradBuffers reusable unit buffers (open_grads .. close_grads, as under ZeRO-3), and the
@@ -36,6 +36,7 @@
 #include "comm/request.hpp"
 #include "platform/device.hpp"
 #include "model/model_spec.hpp"
+#include "model/numerics.hpp"
 
 namespace kformer {
 
@@ -55,22 +56,7 @@ struct ParamUnit {
   std::size_t first_slot = 0, n_slots = 0;
 };
 
-// Whether ZeRO-3 shards the gradients too (reduce-scattered as each unit's backward ends): over
-// dp > 1, and not under zb-h1, whose deferred W keeps every unit's gradient open across the
-// micro-batches in flight (the whole buffer stays there).
-inline bool shards_gradients(int zero, int dp, ScheduleKind schedule) {
-  return zero >= 3 && dp > 1 && schedule != ScheduleKind::zb_h1;
-}
-// Whether the fp32 masters are sharded with the moments while the whole model is kept in bf16
-// (masters_sharded()): bf16 under ZeRO-1/2 over dp > 1.
-inline bool shards_masters(bool bf16, int zero, int dp) { return bf16 && (zero == 1 || zero == 2) && dp > 1; }
-// Whether the gradients are one bf16 buffer (above): a bf16 reduction over dp > 1, unless ZeRO-3
-// shards them (their reduce-scatters travel in bf16 from fp32 unit buffers) or zb-h1 defers the
-// weight gradients out of the units' backward (fp32, with a bf16 copy that travels).
-inline bool keeps_bf16_grads(bool bf16_reduce, int zero, int dp, ScheduleKind schedule) {
-  return bf16_reduce && dp > 1 && !shards_gradients(zero, dp, schedule) && schedule != ScheduleKind::zb_h1;
-}
-// Whole-unit gradient buffers a rank holds under shards_gradients() (under keeps_bf16_grads() as
+// Whole-unit gradient buffers a rank holds under Numerics::shards_grads (under bf16_grads() as
 // many as are open at once: two on gpt's last stage, whose head backward writes the tied table's
 // too, else one): one being written while the
 // other's reduce-scatter is in flight (a one-stage gpt keeps its tied table's open through the
@@ -80,12 +66,11 @@ constexpr std::size_t kGradBuffers = 2;
 class ParamStore {
  public:
   // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
-  // With zero >= 1 units are padded to split evenly over `dp`; with zero 3 values are sharded.
-  // shard_grads: see shards_gradients(); bf16_grad_reduce: their reduce-scatters travel in bf16;
-  // bf16_grads: see keeps_bf16_grads().
+  // With ZeRO >= 1 (numerics.zero) units are padded to split evenly over `dp`; with ZeRO-3 values
+  // are sharded; the rest of `numerics` says what else is sharded and in which element types the
+  // values, gradients and reductions are held (numerics.hpp).
   ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank, comm::Communicator* dp = nullptr,
-             int zero = 0, bool bf16 = false, bool shard_grads = false, bool bf16_grad_reduce = false,
-             bool bf16_grads = false);
+             const Numerics& numerics = {});
 
   void initialize(std::uint64_t seed);  // layout-independent values; padding rows zero
   void zero_grads();

@@ -7,8 +7,8 @@
 
 namespace kformer {
 
-GradSync::GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce)
-    : p_(params), dp_(dp), zero_(zero), bf16_(bf16_reduce && dp && dp->size() > 1 && !params.grads_buffered()) {
+GradSync::GradSync(ParamStore& params, comm::Communicator* dp, const Numerics& n)
+    : p_(params), dp_(dp), zero_(n.zero), bf16_(n.bf16_reduce() && dp && dp->size() > 1 && !params.grads_buffered()) {
   if (bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", p_.size());
 }
 

@@ -20,7 +20,8 @@ namespace kformer {
 
 class GradSync {
  public:
-  GradSync(ParamStore& params, comm::Communicator* dp, int zero, bool bf16_reduce = false);
+  // numerics: ZeRO's stage and the reduction's element type (model/numerics.hpp).
+  GradSync(ParamStore& params, comm::Communicator* dp, const Numerics& numerics);
 
   void unit_done(int layer);  // start that unit's reduction
   void finish();              // wait for all; every unit must have been started

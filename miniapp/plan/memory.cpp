@@ -45,7 +45,8 @@ double gemm_workspace_floats(const BlockDims& d, double vocab_rows, bool head) {
 MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   const RunSettings& rs = plan.settings;
   const ModelShape& s = plan.shape;
-  const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = rs.parallel.zero;
+  const Numerics& num = plan.numerics;
+  const int pp = rs.parallel.pp, dp = rs.parallel.dp, zero = num.zero;
   const int v = rs.parallel.virtual_stages;
   const auto& chunks = plan.chunks;
   int count = 0;  // blocks on this pipeline rank, over its chunks
@@ -59,26 +60,26 @@ MemoryEstimate estimate_stage(const RunPlan& plan, int stage) {
   }
   for (const auto& u : units) largest_unit = std::max(largest_unit, u.second);
   MemoryEstimate e;
-  e.bf16 = rs.bf16();
+  e.bf16 = num.bf16();
   const double shards = zero >= 1 ? dp : 1;
   // Bytes per parameter value: fp32 masters, plus their bf16 copies in bf16 (so are the gather pool's).
   // bf16 under ZeRO-1/2 (ParamStore::masters_sharded): the whole model in bf16, this rank's shard
   // of the fp32 masters, and the vectors widened to fp32.
   const double value_bytes = e.bf16 ? kFloat + kHalf : kFloat;
-  e.masters_sharded = shards_masters(e.bf16, zero, dp);
+  e.masters_sharded = num.shards_masters;
   if (e.masters_sharded)
     e.params = kHalf * P + kFloat * (P / shards + vectors);
   else
-    e.params = value_bytes * (zero >= 3 && dp > 1 ? P / shards + 3 * largest_unit : P);  // + the gather pool
+    e.params = value_bytes * (num.shards_values ? P / shards + 3 * largest_unit : P);  // + the gather pool
   // Gradients: the flat fp32 buffer; when ZeRO-3 shards them, this rank's shards and the reusable
   // whole-unit buffers (ParamStore's kGradBuffers), with bf16 copies of them that travel under a
-  // bf16 reduction; a bf16 gradient buffer (keeps_bf16_grads) and the fp32 unit buffers the
-  // backward writes; else (zb-h1) a bf16 reduction adds a bf16 copy of the whole.
-  const bool bf16_reduce = rs.parallel.grad_reduce_dtype == Precision::bf16 && dp > 1;
+  // bf16 reduction; a bf16 gradient buffer (Numerics::bf16_grads) and the fp32 unit buffers the
+  // backward writes; else (zb-h1) a bf16 reduction adds a bf16 copy of the whole (model/numerics.hpp).
+  const bool bf16_reduce = num.bf16_reduce();
   const double buffers = std::min<double>(kGradBuffers, units.size()) * largest_unit;
-  if (shards_gradients(zero, dp, rs.parallel.schedule)) {
+  if (num.shards_grads) {
     e.grads = kFloat * (P / shards + buffers) + (bf16_reduce ? kHalf * buffers : 0);
-  } else if (plan.bf16_grads()) {  // one fp32 unit buffer; two on gpt's last stage (the head's and the tied table's)
+  } else if (num.bf16_grads()) {  // one fp32 unit buffer; two on gpt's last stage (the head's and the tied table's)
     const bool tied_open = rs.model.family == Family::gpt && int(chunks.size() - 1) % pp == stage;
     e.grads = kHalf * P + kFloat * std::min<double>(tied_open ? 2 : 1, units.size()) * largest_unit;
   } else {

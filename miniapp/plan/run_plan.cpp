@@ -7,15 +7,6 @@
 
 namespace kformer {
 
-bool RunPlan::shards_grads() const {
-  return shards_gradients(settings.parallel.zero, settings.parallel.dp, settings.parallel.schedule);
-}
-
-bool RunPlan::bf16_grads() const {
-  const ParallelSettings& p = settings.parallel;
-  return keeps_bf16_grads(p.grad_reduce_dtype == Precision::bf16, p.zero, p.dp, p.schedule);
-}
-
 RunPlan make_plan(RunSettings settings) {
   RunPlan p;
   p.settings = std::move(settings);
@@ -23,6 +14,8 @@ RunPlan make_plan(RunSettings settings) {
   p.shape = model_shape(s);
   p.dims = block_dims(p.shape, s.train.micro_batch, s.train.seq_len);
   p.chunks = chunk_layers(s);
+  p.numerics = resolve_numerics(s.train.precision, s.parallel.grad_reduce_dtype, s.parallel.zero, s.parallel.dp,
+                                s.parallel.schedule);
   p.schedule = make_schedule(s.parallel.schedule, s.parallel.pp, s.parallel.microbatches, s.parallel.virtual_stages);
   p.attention = s.kernels.attention == AttentionSetting::automatic ? AttentionKind::fused
                                                                     : fixed_attention(s.kernels.attention);

@@ -12,6 +12,7 @@
 #include "model/block_dims.hpp"
 #include "plan/memory.hpp"
 #include "model/model_spec.hpp"
+#include "model/numerics.hpp"
 #include "platform/node_memory.hpp"
 #include "parallel/schedule.hpp"
 #include "settings/run_settings.hpp"
@@ -27,10 +28,8 @@ struct RunPlan {
   // The attention kernel run: kernels.attention when the deck names one; for auto, `fused` until
   // start-up has timed the candidates (attention_choice.hpp) and with_attention() set the winner.
   AttentionKind attention = AttentionKind::fused;
+  Numerics numerics;                        // element types and what ZeRO shards (model/numerics.hpp)
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
-
-  bool shards_grads() const;  // ZeRO-3 reduce-scatters gradients unit by unit (param_store.hpp)
-  bool bf16_grads() const;    // the gradients are one bf16 buffer (param_store.hpp, keeps_bf16_grads)
 };
 
 // Throws std::invalid_argument for settings validation would have refused (a schedule that

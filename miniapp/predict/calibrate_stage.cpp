@@ -15,7 +15,8 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
                              comm::Communicator* world) {
   const ModelShape s = model_shape(cfg.model, 1, false);
   const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-  ParamStore params(model_params(s), 1, 0, nullptr, 0, cfg.bf16());
+  ParamStore params(model_params(s), 1, 0, nullptr,
+                    resolve_numerics(cfg.train.precision, Precision::fp32, 0, 1, cfg.parallel.schedule));
   params.initialize(1);
   params.refresh_bf16();  // bf16: the weight copies the GEMMs read (a no-op in fp32)
   const ChunkSpec spec{0, 1, 0, s.n_layers};

@@ -55,7 +55,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
   ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;
-  ps.fsdp_grads = plan.shards_grads();
+  ps.fsdp_grads = plan.numerics.shards_grads;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
 

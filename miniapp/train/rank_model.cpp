@@ -13,8 +13,7 @@ std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, R
   auto model = std::make_unique<RankModel>();
   RankModel& m = *model;
   m.params = std::make_unique<ParamStore>(rank_params(shape, chunks, pp, at.pp), shape.tp, at.tp, groups.dp,
-                                          cfg.parallel.zero, bf16, plan.shards_grads(),
-                                          cfg.parallel.grad_reduce_dtype == Precision::bf16, plan.bf16_grads());
+                                          plan.numerics);
   const KernelChoice k{gemm, plan.attention, bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = at.pp; c < S; c += pp) {

@@ -26,8 +26,7 @@ StepProgram::StepProgram(const RunPlan& plan, RankModel& model, RankPlace at, St
   const bool mirror = groups.tied && at.pp != 0;
   const OptimizerSettings os{cfg.train.lr, cfg.train.weight_decay, cfg.train.warmup, cfg.train.steps, cfg.parallel.zero};
   optimizer_ = std::make_unique<Optimizer>(*model_.params, os, groups.mesh.dp, at.tp, mirror ? -1 : Optimizer::kNoMirror);
-  sync_ = std::make_unique<GradSync>(*model_.params, groups.mesh.dp, cfg.parallel.zero,
-                                     cfg.parallel.grad_reduce_dtype == Precision::bf16);
+  sync_ = std::make_unique<GradSync>(*model_.params, groups.mesh.dp, plan.numerics);
 }
 
 void StepProgram::prepare() {

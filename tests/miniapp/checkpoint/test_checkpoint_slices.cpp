@@ -107,7 +107,9 @@ void check_layout(const Layout& l) {
                      std::to_string(tp_rank));
         ++ranks;
         ShapeOnly dp(dp_rank, l.dp);
-        ParamStore params(rank_params(shape, chunks, l.pp, pp_rank), l.tp, tp_rank, &dp, l.zero);
+        Numerics num;  // ZeRO's stage only: values sharded at 3, gradients whole, fp32
+        num.zero = l.zero;
+        ParamStore params(rank_params(shape, chunks, l.pp, pp_rank), l.tp, tp_rank, &dp, num);
         params.initialize(kSeed);
         const bool last = (int(chunks.size()) - 1) % l.pp == pp_rank;
         const bool mirror = shape.gpt && l.pp > 1 && last && pp_rank != 0;

@@ -46,8 +46,11 @@ void reduce_and_check(int zero, bool bf16, const std::vector<bool>& started) {
   SCOPED_TRACE("zero=" + std::to_string(zero) + (bf16 ? " bf16 reduce" : " fp32 reduce"));
   auto dp = test::world();
   const int n = dp->size(), me = dp->rank();
-  ParamStore params(specs(), 1, 0, dp.get(), zero);
-  GradSync sync(params, dp.get(), zero, bf16);
+  // zb-h1's numerics: fp32 gradients (not sharded), with a bf16 copy that travels when bf16.
+  const Numerics num =
+      resolve_numerics(Precision::fp32, bf16 ? Precision::bf16 : Precision::fp32, zero, n, ScheduleKind::zb_h1);
+  ParamStore params(specs(), 1, 0, dp.get(), num);
+  GradSync sync(params, dp.get(), num);
   ASSERT_EQ(params.units().size(), started.size());
   ASSERT_EQ(params.grads().extent(0), std::size_t(params.size()));
   std::vector<float> mine(std::size_t(params.size()));
@@ -150,8 +153,10 @@ void shards_check(bool bf16) {
   SCOPED_TRACE(bf16 ? "bf16 reduce" : "fp32 reduce");
   auto dp = test::world();
   const int n = dp->size(), me = dp->rank(), micro_batches = 3;
-  ParamStore params(specs(), 1, 0, dp.get(), 3, false, shards_gradients(3, n, ScheduleKind::one_f_one_b), bf16);
-  GradSync sync(params, dp.get(), 3, bf16);
+  const Numerics num =
+      resolve_numerics(Precision::fp32, bf16 ? Precision::bf16 : Precision::fp32, 3, n, ScheduleKind::one_f_one_b);
+  ParamStore params(specs(), 1, 0, dp.get(), num);
+  GradSync sync(params, dp.get(), num);
   EXPECT_EQ(params.grads_sharded(), n > 1);
   EXPECT_EQ(params.grads().extent(0), std::size_t(n > 1 ? params.size() / n : params.size()))
       << "a rank keeps 1/dp of the gradients";
@@ -189,9 +194,9 @@ TEST(GradSync, Bf16GradientBufferSumsOverRanksAndMicroBatches) {
   const int n = dp->size(), me = dp->rank(), micro_batches = 3;
   for (int zero : {0, 1, 2}) {
     SCOPED_TRACE("zero=" + std::to_string(zero));
-    const bool keeps = keeps_bf16_grads(true, zero, n, ScheduleKind::one_f_one_b);
-    ParamStore params(specs(), 1, 0, dp.get(), zero, false, false, true, keeps);
-    GradSync sync(params, dp.get(), zero, true);
+    const Numerics num = resolve_numerics(Precision::fp32, Precision::bf16, zero, n, ScheduleKind::one_f_one_b);
+    ParamStore params(specs(), 1, 0, dp.get(), num);
+    GradSync sync(params, dp.get(), num);
     ASSERT_EQ(params.grads_bf16(), n > 1);
     if (n == 1) continue;  // one rank reduces nothing: fp32 gradients
     EXPECT_EQ(params.grads().extent(0), 0u) << "no fp32 gradient beside the bf16 one";
