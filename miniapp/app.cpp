@@ -121,7 +121,7 @@ int run_app(const CliArgs& args, const RunPlan& given_plan, comm::Runtime& runti
     ceiling = measure_gemm_ceiling(given_plan.dims, cfg.train.precision);
   const GemmChoice gemm = resolve_gemm(cfg.kernels.gemm, ceiling, *world);
   const AttentionChoice attention = resolve_attention(given_plan, probe_node_memory(runtime.ranks_on_node()), *world);
-  const RunPlan plan = with_attention(given_plan, attention.kind);
+  const RunPlan plan = with_gemm(with_attention(given_plan, attention.kind), gemm.impl);
 
   if (world->rank() == 0) {
     std::cout << "kformer: deck " << args.deck << " on " << world->size() << " rank(s), comm " << world->backend()
@@ -139,7 +139,7 @@ int run_app(const CliArgs& args, const RunPlan& given_plan, comm::Runtime& runti
 #endif
   if (args.dry_run) return 0;
 
-  Trainer trainer(plan, *world, mesh, trace, gemm.impl);
+  Trainer trainer(plan, *world, mesh, trace);
   if (!cfg.checkpoint.load.empty()) {
     const std::string dir = resolve_checkpoint_dir(cfg.checkpoint.load);
     Kokkos::Timer load_timer;

@@ -17,6 +17,7 @@ RunPlan make_plan(RunSettings settings) {
   p.numerics = resolve_numerics(s.train.precision, s.parallel.grad_reduce_dtype, s.parallel.zero, s.parallel.dp,
                                 s.parallel.schedule);
   p.schedule = make_schedule(s.parallel.schedule, s.parallel.pp, s.parallel.microbatches, s.parallel.virtual_stages);
+  p.gemm = s.kernels.gemm == GemmSetting::vendor ? kernels::GemmImpl::vendor : kernels::GemmImpl::native;
   p.attention = s.kernels.attention == AttentionSetting::automatic ? AttentionKind::fused
                                                                     : fixed_attention(s.kernels.attention);
   p.memory = estimate_memory(p);
@@ -27,6 +28,11 @@ RunPlan with_attention(RunPlan plan, AttentionKind kind) {
   if (plan.attention == kind) return plan;
   plan.attention = kind;
   plan.memory = estimate_memory(plan);
+  return plan;
+}
+
+RunPlan with_gemm(RunPlan plan, kernels::GemmImpl impl) {
+  plan.gemm = impl;
   return plan;
 }
 

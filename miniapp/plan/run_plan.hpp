@@ -28,6 +28,9 @@ struct RunPlan {
   // The attention kernel run: kernels.attention when the deck names one; for auto, `fused` until
   // start-up has timed the candidates (attention_choice.hpp) and with_attention() set the winner.
   AttentionKind attention = AttentionKind::fused;
+  // The GEMM run: kernels.gemm when the deck names one; for auto, native until start-up has timed
+  // both (measure/gemm_choice.hpp) and with_gemm() set the faster.
+  kernels::GemmImpl gemm = kernels::GemmImpl::native;
   Numerics numerics;                        // element types and what ZeRO shards (model/numerics.hpp)
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
 };
@@ -38,6 +41,8 @@ RunPlan make_plan(RunSettings settings);
 
 // The plan with another attention kernel, and the memory estimate that kernel gives.
 RunPlan with_attention(RunPlan plan, AttentionKind kind);
+// The plan with start-up's GEMM (the estimate already counts the native GEMM's workspace for auto).
+RunPlan with_gemm(RunPlan plan, kernels::GemmImpl impl);
 
 // The plan's estimate against memory.limit_gb, or with none against the share of `node`'s memory
 // each of its ranks can count on. Throws ConfigError naming the fix.

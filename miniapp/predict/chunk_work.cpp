@@ -66,8 +66,8 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
 
 ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   ChunkWork w;
-  const ChunkLog any = describe_chunk(plan, chunk, false, kk::GemmImpl::native);
-  const ChunkLog last = describe_chunk(plan, chunk, true, kk::GemmImpl::native);
+  const ChunkLog any = describe_chunk(plan, chunk, false);
+  const ChunkLog last = describe_chunk(plan, chunk, true);
   const AttentionModel a = plan.settings.predict.attention;
   w.forward = work_items(p, any.forward.entries, &w.head_backward, a);
   w.backward = work_items(p, any.backward.entries, nullptr, a);

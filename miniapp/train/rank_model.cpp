@@ -3,8 +3,7 @@
 
 namespace kformer {
 
-std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups,
-                                            kernels::GemmImpl gemm) {
+std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups) {
   const RunSettings& cfg = plan.settings;
   const ModelShape& shape = plan.shape;
   const int pp = cfg.parallel.pp;
@@ -14,7 +13,7 @@ std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, R
   RankModel& m = *model;
   m.params = std::make_unique<ParamStore>(rank_params(shape, chunks, pp, at.pp), shape.tp, at.tp, groups.dp,
                                           plan.numerics);
-  const KernelChoice k{gemm, plan.attention, bf16};
+  const KernelChoice k{plan.gemm, plan.attention, bf16};
   const int S = static_cast<int>(chunks.size());
   for (int c = at.pp; c < S; c += pp) {
     m.stages.push_back(std::make_unique<Stage>(shape, cfg.train.micro_batch, cfg.train.seq_len, k, *m.params,

@@ -29,8 +29,7 @@ struct RankModel {  // held by pointer: the pipeline refers to the stages
   std::unique_ptr<Pipeline> pipeline;
 };
 
-// `gemm`: kernels.gemm resolved (the deck may say auto). The parameters are left uninitialised.
-std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups,
-                                            kernels::GemmImpl gemm);
+// The kernels are the plan's (its gemm and attention). The parameters are left uninitialised.
+std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, RankGroups groups);
 
 }  // namespace kformer

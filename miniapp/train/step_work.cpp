@@ -82,12 +82,12 @@ void after_pipeline(StepProgram& program, int world_size) {
 
 }  // namespace
 
-WorkLog describe_iteration(const RunPlan& plan, RankPlace at, kernels::GemmImpl gemm) {
+WorkLog describe_iteration(const RunPlan& plan, RankPlace at) {
   WorkLog log;
   const kernels::Describing describing(log);
   DescribedGroups g(plan, at);
   g.log = &log;
-  const auto model = build_rank_model(plan, at, g.groups(), gemm);
+  const auto model = build_rank_model(plan, at, g.groups());
   StepProgram program(plan, *model, at, g.step_groups());
   log.entries.clear();  // the set-up (nothing is launched there, but the store's calls would show)
   const auto data = make_data_source(plan.settings.data_source, plan.shape.vocab, plan.settings.train.seed);
@@ -103,7 +103,7 @@ PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
   const kernels::Describing describing(setup);
   DescribedGroups g(plan, at);
   g.log = &setup;
-  const auto model = build_rank_model(plan, at, g.groups(), kernels::GemmImpl::native);
+  const auto model = build_rank_model(plan, at, g.groups());
   StepProgram program(plan, *model, at, g.step_groups());
   const auto into = [&](WorkLog& log, const auto& f) {
     const kernels::Describing scope(log);
@@ -125,14 +125,14 @@ PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
   return out;
 }
 
-ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro, kernels::GemmImpl gemm) {
+ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro) {
   ChunkLog out;
   WorkLog setup;
   const kernels::Describing describing(setup);
   const int pp = plan.settings.parallel.pp;
   DescribedGroups g(plan, {chunk % pp, 0, 0});
   g.log = &setup;
-  const auto model = build_rank_model(plan, {chunk % pp, 0, 0}, g.groups(), gemm);
+  const auto model = build_rank_model(plan, {chunk % pp, 0, 0}, g.groups());
   Stage& st = *model->stages[std::size_t(chunk / pp)];
   const BlockDims& d = st.dims();
   const std::vector<std::int32_t> tokens(std::size_t(d.B) * (d.T + 1), 0);

@@ -47,7 +47,7 @@ class WorkLog : public kernels::CallSink {
 // (step_program.hpp), each inside its region: prepare, the pipeline (micro-batch forwards and
 // backwards in the schedule's order, the messages between stages, each unit's buckets posted in
 // the region kformer::unit_done on the last micro-batch), grad_sync, grad_norm, optimizer, metrics.
-WorkLog describe_iteration(const RunPlan& plan, RankPlace at, kernels::GemmImpl gemm);
+WorkLog describe_iteration(const RunPlan& plan, RankPlace at);
 
 // The phases of the rank at `at` around its pipeline, described without the pipeline itself
 // (predict simulates that one chunk call at a time): `prepare`, and `after` the pipeline (grad_sync,
@@ -71,6 +71,6 @@ PhaseLogs describe_phases(const RunPlan& plan, RankPlace at);
 struct ChunkLog {
   WorkLog forward, backward, weight;
 };
-ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro, kernels::GemmImpl gemm);
+ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro);
 
 }  // namespace kformer

@@ -17,13 +17,13 @@
 namespace kformer {
 
 Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mesh,
-                 std::shared_ptr<comm::TraceLog> trace, kernels::GemmImpl gemm)
+                 std::shared_ptr<comm::TraceLog> trace)
     : cfg_(plan.settings), world_(world), mesh_(mesh), trace_(std::move(trace)), shape_(plan.shape),
       micro_batch_(cfg_.train.micro_batch), seq_len_(cfg_.train.seq_len), global_batch_(cfg_.train.global_batch),
       microbatches_(cfg_.parallel.microbatches) {
   const RankPlace at{mesh.pp_rank, mesh.tp_rank, mesh.dp_rank};
   const RankGroups groups{mesh.tp.get(), mesh.dp.get(), mesh.pp.get()};
-  model_ = build_rank_model(plan, at, groups, gemm);
+  model_ = build_rank_model(plan, at, groups);
   model_->params->initialize(cfg_.train.seed);
   // The tied table (gpt) lives on the first and the last stage: one group per (dp, tp) pair of
   // them sums its gradient (every rank takes part in the split).

@@ -27,9 +27,8 @@ namespace kformer {
 
 class Trainer {
  public:
-  // `gemm`: kernels.gemm resolved (gemm_choice.hpp; the deck may say auto).
-  Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace,
-          kernels::GemmImpl gemm);
+  // The kernels are the plan's: kernels.gemm and kernels.attention as start-up resolved them.
+  Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mesh, std::shared_ptr<comm::TraceLog> trace);
 
   // Continue from a checkpoint: the next iteration is at.iteration + 1, at sample at.consumed_samples.
   void resume(const TrainingPosition& at);

@@ -149,7 +149,7 @@ struct StepRun {
     auto world = test::world();
     if (world->size() != 1) throw std::runtime_error("test_step_sync runs on one rank");
     comm::Mesh mesh = comm::build_mesh(*world, {1, 1, 1});
-    Trainer trainer(plan, *world, mesh, nullptr, kernels::GemmImpl::native);  // no start-up timing: native
+    Trainer trainer(plan, *world, mesh, nullptr);  // no start-up timing: the plan's GEMM (native for auto)
     trainer.after_iteration = [&](const IterationRecord& r) {
       losses.push_back(r.loss);
       std::lock_guard<std::mutex> lock(seen.mutex);

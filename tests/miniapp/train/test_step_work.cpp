@@ -208,7 +208,7 @@ void expect_work_list_matches(const std::vector<std::string>& overrides) {
   comm::Mesh mesh = comm::build_mesh(world, {par.dp, par.pp, par.tp});
   Observed seen;
   {
-    Trainer trainer(plan, world, mesh, nullptr, kernels::GemmImpl::native);
+    Trainer trainer(plan, world, mesh, nullptr);
     g_seen = &seen;
     const kt::EventSet before = kt::get_callbacks();
     kt::EventSet events = before;
@@ -222,7 +222,7 @@ void expect_work_list_matches(const std::vector<std::string>& overrides) {
     g_seen = nullptr;
   }
   const RankPlace at{mesh.pp_rank, mesh.tp_rank, mesh.dp_rank};
-  const std::vector<std::string> described = normalise(describe_iteration(plan, at, kernels::GemmImpl::native).entries);
+  const std::vector<std::string> described = normalise(describe_iteration(plan, at).entries);
   ASSERT_GT(described.size(), 10u) << what;
   EXPECT_TRUE(seen.stray.empty()) << what << "launched inside the iteration outside any described kernel call: "
                                   << seen.stray.front() << " (" << seen.stray.size() << " in all)";
@@ -238,7 +238,7 @@ void expect_work_list_matches(const std::vector<std::string>& overrides) {
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     if (a.micro != 0 && a.micro != m - 1) continue;
-    const ChunkLog chunk = describe_chunk(plan, a.chunk, a.micro == m - 1, kernels::GemmImpl::native);
+    const ChunkLog chunk = describe_chunk(plan, a.chunk, a.micro == m - 1);
     const WorkLog& log = a.phase == Phase::forward ? chunk.forward
                          : a.phase == Phase::weight ? chunk.weight : chunk.backward;
     const std::string d = first_difference(chunk_calls(calls[i]), chunk_calls(normalise(log.entries)));
