@@ -92,7 +92,7 @@ instrumented=(miniapp/settings/schema.cpp miniapp/settings/config.cpp miniapp/se
               miniapp/settings/deck_echo.cpp miniapp/settings/read_settings.cpp miniapp/platform/node_memory.cpp
               miniapp/model/model_spec.cpp miniapp/model/block_dims.cpp miniapp/plan/memory.cpp
               miniapp/plan/run_plan.cpp miniapp/parallel/schedule.cpp comm/backend_choice.cpp
-              tests/fuzz/deck_target.cpp)
+              miniapp/settings/systems.cpp miniapp/model/numerics.cpp tests/fuzz/deck_target.cpp)
 newest_header=$(find "$top/miniapp" "$top/kernels" "$top/comm" "$top/tests/fuzz" "$generated" "$shim" -name '*.h*' \
                   -newer "$work/deck_fuzz" 2>/dev/null | head -n 1 || true)
 [ -f "$work/deck_fuzz" ] || newest_header=always
@@ -121,7 +121,10 @@ log "built $work/deck_fuzz with $cxx in $(( $(date +%s) - t0 )) s"
     k=${k//\"/}
     echo "\"$k\""; echo "\"${k##*.}:\""; echo "\"${k%%.*}:\""; echo "\"$k=\""
   done
-  grep -oE '\{"[a-z0-9]+"(, "[a-z0-9]+")+\}' "$top/miniapp/settings/schema.cpp" | grep -oE '"[a-z0-9]+"'
+  # the choices: literal lists in the schema, the enums' name tables, predict.system's presets
+  grep -hoE '\{"[a-z0-9_-]+"(, "[a-z0-9_-]+")+\}' "$top/miniapp/settings/schema.cpp" "$top/miniapp/settings/choices.hpp" |
+    grep -oE '"[a-z0-9_-]+"'
+  grep -oE '^      \{"[a-z0-9-]+",' "$top/miniapp/settings/systems.cpp" | grep -oE '"[a-z0-9-]+"'
   for t in '%%' '@world ' '---' '- ' '[' ']' '{' '}' ': ' '&a ' '*a' '!!str ' '? ' '~' 'null' '-0' '0x10' '1e400' \
            '9223372036854775807' '2147483648' 'nan' '.inf' "'" '#' '|' '>'; do
     printf '"%s"\n' "$t"

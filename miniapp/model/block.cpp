@@ -94,8 +94,10 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
 }
 
 Block::Block(int layer, const BlockDims& dims, const ParamStore& params, comm::Communicator* tp, KernelChoice k)
-    : prefix_("layers." + std::to_string(layer) + "."), d_(dims), p_(params), tp_(tp), k_(k),
-      tp_root_(tp == nullptr || tp->rank() == 0) {}
+    : d_(dims), p_(params), tp_(tp), k_(k), tp_root_(tp == nullptr || tp->rank() == 0) {
+  const std::string prefix = "layers." + std::to_string(layer) + ".";
+  for (std::size_t t = 0; t < refs_.size(); ++t) refs_[t] = p_.find(prefix + kBlockTensorLeaves[t]);
+}
 
 void Block::tp_allreduce(const DV<float**>& x) const {
   if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, comm::ReduceOp::sum);
@@ -132,35 +134,35 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
   // attention: norm -> column-parallel QKV -> attention -> row-parallel out (+ all-reduce)
   const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);
   if (d_.gpt) {
-    kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(name("ln1.weight")), p_.v(name("ln1.bias")));
-    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>("attn.wq.weight", 3), p_.v(name("attn.wq.bias"), 3));
+    kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(at(BlockTensor::ln1_w)), p_.v(at(BlockTensor::ln1_b)));
+    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>(BlockTensor::wq, 3), p_.v(at(BlockTensor::wq_b), 3));
     stored_as(exec, t.qkv, qkv32);
   } else {
-    kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(name("attn_norm.weight")));
-    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>("attn.wq.weight", 3), none);
+    kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(at(BlockTensor::attn_norm)));
+    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>(BlockTensor::wq, 3), none);
     kk::rope_forward(exec, btw(t.qkv, d_), btw(qkv32, d_), d_.Hl + d_.KVl, d_.hd, 0);
   }
   kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
-  kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>("attn.wo.weight"),
-                     d_.gpt && tp_root_ ? p_.v(name("attn.wo.bias")) : none);
+  kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>(BlockTensor::wo),
+                     d_.gpt && tp_root_ ? p_.v(at(BlockTensor::wo_b)) : none);
   tp_allreduce(s.proj);
   kk::residual_forward(exec, a.x_mid, x_in, s.proj);
 
   // MLP: norm -> column-parallel in -> activation -> row-parallel out (+ all-reduce)
   const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
-    kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(name("ln2.weight")), p_.v(name("ln2.bias")));
+    kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::ln2_w)), p_.v(at(BlockTensor::ln2_b)));
     // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
-    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, t.ln2, W<T>("mlp.fc.weight"), p_.v(name("mlp.fc.bias")));
+    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, t.ln2, W<T>(BlockTensor::fc), p_.v(at(BlockTensor::fc_b)));
     stored_as(exec, t.mlp_in, mlp32);
-    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.proj.weight"),
-                       tp_root_ ? p_.v(name("mlp.proj.bias")) : none);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::proj),
+                       tp_root_ ? p_.v(at(BlockTensor::proj_b)) : none);
   } else {
-    kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(name("mlp_norm.weight")));
-    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>("mlp.gate.weight", 2), none);
+    kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::mlp_norm)));
+    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>(BlockTensor::gate, 2), none);
     stored_as(exec, t.mlp_in, mlp32);
     kk::swiglu_forward(exec, t.act, t.mlp_in);
-    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.down.weight"), none);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }
   tp_allreduce(s.proj);
   kk::residual_forward(exec, a.x_out, a.x_mid, s.proj);
@@ -173,46 +175,46 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
   const DV<float*> none;
   // MLP: dx is the gradient of x_out = x_mid + mlp(x_mid); it is replicated over TP.
   if (d_.gpt) {
-    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.proj.weight")), p_.dv(name("mlp.proj.bias")),
-                        as_input(exec, dx, ts.dy), t.act, W<T>("mlp.proj.weight"));
+    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(at(BlockTensor::proj)), p_.dv(at(BlockTensor::proj_b)),
+                        as_input(exec, dx, ts.dy), t.act, W<T>(BlockTensor::proj));
     kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.fc.weight")), p_.dv(name("mlp.fc.bias")), ts.d_mlp_in,
-                        t.ln2, W<T>("mlp.fc.weight"));
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::fc)), p_.dv(at(BlockTensor::fc_b)), ts.d_mlp_in,
+                        t.ln2, W<T>(BlockTensor::fc));
     tp_allreduce(s.d_ln);
-    kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln2.weight")), p_.dv(name("ln2.bias")), s.d_ln, a.x_mid,
-                           p_.v(name("ln2.weight")), a.mean2, a.rstd2);
+    kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), s.d_ln, a.x_mid,
+                           p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);
   } else {
-    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(name("mlp.down.weight")), none, as_input(exec, dx, ts.dy), t.act,
-                        W<T>("mlp.down.weight"));
+    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(at(BlockTensor::down)), none, as_input(exec, dx, ts.dy), t.act,
+                        W<T>(BlockTensor::down));
     kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("mlp.gate.weight"), 2), none, ts.d_mlp_in, t.ln2,
-                        W<T>("mlp.gate.weight", 2));
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::gate), 2), none, ts.d_mlp_in, t.ln2,
+                        W<T>(BlockTensor::gate, 2));
     tp_allreduce(s.d_ln);
-    kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("mlp_norm.weight")), s.d_ln, a.x_mid,
-                         p_.v(name("mlp_norm.weight")), a.rstd2);
+    kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
+                         p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
   }
   kk::residual_forward(exec, s.d_mid, dx, s.d_tmp);  // d x_mid = dx + d(norm branch)
 
   // attention
-  kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(name("attn.wo.weight")),
-                      d_.gpt ? p_.dv(name("attn.wo.bias")) : none, as_input(exec, s.d_mid, ts.dy), t.att_out,
-                      W<T>("attn.wo.weight"));
+  kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(at(BlockTensor::wo)),
+                      d_.gpt ? p_.dv(at(BlockTensor::wo_b)) : none, as_input(exec, s.d_mid, ts.dy), t.att_out,
+                      W<T>(BlockTensor::wo));
   kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
   kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (d_.gpt) {
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3), p_.dv(name("attn.wq.bias"), 3),
-                        ts.d_qkv, t.ln1, W<T>("attn.wq.weight", 3));
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::wq), 3), p_.dv(at(BlockTensor::wq_b), 3),
+                        ts.d_qkv, t.ln1, W<T>(BlockTensor::wq, 3));
     tp_allreduce(s.d_ln);
-    kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln1.weight")), p_.dv(name("ln1.bias")), s.d_ln, x_in,
-                           p_.v(name("ln1.weight")), a.mean1, a.rstd1);
+    kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), s.d_ln, x_in,
+                           p_.v(at(BlockTensor::ln1_w)), a.mean1, a.rstd1);
   } else {
     kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(name("attn.wq.weight"), 3), none, ts.d_qkv, t.ln1,
-                        W<T>("attn.wq.weight", 3));
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::wq), 3), none, ts.d_qkv, t.ln1,
+                        W<T>(BlockTensor::wq, 3));
     tp_allreduce(s.d_ln);
-    kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("attn_norm.weight")), s.d_ln, x_in,
-                         p_.v(name("attn_norm.weight")), a.rstd1);
+    kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::attn_norm)), s.d_ln, x_in,
+                         p_.v(at(BlockTensor::attn_norm)), a.rstd1);
   }
   kk::residual_forward(exec, dx, s.d_mid, s.d_tmp);  // d x_in = d x_mid + d(norm branch)
 }

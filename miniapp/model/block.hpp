@@ -14,6 +14,7 @@
 #include "platform/device.hpp"
 #include "gemm.hpp"
 #include "model/model_spec.hpp"
+#include "model/block_tensors.hpp"
 #include "model/param_store.hpp"
 
 namespace kformer {
@@ -86,6 +87,8 @@ class Block {
   // Selective recompute (recompute.cpp): refills the naive attention's probabilities from the kept qkv, as the
   // forward computed them (its output goes to s.d_att_out, or s.h.d_att_out in bf16, which the backward overwrites).
   void recompute_scores(BlockActs& a, BlockScratch& s) const;
+  // This block's tensor `t` in the store (invalid where the family has none).
+  ParamRef tensor(BlockTensor t) const { return at(t); }
 
  private:
   template <class T>
@@ -99,8 +102,8 @@ class Block {
   template <class T>
   void backward_weight_t(const BlockActs& a, const TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
   template <class T>
-  DV<T**> W(const char* leaf, int count = 1) const {  // a GEMM's weight in its precision
-    return p_.wt<T>(name(leaf), count);
+  DV<T**> W(BlockTensor t, int count = 1) const {  // a GEMM's weight in its precision
+    return p_.wt<T>(at(t), count);
   }
   // Sequence parallelism (block_sp.cpp): x_in, dx and the norms' rows split over the TP ranks;
   // all-gather before the column-parallel projections, reduce-scatter after the row-parallel ones.
@@ -111,9 +114,9 @@ class Block {
   void backward_sp(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
                    TypedScratch<T>& ts, const DV<float**>& dx, bool input_only = false) const;
   void tp_allreduce(const DV<float**>& x) const;
-  std::string name(const char* leaf) const { return prefix_ + leaf; }
+  ParamRef at(BlockTensor t) const { return refs_[static_cast<std::size_t>(t)]; }
 
-  std::string prefix_;
+  std::array<ParamRef, static_cast<std::size_t>(BlockTensor::count)> refs_;  // found once, at construction
   BlockDims d_;
   const ParamStore& p_;
   comm::Communicator* tp_;

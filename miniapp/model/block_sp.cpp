@@ -37,41 +37,41 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
   const DV<float*> none;
   const DV<float**> part = first_rows(s.d_tmp, d_.rows());  // this rank's rows of a reduce-scatter
   if (d_.gpt)
-    kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(name("ln1.weight")), p_.v(name("ln1.bias")));
+    kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(at(BlockTensor::ln1_w)), p_.v(at(BlockTensor::ln1_b)));
   else
-    kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(name("attn_norm.weight")));
+    kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(at(BlockTensor::attn_norm)));
   comm::allgather(*tp_, t.ln1, ts.gathered);
   const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);
-  kk::matmul_forward(exec, k_.gemm, qkv32, ts.gathered, W<T>("attn.wq.weight", 3),
-                     d_.gpt ? p_.v(name("attn.wq.bias"), 3) : none);
+  kk::matmul_forward(exec, k_.gemm, qkv32, ts.gathered, W<T>(BlockTensor::wq, 3),
+                     d_.gpt ? p_.v(at(BlockTensor::wq_b), 3) : none);
   if (d_.gpt)
     stored_as(exec, t.qkv, qkv32);
   else
     kk::rope_forward(exec, btw(t.qkv, d_), btw(qkv32, d_), d_.Hl + d_.KVl, d_.hd, 0);
   kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
-  kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>("attn.wo.weight"),
-                     d_.gpt && tp_root_ ? p_.v(name("attn.wo.bias")) : none);
+  kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>(BlockTensor::wo),
+                     d_.gpt && tp_root_ ? p_.v(at(BlockTensor::wo_b)) : none);
   comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum);
   kk::residual_forward(exec, a.x_mid, x_in, part);
 
   if (d_.gpt)
-    kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(name("ln2.weight")), p_.v(name("ln2.bias")));
+    kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::ln2_w)), p_.v(at(BlockTensor::ln2_b)));
   else
-    kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(name("mlp_norm.weight")));
+    kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::mlp_norm)));
   comm::allgather(*tp_, t.ln2, ts.gathered);
   const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
     // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
-    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, ts.gathered, W<T>("mlp.fc.weight"),
-                            p_.v(name("mlp.fc.bias")));
+    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, ts.gathered, W<T>(BlockTensor::fc),
+                            p_.v(at(BlockTensor::fc_b)));
     stored_as(exec, t.mlp_in, mlp32);
-    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.proj.weight"),
-                       tp_root_ ? p_.v(name("mlp.proj.bias")) : none);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::proj),
+                       tp_root_ ? p_.v(at(BlockTensor::proj_b)) : none);
   } else {
-    kk::matmul_forward(exec, k_.gemm, mlp32, ts.gathered, W<T>("mlp.gate.weight", 2), none);
+    kk::matmul_forward(exec, k_.gemm, mlp32, ts.gathered, W<T>(BlockTensor::gate, 2), none);
     stored_as(exec, t.mlp_in, mlp32);
     kk::swiglu_forward(exec, t.act, t.mlp_in);
-    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>("mlp.down.weight"), none);
+    kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }
   comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum);
   kk::residual_forward(exec, a.x_out, a.x_mid, part);
@@ -96,44 +96,44 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
   const auto scatter = [&](const DV<float**>& whole) { comm::reduce_scatter(*tp_, whole, d_part, comm::ReduceOp::sum); };
   // A projection's backward (dy: its output gradient, in: its input): whole, or only its input
   // half (zb-h1's B, Block::backward_input; W adds the weight and bias gradients later).
-  const auto project = [&](const DV<float**>& d_in, const char* w, int count, const char* bias, const DV<T**>& dy,
+  const auto project = [&](const DV<float**>& d_in, BlockTensor w, int count, BlockTensor bias, const DV<T**>& dy,
                            const DV<T**>& in) {
     if (input_only)
       block_typed::matmul_backward_input(k_.gemm, d_in, dy, W<T>(w, count));
     else
-      kk::matmul_backward(exec, k_.gemm, d_in, p_.dw(name(w), count), d_.gpt ? p_.dv(name(bias), count) : none, dy,
+      kk::matmul_backward(exec, k_.gemm, d_in, p_.dw(at(w), count), d_.gpt ? p_.dv(at(bias), count) : none, dy,
                           in, W<T>(w, count));
   };
   // MLP: the gradient of x_out = x_mid + mlp(x_mid), this rank's rows of it in dx.
-  project(s.d_act, d_.gpt ? "mlp.proj.weight" : "mlp.down.weight", 1, "mlp.proj.bias", gather_grad(dx), t.act);
+  project(s.d_act, d_.gpt ? BlockTensor::proj : BlockTensor::down, 1, BlockTensor::proj_b, gather_grad(dx), t.act);
   if (d_.gpt) kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
   else kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
   gather_norm(t.ln2);
-  project(s.d_ln, d_.gpt ? "mlp.fc.weight" : "mlp.gate.weight", d_.gpt ? 1 : 2, "mlp.fc.bias", ts.d_mlp_in,
+  project(s.d_ln, d_.gpt ? BlockTensor::fc : BlockTensor::gate, d_.gpt ? 1 : 2, BlockTensor::fc_b, ts.d_mlp_in,
           ts.gathered);
   scatter(s.d_ln);
   if (d_.gpt)
-    kk::layernorm_backward(exec, d_norm, p_.dv(name("ln2.weight")), p_.dv(name("ln2.bias")), d_part, a.x_mid,
-                           p_.v(name("ln2.weight")), a.mean2, a.rstd2);
+    kk::layernorm_backward(exec, d_norm, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), d_part, a.x_mid,
+                           p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);
   else
-    kk::rmsnorm_backward(exec, d_norm, p_.dv(name("mlp_norm.weight")), d_part, a.x_mid, p_.v(name("mlp_norm.weight")),
+    kk::rmsnorm_backward(exec, d_norm, p_.dv(at(BlockTensor::mlp_norm)), d_part, a.x_mid, p_.v(at(BlockTensor::mlp_norm)),
                          a.rstd2);
   kk::residual_forward(exec, d_mid, dx, d_norm);
 
   // attention
-  project(s.d_att_out, "attn.wo.weight", 1, "attn.wo.bias", gather_grad(d_mid), t.att_out);
+  project(s.d_att_out, BlockTensor::wo, 1, BlockTensor::wo_b, gather_grad(d_mid), t.att_out);
   kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
   kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (!d_.gpt) kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
   gather_norm(t.ln1);
-  project(s.d_ln, "attn.wq.weight", 3, "attn.wq.bias", ts.d_qkv, ts.gathered);
+  project(s.d_ln, BlockTensor::wq, 3, BlockTensor::wq_b, ts.d_qkv, ts.gathered);
   scatter(s.d_ln);
   if (d_.gpt)
-    kk::layernorm_backward(exec, d_norm, p_.dv(name("ln1.weight")), p_.dv(name("ln1.bias")), d_part, x_in,
-                           p_.v(name("ln1.weight")), a.mean1, a.rstd1);
+    kk::layernorm_backward(exec, d_norm, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), d_part, x_in,
+                           p_.v(at(BlockTensor::ln1_w)), a.mean1, a.rstd1);
   else
-    kk::rmsnorm_backward(exec, d_norm, p_.dv(name("attn_norm.weight")), d_part, x_in, p_.v(name("attn_norm.weight")),
+    kk::rmsnorm_backward(exec, d_norm, p_.dv(at(BlockTensor::attn_norm)), d_part, x_in, p_.v(at(BlockTensor::attn_norm)),
                          a.rstd1);
   kk::residual_forward(exec, dx, d_mid, d_norm);
 }

@@ -57,35 +57,35 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
     kk::copy(exec, a.x_mid, first_rows(s.d_mid, d_.rows()));
   } else {
     if (d_.gpt) {
-      matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>("mlp.proj.weight"));
+      matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>(BlockTensor::proj));
       kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-      matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>("mlp.fc.weight"));
+      matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>(BlockTensor::fc));
       tp_allreduce(s.d_ln);
-      kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln2.weight")), p_.dv(name("ln2.bias")), s.d_ln, a.x_mid,
-                             p_.v(name("ln2.weight")), a.mean2, a.rstd2);
+      kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), s.d_ln, a.x_mid,
+                             p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);
     } else {
-      matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>("mlp.down.weight"));
+      matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>(BlockTensor::down));
       kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-      matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>("mlp.gate.weight", 2));
+      matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>(BlockTensor::gate, 2));
       tp_allreduce(s.d_ln);
-      kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("mlp_norm.weight")), s.d_ln, a.x_mid,
-                           p_.v(name("mlp_norm.weight")), a.rstd2);
+      kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
+                           p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
     }
     kk::residual_forward(exec, s.d_mid, dx, s.d_tmp);
 
-    matmul_backward_input(k_.gemm, s.d_att_out, as_input(exec, s.d_mid, ts.dy), W<T>("attn.wo.weight"));
+    matmul_backward_input(k_.gemm, s.d_att_out, as_input(exec, s.d_mid, ts.dy), W<T>(BlockTensor::wo));
     kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
     kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                            btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
     if (!d_.gpt) kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
-    matmul_backward_input(k_.gemm, s.d_ln, ts.d_qkv, W<T>("attn.wq.weight", 3));
+    matmul_backward_input(k_.gemm, s.d_ln, ts.d_qkv, W<T>(BlockTensor::wq, 3));
     tp_allreduce(s.d_ln);
     if (d_.gpt)
-      kk::layernorm_backward(exec, s.d_tmp, p_.dv(name("ln1.weight")), p_.dv(name("ln1.bias")), s.d_ln, x_in,
-                             p_.v(name("ln1.weight")), a.mean1, a.rstd1);
+      kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), s.d_ln, x_in,
+                             p_.v(at(BlockTensor::ln1_w)), a.mean1, a.rstd1);
     else
-      kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(name("attn_norm.weight")), s.d_ln, x_in,
-                           p_.v(name("attn_norm.weight")), a.rstd1);
+      kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::attn_norm)), s.d_ln, x_in,
+                           p_.v(at(BlockTensor::attn_norm)), a.rstd1);
     kk::residual_forward(exec, dx, s.d_mid, s.d_tmp);
     std::swap(a.x_mid, s.d_mid);
   }
@@ -109,15 +109,14 @@ void Block::backward_weight_t(const BlockActs& a, const TypedActs<T>& t, BlockSc
   // all-gathered from this rank's rows under sequence parallelism, in block_sp.cpp's order.
   const auto grad = [&](const DV<float**>& kept) { return as_input(exec, whole_of(tp_, d_.sp, kept, s.gathered), ts.dy); };
   const auto norm = [&](const DV<T**>& kept) { return whole_of(tp_, d_.sp, kept, ts.gathered); };
-  const char* out = g ? "mlp.proj.weight" : "mlp.down.weight";
-  const char* in = g ? "mlp.fc.weight" : "mlp.gate.weight";
-  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name(out)), g ? p_.dv(name("mlp.proj.bias")) : none, grad(a.x_out),
+  const BlockTensor out = g ? BlockTensor::proj : BlockTensor::down, in = g ? BlockTensor::fc : BlockTensor::gate;
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(at(out)), g ? p_.dv(at(BlockTensor::proj_b)) : none, grad(a.x_out),
                       t.act, no_w);
-  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name(in), g ? 1 : 2), g ? p_.dv(name("mlp.fc.bias")) : none,
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(at(in), g ? 1 : 2), g ? p_.dv(at(BlockTensor::fc_b)) : none,
                       t.mlp_in, norm(t.ln2), no_w);
-  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name("attn.wo.weight")), g ? p_.dv(name("attn.wo.bias")) : none,
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(at(BlockTensor::wo)), g ? p_.dv(at(BlockTensor::wo_b)) : none,
                       grad(a.x_mid), t.att_out, no_w);
-  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(name("attn.wq.weight"), 3), g ? p_.dv(name("attn.wq.bias"), 3) : none,
+  kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(at(BlockTensor::wq), 3), g ? p_.dv(at(BlockTensor::wq_b), 3) : none,
                       t.qkv, norm(t.ln1), no_w);
 }
 

@@ -1,6 +1,8 @@
 // The model's parameters (see model_spec.hpp).
 #include "model/model_spec.hpp"
 
+#include "model/block_tensors.hpp"
+
 #include <cmath>
 
 namespace kformer {
@@ -43,33 +45,33 @@ std::vector<ParamSpec> model_params(const ModelShape& s) {
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string b = "layers." + std::to_string(l) + ".";
     if (s.gpt) {
-      add(b + "ln1.weight", C, 1, Split::none, Init::ones, 0, false, l);
-      add(b + "ln1.bias", C, 1, Split::none, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::ln1_w), C, 1, Split::none, Init::ones, 0, false, l);
+      add(b + leaf(BlockTensor::ln1_b), C, 1, Split::none, Init::zeros, 0, false, l);
     } else {
-      add(b + "attn_norm.weight", C, 1, Split::none, Init::ones, 0, false, l);
+      add(b + leaf(BlockTensor::attn_norm), C, 1, Split::none, Init::ones, 0, false, l);
     }
-    add(b + "attn.wq.weight", Q, C, Split::rows, Init::normal, std0, true, l);
-    add(b + "attn.wk.weight", KV, C, Split::rows, Init::normal, std0, true, l);
-    add(b + "attn.wv.weight", KV, C, Split::rows, Init::normal, std0, true, l);
+    add(b + leaf(BlockTensor::wq), Q, C, Split::rows, Init::normal, std0, true, l);
+    add(b + leaf(BlockTensor::wk), KV, C, Split::rows, Init::normal, std0, true, l);
+    add(b + leaf(BlockTensor::wv), KV, C, Split::rows, Init::normal, std0, true, l);
     if (s.gpt) {
-      add(b + "attn.wq.bias", Q, 1, Split::rows, Init::zeros, 0, false, l);
-      add(b + "attn.wk.bias", KV, 1, Split::rows, Init::zeros, 0, false, l);
-      add(b + "attn.wv.bias", KV, 1, Split::rows, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::wq_b), Q, 1, Split::rows, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::wk_b), KV, 1, Split::rows, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::wv_b), KV, 1, Split::rows, Init::zeros, 0, false, l);
     }
-    add(b + "attn.wo.weight", C, Q, Split::cols, Init::normal, std_out, true, l);
+    add(b + leaf(BlockTensor::wo), C, Q, Split::cols, Init::normal, std_out, true, l);
     if (s.gpt) {
-      add(b + "attn.wo.bias", C, 1, Split::none, Init::zeros, 0, false, l);
-      add(b + "ln2.weight", C, 1, Split::none, Init::ones, 0, false, l);
-      add(b + "ln2.bias", C, 1, Split::none, Init::zeros, 0, false, l);
-      add(b + "mlp.fc.weight", F, C, Split::rows, Init::normal, std0, true, l);
-      add(b + "mlp.fc.bias", F, 1, Split::rows, Init::zeros, 0, false, l);
-      add(b + "mlp.proj.weight", C, F, Split::cols, Init::normal, std_out, true, l);
-      add(b + "mlp.proj.bias", C, 1, Split::none, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::wo_b), C, 1, Split::none, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::ln2_w), C, 1, Split::none, Init::ones, 0, false, l);
+      add(b + leaf(BlockTensor::ln2_b), C, 1, Split::none, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::fc), F, C, Split::rows, Init::normal, std0, true, l);
+      add(b + leaf(BlockTensor::fc_b), F, 1, Split::rows, Init::zeros, 0, false, l);
+      add(b + leaf(BlockTensor::proj), C, F, Split::cols, Init::normal, std_out, true, l);
+      add(b + leaf(BlockTensor::proj_b), C, 1, Split::none, Init::zeros, 0, false, l);
     } else {
-      add(b + "mlp_norm.weight", C, 1, Split::none, Init::ones, 0, false, l);
-      add(b + "mlp.gate.weight", F, C, Split::rows, Init::normal, std0, true, l);
-      add(b + "mlp.up.weight", F, C, Split::rows, Init::normal, std0, true, l);
-      add(b + "mlp.down.weight", C, F, Split::cols, Init::normal, std_out, true, l);
+      add(b + leaf(BlockTensor::mlp_norm), C, 1, Split::none, Init::ones, 0, false, l);
+      add(b + leaf(BlockTensor::gate), F, C, Split::rows, Init::normal, std0, true, l);
+      add(b + leaf(BlockTensor::up), F, C, Split::rows, Init::normal, std0, true, l);
+      add(b + leaf(BlockTensor::down), C, F, Split::cols, Init::normal, std_out, true, l);
     }
   }
   const int L = s.n_layers;

@@ -134,9 +134,25 @@ void ParamStore::refresh_bf16() const {
   kernels::convert(Exec(), values16_, values_);  // no fence: the GEMMs read it on the same execution space
 }
 
-DV<kernels::bf16**> ParamStore::w16(const std::string& first, int count) const {
+ParamRef ParamStore::find(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? ParamRef{} : ParamRef{it->second};
+}
+
+ParamRef ParamStore::ref(const std::string& name) const {
+  const ParamRef r = find(name);
+  if (!r.valid()) throw std::out_of_range("kformer: no parameter " + name + " on this rank");
+  return r;
+}
+
+const ParamSlot& ParamStore::at(ParamRef r) const {
+  if (!r.valid()) throw std::logic_error("kformer: a parameter this rank's model does not hold was read");
+  return slots_.at(r.slot);
+}
+
+DV<kernels::bf16**> ParamStore::w16(ParamRef first, int count) const {
   if (!bf16_) throw std::logic_error("kformer: bf16 weights read from an fp32 parameter store");
-  const ParamSlot& s = slots_[index_.at(first)];
+  const ParamSlot& s = at(first);
   kernels::bf16* base = nullptr;
   if (!sharded_) {
     base = values16_.data() + units_[s.unit].offset;
@@ -172,14 +188,13 @@ void ParamStore::allgather_values() const {
     dp_->allgather(shard_values(u), unit_values(u), units_[u].size / shards_, comm::DType::f32);
 }
 
-std::pair<std::int64_t, std::int64_t> ParamStore::block(const std::string& first, int count) const {
-  const std::size_t i0 = index_.at(first);
-  const ParamSlot& s = slots_[i0];
+std::pair<std::int64_t, std::int64_t> ParamStore::block(ParamRef first, int count) const {
+  const ParamSlot& s = at(first);
   std::int64_t rows = 0;
   for (int k = 0; k < count; ++k) {
-    const ParamSlot& t = slots_.at(i0 + k);
+    const ParamSlot& t = slots_.at(first.slot + k);
     if (t.cols != s.cols || t.unit != s.unit)
-      throw std::logic_error("kformer: tensors packed from " + first + " differ in width or layer");
+      throw std::logic_error("kformer: tensors packed from " + s.spec.name + " differ in width or layer");
     rows += t.rows;
   }
   return {s.offset, rows};
@@ -195,28 +210,27 @@ void ParamStore::widen_vectors() const {
   }
 }
 
-float* ParamStore::value_ptr(const std::string& first) const {
-  const std::size_t i = index_.at(first);
-  const ParamSlot& s = slots_[i];
+float* ParamStore::value_ptr(ParamRef first) const {
+  const ParamSlot& s = at(first);
   if (masters_sharded_) {
-    if (vector_at_[i] < 0)
-      throw std::logic_error("kformer: " + first + " is read in fp32, but bf16 under ZeRO-1/2 holds it in bf16 only");
-    return vectors_.data() + vector_at_[i];
+    if (vector_at_[first.slot] < 0)
+      throw std::logic_error("kformer: " + s.spec.name + " is read in fp32, but bf16 under ZeRO-1/2 holds it in bf16 only");
+    return vectors_.data() + vector_at_[first.slot];
   }
   return unit_values(s.unit) + (s.offset - units_[s.unit].offset);
 }
 
-DV<float**> ParamStore::w(const std::string& first, int count) const {
-  return as_matrix(value_ptr(first), block(first, count).second, slot(first).cols);
+DV<float**> ParamStore::w(ParamRef first, int count) const {
+  return as_matrix(value_ptr(first), block(first, count).second, at(first).cols);
 }
-DV<float**> ParamStore::dw(const std::string& first, int count) const {
-  return as_matrix(grad_ptr(first), block(first, count).second, slot(first).cols);
+DV<float**> ParamStore::dw(ParamRef first, int count) const {
+  return as_matrix(grad_ptr(first), block(first, count).second, at(first).cols);
 }
-DV<float*> ParamStore::v(const std::string& first, int count) const {
-  return as_vector(value_ptr(first), block(first, count).second * slot(first).cols);
+DV<float*> ParamStore::v(ParamRef first, int count) const {
+  return as_vector(value_ptr(first), block(first, count).second * at(first).cols);
 }
-DV<float*> ParamStore::dv(const std::string& first, int count) const {
-  return as_vector(grad_ptr(first), block(first, count).second * slot(first).cols);
+DV<float*> ParamStore::dv(ParamRef first, int count) const {
+  return as_vector(grad_ptr(first), block(first, count).second * at(first).cols);
 }
 
 void ParamStore::initialize(std::uint64_t seed) {

@@ -63,6 +63,14 @@ struct ParamUnit {
 // backward, so there each reduce-scatter completes before the next unit's backward starts).
 constexpr std::size_t kGradBuffers = 2;
 
+// A tensor of the store, found by name once (ParamStore::find) where its user is built; the views
+// below take it, so a step looks up no name. Default: no tensor (a family's block lacks some).
+struct ParamRef {
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t slot = kNone;
+  bool valid() const { return slot != kNone; }
+};
+
 class ParamStore {
  public:
   // `specs` are the tensors this rank holds (its pipeline stage); tp/tp_rank pick the blocks.
@@ -121,19 +129,27 @@ class ParamStore {
 
   // Views of a tensor, or of `count` adjacent tensors starting at `first` read as one block of
   // rows (the packed QKV and SwiGLU projections); vectors are 1-D.
-  DV<float**> w(const std::string& first, int count = 1) const;
-  DV<float**> dw(const std::string& first, int count = 1) const;
-  DV<float*> v(const std::string& first, int count = 1) const;
-  DV<float*> dv(const std::string& first, int count = 1) const;
+  // The handle of the tensor `name` (invalid when this rank holds none of that name).
+  ParamRef find(const std::string& name) const;
+  DV<float**> w(ParamRef first, int count = 1) const;
+  DV<float**> dw(ParamRef first, int count = 1) const;
+  DV<float*> v(ParamRef first, int count = 1) const;
+  DV<float*> dv(ParamRef first, int count = 1) const;
   // The bf16 copy of w() (bf16 stores only), and w() or w16() by element type.
-  DV<kernels::bf16**> w16(const std::string& first, int count = 1) const;
+  DV<kernels::bf16**> w16(ParamRef first, int count = 1) const;
   template <class T>
-  DV<T**> wt(const std::string& first, int count = 1) const {
+  DV<T**> wt(ParamRef first, int count = 1) const {
     if constexpr (std::is_same<T, float>::value)
       return w(first, count);
     else
       return w16(first, count);
   }
+  // The same by name, where a caller holds no handle (set-up, checkpoints, tests).
+  DV<float**> w(const std::string& first, int count = 1) const { return w(ref(first), count); }
+  DV<float**> dw(const std::string& first, int count = 1) const { return dw(ref(first), count); }
+  DV<float*> v(const std::string& first, int count = 1) const { return v(ref(first), count); }
+  DV<float*> dv(const std::string& first, int count = 1) const { return dv(ref(first), count); }
+  DV<kernels::bf16**> w16(const std::string& first, int count = 1) const { return w16(ref(first), count); }
   bool bf16() const { return bf16_; }
   // bf16 stores: round the (local or shard) masters into the bf16 copy; call after the values
   // change (initialisation, a checkpoint load, an optimizer step). Nothing to do in fp32, nor
@@ -143,10 +159,12 @@ class ParamStore {
   std::int64_t resident_bytes() const;  // values, gradients and gather buffers held now
 
  private:
-  std::pair<std::int64_t, std::int64_t> block(const std::string& first, int count) const;  // offset, rows
-  float* value_ptr(const std::string& first) const;
+  ParamRef ref(const std::string& name) const;  // find(), throwing when there is no such tensor
+  const ParamSlot& at(ParamRef r) const;        // throws for an invalid handle
+  std::pair<std::int64_t, std::int64_t> block(ParamRef first, int count) const;  // offset, rows
+  float* value_ptr(ParamRef first) const;
   void widen_vectors() const;  // masters_sharded(): the fp32 vectors from the bf16 copy
-  float* grad_ptr(const std::string& first) const;
+  float* grad_ptr(ParamRef first) const;
 
   std::vector<ParamSlot> slots_;
   std::vector<ParamUnit> units_;

@@ -22,6 +22,11 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
       tp_rank_(tp ? tp->rank() : 0), scratch_(d_, kernels.attention, kernels.bf16) {
   Vl_ = s_.vocab_padded / s_.tp;
   v0_ = tp_rank_ * Vl_;
+  tokens_ = p_.find("embed.tokens.weight");
+  positions_ = p_.find("embed.positions.weight");
+  final_norm_w_ = p_.find("final_norm.weight");
+  final_norm_b_ = p_.find("final_norm.bias");
+  head_ = s_.gpt ? tokens_ : p_.find("head.weight");  // gpt's head is the tied table
   const int N = d_.N();
   for (int l = c_.first_layer; l < c_.first_layer + c_.n_layers; ++l) blocks_.emplace_back(l, d_, params, tp, kernels);
   if (c_.last()) {
@@ -153,11 +158,11 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
       const bool positions = s_.gpt && tp_rank_ == 0;
       const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
       if (p_.masters_sharded())  // the tables exist in bf16 only
-        kk::embedding_forward(exec, embedded, inputs(s), p_.w16("embed.tokens.weight"), v0_,
-                              positions ? p_.w16("embed.positions.weight") : DV<kk::bf16**>(), T);
+        kk::embedding_forward(exec, embedded, inputs(s), p_.w16(tokens_), v0_,
+                              positions ? p_.w16(positions_) : DV<kk::bf16**>(), T);
       else
-        kk::embedding_forward(exec, embedded, inputs(s), p_.w("embed.tokens.weight"), v0_,
-                              positions ? p_.w("embed.positions.weight") : DV<float**>(), T);
+        kk::embedding_forward(exec, embedded, inputs(s), p_.w(tokens_), v0_,
+                              positions ? p_.w(positions_) : DV<float**>(), T);
       tp_reduce_rows(embedded, s.x_in);
     } else if (k_.bf16) {
       gather_message(s.in16);
@@ -200,24 +205,23 @@ void Stage::head_forward(Slot& s) {
   const int L = s_.n_layers;
   p_.require(L);
   if (s_.gpt) p_.require(-1);  // gpt's head is the embedding table
-  const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
   // The final norm into whole (N,C), fp32 or bf16, from the fp32 residual stream: this rank's rows
   // of it, all-gathered under sequence parallelism.
   const auto final_norm = [&](const auto& whole) {
     const auto out = own_rows(whole);
     if (s_.gpt)
-      kk::layernorm_forward(exec, out, lnf_mean_, lnf_rstd_, x, p_.v("final_norm.weight"), p_.v("final_norm.bias"));
+      kk::layernorm_forward(exec, out, lnf_mean_, lnf_rstd_, x, p_.v(final_norm_w_), p_.v(final_norm_b_));
     else
-      kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v("final_norm.weight"));
+      kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v(final_norm_w_));
     if (d_.sp > 1) comm::allgather(*tp_, out, whole);
   };
   if (k_.bf16) {
     final_norm(lnf16_);
-    kk::matmul_forward(exec, k_.gemm, logits_, lnf16_, p_.w16(head));
+    kk::matmul_forward(exec, k_.gemm, logits_, lnf16_, p_.w16(head_));
   } else {
     final_norm(lnf_);
-    kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head));
+    kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head_));
   }
 
   kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
@@ -230,23 +234,22 @@ void Stage::head_forward(Slot& s) {
 // final norm: what the blocks' backward needs is the gradient of the last block's output (N,C).
 void Stage::head_backward(Slot& s, float grad_scale) {
   Exec exec;
-  const char* head = s_.gpt ? "embed.tokens.weight" : "head.weight";
   const DV<float**> x = x_last(s);
   if (k_.bf16) {  // the loss in fp32, the gradient of the logits rounded for the head's GEMMs
     kk::xent_finish(exec, loss_, dlogits16_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
-    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), dlogits16_, lnf16_, p_.w16(head));
+    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head_), DV<float*>(), dlogits16_, lnf16_, p_.w16(head_));
   } else {
     kk::xent_finish(exec, loss_, logits_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
-    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head), DV<float*>(), logits_, lnf_, p_.w(head));
+    kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head_), DV<float*>(), logits_, lnf_, p_.w(head_));
   }
   kk::xent_loss_accumulate(exec, loss_sums_, DV<const float*>(loss_));
   const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
   tp_reduce_rows(scratch_.d_ln, d_lnf);
   if (s_.gpt)
-    kk::layernorm_backward(exec, s.dx, p_.dv("final_norm.weight"), p_.dv("final_norm.bias"), d_lnf, x,
-                           p_.v("final_norm.weight"), lnf_mean_, lnf_rstd_);
+    kk::layernorm_backward(exec, s.dx, p_.dv(final_norm_w_), p_.dv(final_norm_b_), d_lnf, x,
+                           p_.v(final_norm_w_), lnf_mean_, lnf_rstd_);
   else
-    kk::rmsnorm_backward(exec, s.dx, p_.dv("final_norm.weight"), d_lnf, x, p_.v("final_norm.weight"), lnf_rstd_);
+    kk::rmsnorm_backward(exec, s.dx, p_.dv(final_norm_w_), d_lnf, x, p_.v(final_norm_w_), lnf_rstd_);
 }
 
 void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
@@ -271,8 +274,8 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
     p_.require(-1);
     if (!(s_.gpt && c_.last())) p_.open_grads(-1);  // else open since the head's backward
     const DV<float**> dx = whole_rows(s.dx);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, s.index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
+    kk::embedding_backward(exec, p_.dw(tokens_), dx, s.index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw(positions_), dx, d_.T);
     grads_complete(-1);
     if (on_unit_done) on_unit_done(-1);
   } else if (k_.bf16) {

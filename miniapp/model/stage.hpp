@@ -152,6 +152,9 @@ class Stage {
   BlockDims d_;
   KernelChoice k_;
   const ParamStore& p_;
+  // The embedding's, final norm's and head's tensors in the store (invalid where this chunk has
+  // none), found once at construction.
+  ParamRef tokens_, positions_, final_norm_w_, final_norm_b_, head_;
   comm::Communicator* tp_;
   ChunkSpec c_;
   int tp_rank_ = 0, v0_ = 0, Vl_ = 0;

@@ -21,13 +21,17 @@ DV<float**> Stage::whole_rows(const DV<float**>& rows) {
 
 void Stage::sum_norms_over_tp(int layer) const {
   if (d_.sp == 1) return;
-  const std::string p = "layers." + std::to_string(layer) + ".";
-  std::vector<std::string> norms;
-  if (layer == s_.n_layers) norms = {"final_norm.weight", "final_norm.bias"};
-  else if (s_.gpt) norms = {p + "ln1.weight", p + "ln1.bias", p + "ln2.weight", p + "ln2.bias"};
-  else norms = {p + "attn_norm.weight", p + "mlp_norm.weight"};
-  for (const auto& n : norms)
-    if (p_.has(n)) comm::allreduce(*tp_, p_.dv(n), comm::ReduceOp::sum);
+  std::vector<ParamRef> norms;
+  if (layer == s_.n_layers) {
+    norms = {final_norm_w_, final_norm_b_};
+  } else if (layer >= c_.first_layer && layer < c_.first_layer + c_.n_layers) {
+    const Block& b = blocks_[std::size_t(layer - c_.first_layer)];
+    for (BlockTensor t : {BlockTensor::ln1_w, BlockTensor::ln1_b, BlockTensor::ln2_w, BlockTensor::ln2_b,
+                          BlockTensor::attn_norm, BlockTensor::mlp_norm})
+      norms.push_back(b.tensor(t));  // gpt's layernorms or llama's rmsnorms: the others are not held
+  }
+  for (ParamRef r : norms)
+    if (r.valid()) comm::allreduce(*tp_, p_.dv(r), comm::ReduceOp::sum);
 }
 
 void Stage::unit_done(int layer, const std::function<void(int)>& on_unit_done) {

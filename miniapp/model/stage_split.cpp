@@ -44,8 +44,8 @@ void Stage::backward_weight(int micro, const std::function<void(int)>& on_unit_d
   }
   if (c_.first()) {
     const DV<float**> dx = whole_rows(s.dx);
-    kk::embedding_backward(exec, p_.dw("embed.tokens.weight"), dx, s.index);
-    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw("embed.positions.weight"), dx, d_.T);
+    kk::embedding_backward(exec, p_.dw(tokens_), dx, s.index);
+    if (s_.gpt) kk::position_embedding_backward(exec, p_.dw(positions_), dx, d_.T);
     if (on_unit_done) on_unit_done(-1);
   }
   if (phase_timing_) kk::fence(exec, "kformer::backward_timing");

@@ -41,8 +41,8 @@ kernels::bf16* ParamStore::shard_grads16(std::size_t u) const {
   return grads16_.data() + shard_grad_offset(u);
 }
 
-float* ParamStore::grad_ptr(const std::string& first) const {
-  const ParamSlot& s = slot(first);
+float* ParamStore::grad_ptr(ParamRef first) const {
+  const ParamSlot& s = at(first);
   if (!grads_buffered()) return grads_.data() + s.offset;
   return open_buffer(s.unit).buf.data() + (s.offset - units_[s.unit].offset);
 }

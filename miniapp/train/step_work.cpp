@@ -70,6 +70,20 @@ struct DescribedGroups {
   StepGroups step_groups() const { return {groups(), world.get(), tied.get()}; }
 };
 
+// The rank at `at` as the trainer builds it (its model and step program), over recording groups,
+// its set-up's calls described into `setup`.
+struct DescribedRank {
+  DescribedGroups groups;
+  std::unique_ptr<RankModel> model;
+  std::unique_ptr<StepProgram> program;
+  DescribedRank(const RunPlan& plan, RankPlace at, WorkLog& setup) : groups(plan, at) {
+    const kernels::Describing describing(setup);
+    groups.log = &setup;
+    model = build_rank_model(plan, at, groups.groups());
+    program = std::make_unique<StepProgram>(plan, *model, at, groups.step_groups());
+  }
+};
+
 // The phases after the pipeline, in Trainer::iterate's order; the described loss and norm are
 // finite and not clipped.
 void after_pipeline(StepProgram& program, int world_size) {
@@ -83,45 +97,38 @@ void after_pipeline(StepProgram& program, int world_size) {
 }  // namespace
 
 WorkLog describe_iteration(const RunPlan& plan, RankPlace at) {
-  WorkLog log;
+  WorkLog setup, log;  // the set-up's calls (nothing is launched there, but the store's would show) stay out
+  DescribedRank r(plan, at, setup);
   const kernels::Describing describing(log);
-  DescribedGroups g(plan, at);
-  g.log = &log;
-  const auto model = build_rank_model(plan, at, g.groups());
-  StepProgram program(plan, *model, at, g.step_groups());
-  log.entries.clear();  // the set-up (nothing is launched there, but the store's calls would show)
+  r.groups.log = &log;
   const auto data = make_data_source(plan.settings.data_source, plan.shape.vocab, plan.settings.train.seed);
-  program.prepare();  // Trainer::iterate's phases, in its order
-  program.pipeline(*data, 0, 1.0f);
-  after_pipeline(program, g.world->size());
+  r.program->prepare();  // Trainer::iterate's phases, in its order
+  r.program->pipeline(*data, 0, 1.0f);
+  after_pipeline(*r.program, r.groups.world->size());
   return log;
 }
 
 PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
   PhaseLogs out;
   WorkLog setup;
-  const kernels::Describing describing(setup);
-  DescribedGroups g(plan, at);
-  g.log = &setup;
-  const auto model = build_rank_model(plan, at, g.groups());
-  StepProgram program(plan, *model, at, g.step_groups());
+  DescribedRank r(plan, at, setup);
   const auto into = [&](WorkLog& log, const auto& f) {
     const kernels::Describing scope(log);
-    g.log = &log;
+    r.groups.log = &log;
     f();
   };
-  into(out.prepare, [&] { program.prepare(); });
+  into(out.prepare, [&] { r.program->prepare(); });
   std::vector<int> layers;  // as the backward completes them: the head's unit first, the embedding's last
-  for (const ParamUnit& u : model->params->units())
+  for (const ParamUnit& u : r.model->params->units())
     if (std::find(layers.begin(), layers.end(), u.layer) == layers.end()) layers.push_back(u.layer);
   std::sort(layers.rbegin(), layers.rend());
   for (int l : layers) {
     WorkLog posted;
-    into(posted, [&] { program.unit_done(l); });
+    into(posted, [&] { r.program->unit_done(l); });
     for (const WorkEntry& e : posted.entries)
       if (e.kind == WorkEntry::Kind::comm && e.group == "dp") out.buckets[l] += e.bytes;
   }
-  into(out.after, [&] { after_pipeline(program, g.world->size()); });
+  into(out.after, [&] { after_pipeline(*r.program, r.groups.world->size()); });
   return out;
 }
 
