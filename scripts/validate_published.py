@@ -83,7 +83,7 @@ def main():
 
     lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
-    errors, failed, per_gpu, same_fastest, signed = [], 0, [], True, {}
+    errors, failed, per_gpu, same_fastest, signed, by_machine = [], 0, [], True, {}, {}
     for row in runs["rows"]:
         try:
             rep = predict(args.kformer, row, folder)
@@ -98,6 +98,7 @@ def main():
         if kept:
             errors.append(abs(err))
             signed.setdefault(row["system"], []).append(err)
+            by_machine.setdefault(row["machine"], []).append(err)
         mem = rep["summary"]["memory"]
         peak = mem["peak_bytes"] / 1e9
         fits = "yes" if rep["predicted"]["fits"] else "no"
@@ -112,6 +113,9 @@ def main():
                 f"largest {100 * max(errors):.1f}%, {sum(e > 0.2 for e in errors)} above 20%.\n")
         out += ("Mean signed error by system: " +
                 ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(signed.items())) +
+                ".\n")
+        out += ("Mean signed error by machine profile: " +
+                ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(by_machine.items())) +
                 ".\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
