@@ -34,10 +34,11 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   PipelineSetup ps;
   ps.pp = l.pp, ps.n_chunks = S, ps.microbatches = l.m;
   const Schedule& sched = plan.schedule;
-  // Each stage's phases around its pipeline, described once (its first replica's).
-  std::vector<PhaseLogs> phases;
-  for (int r = 0; r < l.pp; ++r) phases.push_back(describe_phases(plan, {r, 0, 0}));
-  for (int r = 0; r < l.pp; ++r) ps.programs.push_back(comm_program(sched[r], l.pp, S));
+  std::vector<PhaseLogs> phases;  // each stage's phases after its pipeline, described once (its first replica's)
+  for (int r = 0; r < l.pp; ++r) {
+    ps.programs.push_back(comm_program(sched[r], l.pp, S));
+    phases.push_back(describe_phases(plan, {r, 0, 0}));
+  }
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
   // The bytes of the calls that travel as the store makes them: each unit's bucket as its done
   // hook posts it, each ZeRO-3 unit's gather as its chunk's require does (the first require of a
@@ -51,7 +52,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // parallelism, its 1/tp of them split over TP without; bf16 in mixed precision (the receivers'
   // TP all-gather is in the chunks' work).
   ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.message_rows() * d.C;
-  ps.fsdp = l.zero >= 3 && l.dp > 1;
+  ps.fsdp = plan.numerics.shards_values;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
   ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;

@@ -6,9 +6,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "comm/views.hpp"
 #include "platform/errors.hpp"
-#include "kokkos_compat.hpp"
 #include "platform/profiling_region.hpp"
 #include "platform/stop_signals.hpp"
 #include "train/rank_table.hpp"
