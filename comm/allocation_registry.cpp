@@ -19,7 +19,16 @@ struct Allocation {
   std::uint64_t bytes;
   std::string label;
   bool device;  // made inside a DeviceScope
+  bool counted;  // in live_bytes: the program's own, not the runtime's
 };
+
+// Kokkos' own buffers (its internal scratch, reduction and team memory): made without a label
+// ("[unlabeled]", Kokkos 3.4 and 4.x alike) or under one of its own ("Kokkos::InternalScratch...").
+// Not the program's memory: kept out of live_bytes and the peak (so they are out of the memory
+// estimate's comparison too), still known to contains().
+bool runtime_owned(const char* label) {
+  return !label || std::strcmp(label, "[unlabeled]") == 0 || std::strncmp(label, "Kokkos::", 8) == 0;
+}
 
 thread_local int device_scopes = 0;  // DeviceScopes alive on this thread
 
@@ -45,8 +54,9 @@ void on_allocate(const Kokkos::Tools::SpaceHandle h, const char* label, const vo
   State& s = state();
   if (tracked_space(h)) {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : "", device_scopes > 0};
-    s.live_bytes += bytes;
+    const bool counted = !runtime_owned(label);
+    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = {bytes, label ? label : "", device_scopes > 0, counted};
+    if (counted) s.live_bytes += bytes;
     if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
   }
   if (s.chained.allocate_data) s.chained.allocate_data(h, label, ptr, bytes);
@@ -58,7 +68,7 @@ void on_deallocate(const Kokkos::Tools::SpaceHandle h, const char* label, const 
     std::lock_guard<std::mutex> lock(s.mutex);
     const auto it = s.live.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it != s.live.end()) {  // allocations made before install() were never counted
-      s.live_bytes -= it->second.bytes;
+      if (it->second.counted) s.live_bytes -= it->second.bytes;
       s.live.erase(it);
     }
   }

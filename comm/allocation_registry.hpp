@@ -45,7 +45,8 @@ class AllocationRegistry {
   static bool space_is_host();
 
   // Bytes of the live allocations, and their high-water mark since install() (what the program
-  // allocated through Kokkos in that space: its memory, without the runtime's own).
+  // allocated through Kokkos in that space: its memory, without the runtime's own, which Kokkos
+  // makes unlabelled or under a "Kokkos::" label: its internal scratch and team memory).
   static std::uint64_t live_bytes();
   static std::uint64_t peak_bytes();
   static void reset_peak();  // the mark restarts from what is live now

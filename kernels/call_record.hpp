@@ -31,6 +31,13 @@ inline const char* family_name(Family f) {
   return names[static_cast<int>(f)];
 }
 
+// A buffer a kernel keeps from one call to the next (kept_buffer.hpp), as large as its largest
+// call needs: the bytes this call needs of it. One buffer per label, over every call.
+struct KeptBuffer {
+  const char* label = nullptr;
+  double bytes = 0;
+};
+
 // gemm shape: {m, n, k, products}: y(m,n) = x(m,k) w(n,k)^T; products, backward: 1 dx, 2 dW, 3 both.
 // attention shape: {b, t, h, kv, hd, fused}.
 struct KernelCall {
@@ -41,6 +48,7 @@ struct KernelCall {
   double flops = 0;       // GEMMs and attention
   std::array<std::int64_t, 6> shape{};
   const char* name = "";  // the entry point, as its region names it: "matmul_forward"
+  std::array<KeptBuffer, 2> kept{};  // what it keeps between calls (a GEMM's packing workspace)
 };
 
 class CallSink {
@@ -52,6 +60,9 @@ class CallSink {
   // A model event that is neither a kernel nor a communication call ("require": a ZeRO-3 unit is
   // about to be read).
   virtual void mark(const char* /*what*/, int /*layer*/) {}
+  // A buffer kept between calls (KeptBuffer), or made once by a kernel's set-up (SumOfSquares'
+  // tables), of `bytes` now.
+  virtual void kept(const char* /*label*/, double /*bytes*/) {}
 };
 
 inline CallSink*& call_sink_slot() {
@@ -83,6 +94,8 @@ class Call {
       KernelCall c = make();
       c.name = name;
       sink->kernel(c);
+      for (const KeptBuffer& k : c.kept)
+        if (k.label) sink->kept(k.label, k.bytes);
       described_ = true;
     } else if (Kokkos::Profiling::profileLibraryLoaded()) {
       Kokkos::Profiling::pushRegion(std::string("kformer::kernel::") + name);
@@ -99,6 +112,14 @@ class Call {
  private:
   bool described_ = false, pushed_ = false;
 };
+
+// A kernel's set-up buffers, described: true (and the sink told of `bytes` under `label`) where
+// they must not be allocated because the step is being described.
+inline bool describe_setup_buffer(const char* label, double bytes) {
+  CallSink* sink = call_sink_slot();
+  if (sink) sink->kept(label, bytes);
+  return sink != nullptr;
+}
 
 // The bytes of views as allocated (an empty view adds nothing).
 template <class... V>

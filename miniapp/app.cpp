@@ -24,16 +24,16 @@
 #include "platform/stop_signals.hpp"
 #include "report/summary_text.hpp"
 #include "report/timeline.hpp"
+#include "train/make_plan.hpp"
 #include "train/trainer.hpp"
 
 namespace kformer {
-RunPlan load_plan(const CliArgs& args, int world_size, int ranks_on_node) {
-  RunPlan plan = make_plan(load_settings(args.deck, args.overrides, world_size));
+RunPlan load_plan(const CliArgs& args, int world_size) {
+  RunPlan plan = plan_without_memory(load_settings(args.deck, args.overrides, world_size));
   if (plan.settings.kernels.attention == AttentionSetting::vendor && !attention_vendor_built())
     throw ConfigError("kernels.attention=vendor needs cuDNN's flash attention, which this kformer was built without "
                       "(a CUDA build with cuDNN: scripts/setup.sh --cuda, cmake --preset cuda): use "
                       "kernels.attention=auto, fused or batched_gemm");
-  check_plan_fits(plan, probe_node_memory(ranks_on_node));
   const RunSettings& s = plan.settings;
   make_data_source(s.data_source, s.model.vocab_size, s.train.seed)->check(s.train.seq_len);
   return plan;
@@ -98,10 +98,14 @@ AttentionChoice resolve_attention(const RunPlan& plan, const NodeMemory& node, c
 
 }  // namespace
 
-int run_app(const CliArgs& args, const RunPlan& given_plan, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
-  const RunSettings& cfg = given_plan.settings;
+int run_app(const CliArgs& args, const RunPlan& layout, comm::Runtime& runtime, const std::vector<GpuSeat>& gpus) {
+  const RunSettings& cfg = layout.settings;
   check_kokkos_took_seat(gpus, runtime.world_rank());  // before any allocation on the wrong GPU
   comm::AllocationRegistry::install();  // the peak of what kformer allocates (report.cpp), and comm.strict's checks
+  // The memory estimate describes a step of the plan, which takes Kokkos: every rank reaches the
+  // same verdict (a ConfigError is reported once, by rank 0).
+  const RunPlan given_plan = with_memory(layout);
+  check_plan_fits(given_plan, probe_node_memory(runtime.ranks_on_node()));
   std::unique_ptr<comm::Communicator> world;
   auto trace = std::make_shared<comm::TraceLog>();
   try {

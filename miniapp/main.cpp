@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
             std::cout << (early_args->version ? kformer::version_text() : kformer::keys_text());
             return 0;
           }
-          early_plan = kformer::load_plan(*early_args, 1, 1);
+          early_plan = kformer::load_plan(*early_args, 1);
           return kGoOn;
         },
         " on rank 0");
@@ -89,11 +89,11 @@ int main(int argc, char** argv) {
       if (root) std::cout << (args.version ? kformer::version_text() : kformer::keys_text());
       return 0;
     }
-    // The early deck was resolved for one rank alone on its node; a launch the environment did
-    // not reveal resolves it again for what MPI says.
-    const bool early_fits = early_plan && runtime.world_size() == 1 && runtime.ranks_on_node() == 1;
+    // The early deck was resolved for one rank; a launch the environment did not reveal resolves
+    // it again for what MPI says.
+    const bool early_fits = early_plan && runtime.world_size() == 1;
     const kformer::RunPlan plan =
-        early_fits ? *early_plan : kformer::load_plan(args, runtime.world_size(), runtime.ranks_on_node());
+        early_fits ? *early_plan : kformer::load_plan(args, runtime.world_size());
     // CUDA builds: each rank's own GPU, told to Kokkos before it starts (host builds: none).
     const std::vector<kformer::GpuSeat> gpus = kformer::place_gpus({argv, argv + argc}, runtime);
     kformer::KokkosArguments kokkos_args(argc, argv, kformer::kokkos_device_arguments(gpus, runtime.world_rank()));

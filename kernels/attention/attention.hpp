@@ -89,10 +89,33 @@ KernelCall attention_call(AttentionKind kind, bool bf16, bool backward, const Qk
   return {Family::attention, bf16, backward, bytes, flops, {b, t, h, kv, hd, static_cast<int>(kind)}};
 }
 
+template <class State>
+int sequences_at_once(const State& state, int B) {
+  const int chunk = state.datt.extent(0) > 0 ? static_cast<int>(state.datt.extent(0)) : B;
+  return B < chunk ? B : chunk;
+}
 template <class State, class Body>
 void by_sequences(const State& state, int B, const Body& body) {
-  const int chunk = state.datt.extent(0) > 0 ? static_cast<int>(state.datt.extent(0)) : B;
+  const int chunk = sequences_at_once(state, B);
   for (int b0 = 0; b0 < B; b0 += chunk) body(b0, B - b0 < chunk ? B - b0 : chunk);
+}
+
+// The buffers the backward keeps between calls (kept_buffer.hpp): batched_gemm's d(scores) in
+// bf16 probabilities' type and its fp32 sums for a bf16 dqkv (attention_batched.hpp), for the
+// sequences it takes at once; cuDNN's workspace, which its flash backward fills with an fp32
+// accumulator of dQ (the size the graph asks for is known on the GPU only: this is that bound).
+template <class P, class TD, class State, class QkvView>
+std::array<KeptBuffer, 2> backward_kept(const State& state, const QkvView& qkv, int h, int kv) {
+  std::array<KeptBuffer, 2> kept{};
+  const double b = sequences_at_once(state, static_cast<int>(qkv.extent(0))), t = double(qkv.extent(1));
+  const double w = double(qkv.extent(2)), hd = w / (h + 2 * kv);
+  if (state.kind == AttentionKind::batched_gemm) {
+    if (!std::is_same<P, float>::value) kept[0] = {"kformer::attention_batched_ds", sizeof(P) * b * h * t * t};
+    if (!std::is_same<TD, float>::value) kept[1] = {"kformer::attention_batched_sums", 4.0 * b * t * w};
+  } else if (state.kind == AttentionKind::vendor) {
+    kept[0] = {"kformer::cudnn_workspace", 4.0 * double(qkv.extent(0)) * t * h * hd};
+  }
+  return kept;
 }
 }  // namespace detail
 
@@ -137,8 +160,10 @@ template <class ExecSpace, class P, class DqkvView, class DoutView, class QkvVie
 void attention_backward(const ExecSpace& exec, const DqkvView& dqkv, AttentionState<ExecSpace, P>& state,
                         const DoutView& dout, const QkvView& qkv, const OutView& out, int n_heads, int n_kv_heads) {
   const Call call("attention_backward", [&] {
-    return detail::attention_call(state.kind, holds_bf16<QkvView>, true, qkv, n_heads, n_kv_heads,
-                                  bytes_of(dqkv, dout, qkv, out));
+    KernelCall c = detail::attention_call(state.kind, holds_bf16<QkvView>, true, qkv, n_heads, n_kv_heads,
+                                          bytes_of(dqkv, dout, qkv, out));
+    c.kept = detail::backward_kept<P, elem_t<DqkvView>>(state, qkv, n_heads, n_kv_heads);
+    return c;
   });
   if (call.described()) return;
   if (state.kind == AttentionKind::fused) {

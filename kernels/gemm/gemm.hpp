@@ -22,6 +22,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -210,16 +211,24 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
 // one chunk: W = 64 on the host (contiguous, vectorised reads of each row), 1 on a GPU (a warp
 // reads 32 adjacent columns of a row: coalesced, and chunks x columns threads to fill the device).
 // dy may be float or bf16 (the sums are fp32).
+namespace detail {
+constexpr int kBiasChunkRows = 128;
+// The floats of workspace bias_backward takes for dy(n, cols): each chunk's column sums.
+inline std::size_t bias_backward_workspace_floats(int n, int cols) {
+  return std::size_t((n + kBiasChunkRows - 1) / kBiasChunkRows) * std::size_t(cols);
+}
+}  // namespace detail
+
 template <class ExecSpace, class T>
 void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy) {
   constexpr int W = runs_on_host<ExecSpace> ? 64 : 1;
-  constexpr int kChunkRows = 128;
+  constexpr int kChunkRows = detail::kBiasChunkRows;
   const int n = static_cast<int>(dy.extent(0)), cols = static_cast<int>(dy.extent(1));
   if (int(db.extent(0)) != cols) throw std::invalid_argument("bias_backward: db and dy disagree on `out`");
   if (n == 0 || cols == 0) return;
   const int chunks = (n + kChunkRows - 1) / kChunkRows, blocks = (cols + W - 1) / W;
   auto workspace =
-      detail::GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(chunks) * std::size_t(cols));
+      detail::GemmWorkspace<typename ExecSpace::memory_space>::get(detail::bias_backward_workspace_floats(n, cols));
   float* part = workspace.first;  // (chunks, cols)
   Kokkos::parallel_for(
       "kformer::bias_backward_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks * blocks),
@@ -248,10 +257,24 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
 }
 
 namespace detail {
+// The packing workspace (floats) gemm() takes for C(M, N) over K with `impl`: the native GEMM's
+// (gemm_native_workspace_floats); the vendor libraries keep theirs.
+template <class ExecSpace, class T>
+std::size_t gemm_workspace_floats(GemmImpl impl, std::int64_t M, std::int64_t N, std::int64_t K) {
+  return impl == GemmImpl::native ? gemm_native_workspace_floats<ExecSpace, T>(int(M), int(N), int(K)) : 0;
+}
+// A GEMM call's record with the workspace it keeps (gemm_workspace.hpp), the most of its parts.
+inline KernelCall keeping_workspace(KernelCall c, std::size_t floats) {
+  c.kept[0] = {"kformer::gemm_workspace", 4.0 * double(floats)};
+  return c;
+}
+
 // The record of y(m, n) = x(m, k) w(n, k)^T.
-template <class Y, class X>
-KernelCall forward_call(const Y& y, const X& x, double bytes) {
-  return gemm_call(holds_bf16<X>, false, y.extent(0), y.extent(1), x.extent(1), 0, bytes);
+template <class ExecSpace, class Y, class X>
+KernelCall forward_call(GemmImpl impl, const Y& y, const X& x, double bytes) {
+  using T = std::remove_const_t<typename X::value_type>;
+  return keeping_workspace(gemm_call(holds_bf16<X>, false, y.extent(0), y.extent(1), x.extent(1), 0, bytes),
+                           gemm_workspace_floats<ExecSpace, T>(impl, y.extent(0), y.extent(1), x.extent(1)));
 }
 
 template <class ExecSpace, class T>
@@ -259,8 +282,13 @@ void matmul_backward_any(const ExecSpace& exec, GemmImpl impl, DView<float**, Ex
                          DView<float**, ExecSpace> dw, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy,
                          DView<const T**, ExecSpace> x, DView<const T**, ExecSpace> w) {
   const Call call("matmul_backward", [&] {
-    return gemm_call(holds_bf16<decltype(dy)>, true, dy.extent(0), dy.extent(1), dw.extent(1),
-                     (dx.extent(0) != 0 ? 1 : 0) | 2, bytes_of(dx, dw, db, dy, x, w));
+    const std::int64_t n = dy.extent(0), out = dy.extent(1), in = dw.extent(1);
+    std::size_t floats = gemm_workspace_floats<ExecSpace, T>(impl, out, in, n);  // dW
+    if (dx.extent(0) != 0) floats = std::max(floats, gemm_workspace_floats<ExecSpace, T>(impl, n, in, out));
+    if (db.extent(0) != 0) floats = std::max(floats, bias_backward_workspace_floats(int(n), int(out)));
+    return keeping_workspace(
+        gemm_call(holds_bf16<decltype(dy)>, true, n, out, in, (dx.extent(0) != 0 ? 1 : 0) | 2, bytes_of(dx, dw, db, dy, x, w)),
+        floats);
   });
   if (call.described()) return;
   if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
@@ -274,7 +302,7 @@ template <class ExecSpace>
 void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                     DView<const float**, ExecSpace> x, DView<const float**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
-  const Call call("matmul_forward", [&] { return detail::forward_call(y, x, bytes_of(y, x, w, b)); });
+  const Call call("matmul_forward", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, x, w, b)); });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
 }
@@ -284,7 +312,7 @@ template <class ExecSpace>
 void matmul_forward(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                     DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                     DView<const float*, ExecSpace> b = {}) {
-  const Call call("matmul_forward", [&] { return detail::forward_call(y, x, bytes_of(y, x, w, b)); });
+  const Call call("matmul_forward", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, x, w, b)); });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, b);
 }
@@ -296,7 +324,7 @@ template <class ExecSpace>
 void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                          DView<float**, ExecSpace> act, DView<const float**, ExecSpace> x,
                          DView<const float**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
-  const Call call("matmul_forward_gelu", [&] { return detail::forward_call(y, x, bytes_of(y, act, x, w, b)); });
+  const Call call("matmul_forward_gelu", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b)); });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace>{b, act});
 }
@@ -307,7 +335,7 @@ template <class ExecSpace>
 void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> y,
                          DView<bf16**, ExecSpace> act, DView<const bf16**, ExecSpace> x,
                          DView<const bf16**, ExecSpace> w, DView<const float*, ExecSpace> b = {}) {
-  const Call call("matmul_forward_gelu", [&] { return detail::forward_call(y, x, bytes_of(y, act, x, w, b)); });
+  const Call call("matmul_forward_gelu", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b)); });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace, bf16>{b, act});
 }
@@ -335,7 +363,9 @@ template <class ExecSpace, class T>
 void matmul_backward_input(const ExecSpace& exec, GemmImpl impl, DView<float**, ExecSpace> dx,
                            DView<const T**, ExecSpace> dy, DView<const T**, ExecSpace> w) {
   const Call call("matmul_backward_input", [&] {
-    return gemm_call(holds_bf16<decltype(dy)>, true, dy.extent(0), dy.extent(1), dx.extent(1), 1, bytes_of(dx, dy, w));
+    return detail::keeping_workspace(
+        gemm_call(holds_bf16<decltype(dy)>, true, dy.extent(0), dy.extent(1), dx.extent(1), 1, bytes_of(dx, dy, w)),
+        detail::gemm_workspace_floats<ExecSpace, T>(impl, dy.extent(0), dx.extent(1), dy.extent(1)));
   });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);

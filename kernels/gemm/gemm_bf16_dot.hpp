@@ -144,17 +144,33 @@ inline void gemm_pack_pairs(std::uint32_t* __restrict dst, const bf16* __restric
 
 // The shared-packing driver of gemm_native.hpp with pair panels and the bf16 micro-kernel (host
 // execution spaces only); budget_floats bounds the packed operands of one K chunk, as there.
+// Its K chunk (kcp, even unless kcp == K) and workspace (floats: two bf16 in each).
+struct PairPacking {
+  int panels_m, panels_n, kcp;
+  std::int64_t per_k, kcp_even;  // bf16 per k
+  PairPacking(std::int64_t budget_floats, int M, int N, int K) {
+    constexpr int MR = Bf16DotTiles::MR, NR = Bf16DotTiles::NR, TK = Bf16DotTiles::TK;
+    panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
+    per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;
+    const std::int64_t fit = std::max<std::int64_t>(1, 2 * budget_floats / (per_k * TK)) * TK;
+    kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));
+    kcp_even = kcp + (kcp & 1);
+  }
+  std::size_t workspace_floats() const { return std::size_t(per_k * kcp_even + 1) / 2; }
+};
+inline std::size_t bf16_dot_workspace_floats(std::int64_t budget_floats, int M, int N, int K) {
+  return PairPacking(budget_floats, M, N, K).workspace_floats();
+}
+
 template <class ExecSpace>
 void gemm_native_bf16_dot(const ExecSpace& exec, std::int64_t budget_floats, int M, int N, int K, const bf16* a,
                           std::int64_t a_sm,
                           std::int64_t a_sk, const bf16* b, std::int64_t b_sk, std::int64_t b_sn, const GemmOut& out) {
   constexpr int MR = Bf16DotTiles::MR, NR = Bf16DotTiles::NR, TK = Bf16DotTiles::TK;
-  const int panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
-  const std::int64_t per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;  // bf16 per k
-  const std::int64_t fit = std::max<std::int64_t>(1, 2 * budget_floats / (per_k * TK)) * TK;
-  const int kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));  // even unless kcp == K
-  const std::int64_t kcp_even = kcp + (kcp & 1);
-  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(per_k * kcp_even + 1) / 2);
+  const PairPacking pk(budget_floats, M, N, K);
+  const int panels_m = pk.panels_m, panels_n = pk.panels_n, kcp = pk.kcp;
+  const std::int64_t kcp_even = pk.kcp_even;
+  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(pk.workspace_floats());
   auto* const apk = reinterpret_cast<std::uint16_t*>(ws.first);
   std::uint16_t* const bpk = apk + std::int64_t(panels_m) * MR * kcp_even;
   constexpr int tm_panels = Bf16DotTiles::TM / MR, tn_panels = Bf16DotTiles::TN / NR;

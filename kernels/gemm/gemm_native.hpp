@@ -89,17 +89,30 @@ inline std::int64_t& gemm_pack_budget_floats() {
   return budget;
 }
 
+// The shared-packing driver's K chunk (kcp) and workspace (floats) for C(M, N) over K.
+struct SharedPacking {
+  int panels_m, panels_n, kcp;
+  std::int64_t per_k;  // floats per k
+  SharedPacking(int M, int N, int K) {
+    using Tiles = GemmHostTiles;
+    constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
+    panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
+    per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;
+    const std::int64_t fit = std::max<std::int64_t>(1, gemm_pack_budget_floats() / (per_k * TK)) * TK;
+    kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));
+  }
+  std::size_t workspace_floats() const { return std::size_t(per_k) * std::size_t(kcp); }
+};
+
 template <class ExecSpace, class TA, class TB>
 void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a, std::int64_t a_sm,
                         std::int64_t a_sk, const TB* b, std::int64_t b_sk, std::int64_t b_sn,
                         const GemmOut& out) {
   using Tiles = GemmHostTiles;
-  constexpr int MR = Tiles::MR, NR = Tiles::NR, TK = Tiles::TK;
-  const int panels_m = (M + MR - 1) / MR, panels_n = (N + NR - 1) / NR;
-  const std::int64_t per_k = std::int64_t(panels_m) * MR + std::int64_t(panels_n) * NR;  // floats per k
-  const std::int64_t fit = std::max<std::int64_t>(1, gemm_pack_budget_floats() / (per_k * TK)) * TK;
-  const int kcp = static_cast<int>(std::min<std::int64_t>(fit, std::max(K, 1)));
-  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(per_k) * kcp);
+  constexpr int MR = Tiles::MR, NR = Tiles::NR;
+  const SharedPacking pk(M, N, K);
+  const int panels_m = pk.panels_m, panels_n = pk.panels_n, kcp = pk.kcp;
+  auto ws = GemmWorkspace<typename ExecSpace::memory_space>::get(pk.workspace_floats());
   float* const apk = ws.first;
   float* const bpk = apk + std::int64_t(panels_m) * MR * kcp;
   constexpr int tm_panels = Tiles::TM / MR, tn_panels = Tiles::TN / NR;
@@ -130,6 +143,21 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a,
 }
 
 }  // namespace detail
+
+// The floats of the packing workspace (gemm_workspace.hpp) gemm_native_raw takes for C(M, N) over
+// K, by the path it dispatches to (0 where it packs in team scratch).
+template <class ExecSpace, class TA, class Tiles = GemmTiles<ExecSpace>>
+std::size_t gemm_native_workspace_floats(int M, int N, int K) {
+  if (M == 0 || N == 0) return 0;
+  if constexpr (Tiles::shared_pack) {
+    if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value) {
+      if (detail::gemm_bf16_dot_enabled()) return detail::bf16_dot_workspace_floats(detail::gemm_pack_budget_floats(), M, N, K);
+    }
+    return detail::SharedPacking(M, N, K).workspace_floats();
+  } else {
+    return 0;
+  }
+}
 
 // C = alpha op(A) op(B) + beta C with out's epilogue (M, N, alpha, beta, bias and activation in
 // out); raw row-major operands given as strides so that any transposition is one call:

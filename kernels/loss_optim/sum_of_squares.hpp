@@ -26,15 +26,17 @@ class SumOfSquares {
 
   // ranges: (offset, length) into the buffer run() will read; the tables are built once here.
   explicit SumOfSquares(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+    std::size_t n = 0;  // blocks
+    for (const auto& r : ranges) elements_ += r.second, n += std::size_t((r.second + kBlock - 1) / kBlock);
+    // Described (call_record.hpp): the tables' sizes, nothing made (run() describes its call).
+    const bool described = describe_setup_buffer("kformer::grad_norm_blocks", 16.0 * double(n));
+    if (describe_setup_buffer("kformer::grad_norm_partials", 8.0 * double(n)) || described) return;
     std::vector<std::int64_t> starts, lengths;
-    for (const auto& [offset, length] : ranges) {
-      elements_ += length;
+    for (const auto& [offset, length] : ranges)
       for (std::int64_t b = 0; b < length; b += kBlock) {
         starts.push_back(offset + b);
         lengths.push_back(length - b < kBlock ? length - b : kBlock);
       }
-    }
-    const std::size_t n = starts.size();
     blocks_ = Kokkos::View<std::int64_t* [2], Kokkos::LayoutRight, Mem>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::grad_norm_blocks"), n);
     partials_ = Kokkos::View<double*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::grad_norm_partials"), n);

@@ -31,7 +31,9 @@ void layernorm_backward(const ExecSpace& exec, const DxView& dx,
                         const DView<const float*, ExecSpace>& weight, const DView<const float*, ExecSpace>& mean,
                         const DView<const float*, ExecSpace>& rstd) {
   const Call call("layernorm_backward", [&] {
-    return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dbias, dout, x, weight, mean, rstd)};
+    KernelCall c{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dbias, dout, x, weight, mean, rstd)};
+    c.kept[0] = {"kformer::norm_dparams", detail::norm_partials_bytes(x.extent(0), x.extent(1))};
+    return c;
   });
   if (call.described()) return;
   detail::norm_backward<S>(exec, dx, dweight, dbias, dout, x, weight, mean, rstd, true);

@@ -96,6 +96,11 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
 
 // Partial column sums of the parameter gradients, in blocks of kRows rows: part(k, c) and
 // part(k, C + c) for block k (a buffer kept between calls: no allocation inside a training step).
+constexpr int kNormRows = 32;
+// The bytes of those partials for x (N, C): the buffer the backward keeps.
+inline double norm_partials_bytes(std::int64_t N, std::int64_t C) {
+  return 4.0 * double((N + kNormRows - 1) / kNormRows) * 2.0 * double(C);
+}
 template <class ExecSpace>
 auto norm_partials(int nchunk, int C) {
   const auto kept = kept_buffer<NormPartials, float, typename ExecSpace::memory_space>(std::size_t(nchunk) * 2 * C,
@@ -156,7 +161,7 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
   using TDY = elem_t<DyView>;
   using TX = elem_t<XView>;
   constexpr Shape S = shape_for<S0, ExecSpace>;
-  constexpr int kRows = 32;
+  constexpr int kRows = kNormRows;
   const int nchunk = (N + kRows - 1) / kRows;
   const auto part = norm_partials<ExecSpace>(nchunk, C);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;

@@ -29,7 +29,9 @@ void rmsnorm_backward(const ExecSpace& exec, const DxView& dx,
                       const XView& x, const DView<const float*, ExecSpace>& weight,
                       const DView<const float*, ExecSpace>& rstd) {
   const Call call("rmsnorm_backward", [&] {
-    return KernelCall{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dout, x, weight, rstd)};
+    KernelCall c{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dout, x, weight, rstd)};
+    c.kept[0] = {"kformer::norm_dparams", detail::norm_partials_bytes(x.extent(0), x.extent(1))};
+    return c;
   });
   if (call.described()) return;
   detail::norm_backward<S>(exec, dx, dweight, DView<float*, ExecSpace>(), dout, x, weight,

@@ -96,7 +96,9 @@ template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView
 void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, int n_rot_heads, int head_dim, int pos_offset,
                   double theta = 10000.0) {
   const Call call("rope_forward", [&] {
-    return KernelCall{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)};
+    KernelCall c{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)};
+    c.kept[0] = {"kformer::rope_table", detail::rope_table_bytes(pos_offset + int(inp.extent(1)), head_dim)};
+    return c;
   });
   if (call.described()) return;
   detail::rope_apply<S>(exec, out, inp, n_rot_heads, head_dim, pos_offset, theta, 1.0f);
@@ -107,7 +109,9 @@ template <Shape S = Shape::natural, class ExecSpace, class DinpView, class DoutV
 void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& dout, int n_rot_heads, int head_dim, int pos_offset,
                    double theta = 10000.0) {
   const Call call("rope_backward", [&] {
-    return KernelCall{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)};
+    KernelCall c{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)};
+    c.kept[0] = {"kformer::rope_table", detail::rope_table_bytes(pos_offset + int(dout.extent(1)), head_dim)};
+    return c;
   });
   if (call.described()) return;
   detail::rope_apply<S>(exec, dinp, dout, n_rot_heads, head_dim, pos_offset, theta, -1.0f);

@@ -18,6 +18,11 @@ namespace kformer::kernels::detail {
 template <class MemorySpace>
 using RopeTableView = Kokkos::View<float***, Kokkos::LayoutRight, MemorySpace>;
 
+// Positions a table made for npos covers: grown in steps, positions of later calls are likely covered.
+inline int rope_table_positions(int npos) { return (npos + 1023) / 1024 * 1024; }
+// Its bytes (the buffer RoPE keeps between calls).
+inline double rope_table_bytes(int npos, int head_dim) { return 4.0 * rope_table_positions(npos) * 2.0 * (head_dim / 2); }
+
 // A table covering positions [0, npos) for (head_dim, theta), filled on exec if it had to be
 // (re)built. The returned View keeps its memory alive even if a later call replaces the table.
 template <class ExecSpace>
@@ -35,7 +40,7 @@ RopeTableView<typename ExecSpace::memory_space> rope_table(const ExecSpace& exec
   std::lock_guard<std::mutex> lock(st.mutex);
   const int half = head_dim / 2;
   if (st.table.extent(0) >= std::size_t(npos) && st.table.extent(0) > 0 && st.head_dim == head_dim && st.theta == theta) return st.table;
-  const int P = (npos + 1023) / 1024 * 1024;  // grow in steps: positions of later calls are likely covered
+  const int P = rope_table_positions(npos);
   st.table = {};
   st.table = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::rope_table"), P, 2, half);
   st.head_dim = head_dim;

@@ -31,6 +31,7 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
       state_size_ += b - a;
     }
   }
+  const MemoryKindScope kind(MemoryKind::optimizer);
   m_ = device_buffer<float*>("kformer::adam_m", state_size_);
   v_ = device_buffer<float*>("kformer::adam_v", state_size_);
 

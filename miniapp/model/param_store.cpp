@@ -2,6 +2,7 @@
 #include "model/param_store.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "convert.hpp"
@@ -47,9 +48,11 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
   }
   if (!units_.empty()) close_unit();
   grads_bf16_ = n.bf16_grads() && dp && dp->size() > 1 && !grads_sharded_;
-  values_ = device_buffer<float*>("kformer::params", sharded_ || masters_sharded_ ? size_ / shards_ : size_);
+  std::optional<MemoryKindScope> kind(MemoryKind::grads);
   grads_ = device_buffer<float*>("kformer::grads", grads_bf16_ ? 0 : grads_sharded_ ? size_ / shards_ : size_);
   if (grads_bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", size_);
+  kind.emplace(MemoryKind::params);
+  values_ = device_buffer<float*>("kformer::params", sharded_ || masters_sharded_ ? size_ / shards_ : size_);
   if (bf16_) values16_ = device_buffer<kernels::bf16*>("kformer::params_bf16", sharded_ ? size_ / shards_ : size_);
   if (masters_sharded_) {  // the vectors, packed in slot order (so adjacent ones stay adjacent)
     std::int64_t n = 0;
@@ -69,6 +72,7 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     }
   }
   grad_unit_size_ = largest;
+  kind.emplace(MemoryKind::grads);
   if (grads_sharded_) {  // under grads_bf16_ open_grads adds buffers as units are open at once
     grad_pool_.resize(std::min(kGradBuffers, units_.size()));
     for (auto& g : grad_pool_) {

@@ -33,6 +33,7 @@ void Block::recompute_scores(BlockActs& a, BlockScratch& s) const {
 void Stage::set_recompute(Recompute r) {
   if (!slots_.empty()) throw std::logic_error("Stage::set_recompute after the first micro-batch");
   recompute_ = r;
+  const MemoryKindScope kind(MemoryKind::activations);  // what the recomputation re-fills, as the slots' own
   if (r == Recompute::full) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
   if (r == Recompute::selective && kk::keeps_probabilities(k_.attention)) {
     if (k_.bf16)

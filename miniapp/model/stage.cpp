@@ -3,6 +3,8 @@
 
 #include <Kokkos_Timer.hpp>
 
+#include <optional>
+
 #include "call_record.hpp"
 #include "comm/trace_log.hpp"
 #include "comm/views.hpp"
@@ -42,7 +44,6 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
     lnf_rstd_ = scratch<float*>("lnf_rstd", d_.rows());
     lmax_ = scratch<float*>("xent_max", N);
     loss_ = scratch<float*>("loss", N);
-    loss_sums_ = scratch<double*>("loss_sums", 2);  // until the trainer hands its own (set_loss_sums)
   }
 }
 
@@ -57,6 +58,7 @@ DV<float**> Stage::input(int micro) {
   std::size_t i = 0;
   while (i < slots_.size() && slots_[i].busy) ++i;
   if (i == slots_.size()) {  // a new micro-batch in flight: its activations are allocated once, then reused
+    std::optional<MemoryKindScope> kind(MemoryKind::activations);
     const auto shared = [&](DV<float**>& buf, const char* name) {  // the chunk's one buffer (Slot)
       if (!buf.data()) buf = scratch_view(name, d_.rows(), d_.C);
       return buf;
@@ -71,6 +73,7 @@ DV<float**> Stage::input(int micro) {
     if (k_.bf16 && !(c_.first() && c_.last())) s.grad16 = scratch<kk::bf16**>("grad_bf16", d_.message_rows(), d_.C);
     if (k_.bf16 && !c_.last() && d_.splits_messages() && !gathered_grad16_.data())
       gathered_grad16_ = scratch<kk::bf16**>("grad_bf16_gathered", d_.rows(), d_.C);
+    kind.emplace(MemoryKind::workspace);  // the tokens are the data's
     if (c_.first() || c_.last()) {
       const std::size_t N = std::size_t(d_.N());
       s.tokens = scratch<std::int32_t*>("tokens", 2 * N + kk::token_index_capacity(N));
@@ -242,6 +245,7 @@ void Stage::head_backward(Slot& s, float grad_scale) {
     kk::xent_finish(exec, loss_, logits_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head_), DV<float*>(), logits_, lnf_, p_.w(head_));
   }
+  if (!loss_sums_.data()) loss_sums_ = scratch<double*>("loss_sums", 2);  // the trainer hands its own (set_loss_sums)
   kk::xent_loss_accumulate(exec, loss_sums_, DV<const float*>(loss_));
   const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
   tp_reduce_rows(scratch_.d_ln, d_lnf);

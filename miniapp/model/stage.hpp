@@ -168,7 +168,7 @@ class Stage {
   DV<float**> lnf_, logits_, stats_;
   DV<kernels::bf16**> lnf16_, dlogits16_;  // bf16: the head GEMM's inputs (lnf_ is then unused)
   DV<float*> lnf_mean_, lnf_rstd_, lmax_, loss_;
-  DV<double*> loss_sums_;  // the last chunk's own, or the trainer's (set_loss_sums)
+  DV<double*> loss_sums_;  // the trainer's (set_loss_sums), else the last chunk's own, made at its first loss
   bool phase_timing_ = false;
   Recompute recompute_ = Recompute::none;
   std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares

@@ -73,6 +73,7 @@ void ParamStore::open_grads(int layer) const {
     if (!free || g.started < free->started) free = &g;
   }
   if (!free && grads_bf16_ && grad_pool_.size() < kGradBuffers) {  // the first iteration's allocations
+    const MemoryKindScope kind(MemoryKind::grads);
     grad_pool_.emplace_back();
     grad_pool_.back().buf = device_buffer<float*>("kformer::unit_grads", grad_unit_size_);
     free = &grad_pool_.back();

@@ -9,6 +9,7 @@ namespace kformer {
 
 GradSync::GradSync(ParamStore& params, comm::Communicator* dp, const Numerics& n)
     : p_(params), dp_(dp), zero_(n.zero), bf16_(n.bf16_reduce() && dp && dp->size() > 1 && !params.grads_buffered()) {
+  const MemoryKindScope kind(MemoryKind::grads);
   if (bf16_) grads16_ = device_buffer<kernels::bf16*>("kformer::grads_bf16", p_.size());
 }
 

@@ -140,37 +140,6 @@ std::string check_schedule(const Schedule& s, int pp, int m, int v) {
   return "";
 }
 
-namespace {
-// The most (micro-batch, chunk) slots held at once on `rank` (of `chunk` alone when >= 0), and how
-// many it holds over the step: a forward takes a slot, the backward (W when split) gives it back.
-std::pair<std::size_t, std::size_t> held_slots(const Schedule& s, int rank, ScheduleKind kind, int chunk) {
-  std::set<std::pair<int, int>> held, every;
-  std::size_t most = 0;
-  for (const Action& a : s[rank]) {
-    if (chunk >= 0 && a.chunk != chunk) continue;
-    if (a.phase == Phase::forward) held.insert({a.micro, a.chunk}), every.insert({a.micro, a.chunk});
-    most = std::max(most, held.size());
-    if (a.phase == Phase::weight || (a.phase == Phase::backward && !splits_backward(kind)))
-      held.erase({a.micro, a.chunk});
-  }
-  return {most, every.size()};
-}
-}  // namespace
-
-int slots_in_flight(const Schedule& s, int rank, ScheduleKind kind) {
-  const int pp = static_cast<int>(s.size());
-  const auto [most, every] = held_slots(s, rank, kind, -1);
-  const bool sends_back = pp > 1 && !splits_backward(kind) && (kind == ScheduleKind::interleaved || rank > 0);
-  return static_cast<int>(std::min(most + (sends_back ? 1 : 0), every));
-}
-
-int chunk_slots_in_flight(const Schedule& s, int rank, int chunk, ScheduleKind kind) {
-  const int pp = static_cast<int>(s.size());
-  const auto [most, every] = held_slots(s, rank, kind, chunk);
-  const bool sends_back = pp > 1 && !splits_backward(kind) && chunk > 0;
-  return static_cast<int>(std::min(most + (sends_back ? 1 : 0), every));
-}
-
 double analytic_bubble(int pp, int m, int v) { return double(pp - 1) / (double(v) * m + pp - 1); }
 
 double analytic_bubble(ScheduleKind kind, int pp, int m, int v) {

@@ -38,17 +38,6 @@ bool splits_backward(ScheduleKind kind);
 // message and no rank waits forever. Returns "" when valid, else what is wrong.
 std::string check_schedule(const Schedule& s, int pp, int m, int v);
 
-// The (micro-batch, chunk) slots whose activations rank `rank` holds at once, read off its action
-// list: a forward takes a slot, the backward gives it back (W, when the backward is split). Where
-// the rank sends gradients back (every rank but the first, every rank when interleaved) the
-// executor frees a slot only once its send is out, which goes in one group with the next receive
-// (pipeline_program.hpp): one slot more, at most every slot the step has. zb-h1 frees at W, after
-// the send. The memory estimate takes this, so the schedule alone says what a stage holds.
-int slots_in_flight(const Schedule& s, int rank, ScheduleKind kind);
-// The same for the slots of one of the rank's chunks (`chunk`, its global index): its share of
-// slots_in_flight, the one slot more where that chunk sends gradients back (every chunk but the
-// first). With one chunk per rank it is slots_in_flight.
-int chunk_slots_in_flight(const Schedule& s, int rank, int chunk, ScheduleKind kind);
 
 // The idle fraction of the ideal pipeline: (p-1)/(m+p-1), and (p-1)/(v*m+p-1) interleaved.
 double analytic_bubble(int pp, int m, int v);

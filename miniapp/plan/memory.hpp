@@ -1,6 +1,7 @@
-// Memory per rank: the estimate made from the deck before anything is allocated (parameters,
-// gradients, optimizer states, activations of the micro-batches in flight, work buffers), the
-// check against memory.limit_gb, and the high-water mark measured after the run.
+// Memory per rank: the estimate made before anything is allocated (parameters, gradients,
+// optimizer states, activations of the micro-batches in flight, work buffers: what a described
+// step makes, train/memory_estimate.cpp), the check of an estimate against the memory a rank has,
+// and the high-water mark measured after the run.
 #pragma once
 
 #include <atomic>
@@ -12,8 +13,6 @@
 #include "settings/run_settings.hpp"
 
 namespace kformer {
-
-struct RunPlan;  // plan/run_plan.hpp
 
 // In bf16 (train.precision) params counts the fp32 masters and their bf16 copies (6 bytes a
 // parameter: more than fp32's 4; under ZeRO-1/2 over dp > 1 the whole bf16 copy and this rank's
@@ -34,20 +33,14 @@ struct MemoryEstimate {
 // "12.3 GB (params 1.2, grads 1.2, optimizer 2.4, activations 7.0, workspace 0.5; 1 micro-batch in flight)"
 std::string describe(const MemoryEstimate& e);
 
-// The largest rank of the layout (the first pipeline stage holds the embedding, the last the head).
-// A run makes it once (RunPlan); estimates_made() counts the calls, for the test that says so.
-// From the plan's shape, block sizes, chunks and schedule (make_plan calls it to fill plan.memory).
-MemoryEstimate estimate_memory(const RunPlan& plan);
+// A run makes its estimate once (make_plan); estimates_made() counts them, for the test that says so.
 std::atomic<long>& estimates_made();
-
-// Throws ConfigError when `e` (the run's estimate) exceeds memory.limit_gb, naming the largest
-// train.micro_batch that would fit (or what to change when none does).
-void check_memory_limit(const RunSettings& s, const MemoryEstimate& e);
 
 // With memory.limit_gb unset, throws ConfigError when the estimate per rank `e` exceeds `bytes`, the
 // memory a rank can count on, described as "the <bytes> GB <what>" in the message, which ends in
-// the usual fixes plus `other_fix`. The checks of the node's memory (validate.cpp) and of the
-// GPUs (gpu_memory.cpp) share it; memory.limit_gb, when set, is checked by check_memory_limit.
+// the usual fixes plus `other_fix`. The checks of the node's memory and of the GPUs
+// (gpu_memory.cpp) share it; memory.limit_gb, when set, is checked by check_plan_fits
+// (train/make_plan.hpp).
 void check_estimate_fits(const RunSettings& s, const MemoryEstimate& e, double bytes, const std::string& what,
                          const std::string& other_fix);
 

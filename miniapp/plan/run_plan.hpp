@@ -1,6 +1,7 @@
 // The plan of a run, built once from its settings before anything is allocated: the model's shape
 // at the run's tensor parallelism, a block's sizes on one rank, the layers of each pipeline chunk,
-// the pipeline schedule of every rank, and the memory estimate per rank. The trainer, the report,
+// the pipeline schedule of every rank, and the memory estimate per rank (which describing a step
+// of the plan gives: train/make_plan.hpp makes the whole plan). The trainer, the report,
 // checkpoints, predict and calibrate all take it, so that none of them derives these again (and
 // none can derive them differently).
 #pragma once
@@ -35,17 +36,12 @@ struct RunPlan {
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
 };
 
-// Throws std::invalid_argument for settings validation would have refused (a schedule that
-// cannot take the micro-batches).
-RunPlan make_plan(RunSettings settings);
+// Everything but `memory` (left empty): what the deck fuzzer checks, which has no Kokkos to
+// describe a step with. Throws std::invalid_argument for settings validation would have refused
+// (a schedule that cannot take the micro-batches).
+RunPlan plan_without_memory(RunSettings settings);
 
-// The plan with another attention kernel, and the memory estimate that kernel gives.
-RunPlan with_attention(RunPlan plan, AttentionKind kind);
 // The plan with start-up's GEMM (the estimate already counts the native GEMM's workspace for auto).
 RunPlan with_gemm(RunPlan plan, kernels::GemmImpl impl);
-
-// The plan's estimate against memory.limit_gb, or with none against the share of `node`'s memory
-// each of its ranks can count on. Throws ConfigError naming the fix.
-void check_plan_fits(const RunPlan& plan, const NodeMemory& node);
 
 }  // namespace kformer

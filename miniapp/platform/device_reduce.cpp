@@ -2,6 +2,7 @@
 #include "platform/device_reduce.hpp"
 
 #include "comm/views.hpp"
+#include "platform/device.hpp"
 #include "convert.hpp"
 
 namespace kformer {
@@ -11,7 +12,7 @@ template <class T, class Buffer>
 void reduce_through(Buffer& buf, comm::Communicator& c, T* values, std::size_t n, comm::ReduceOp op,
                     comm::CallSite at) {
   if (c.size() == 1) return;  // the reduction over one rank is the values themselves
-  if (buf.extent(0) < n) buf = comm::device_view<Buffer>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::device_reduce"), n);
+  if (buf.extent(0) < n) buf = scratch<T*>("kformer::device_reduce", n);  // described: no memory (device.hpp)
   const auto dev = Kokkos::subview(buf, std::make_pair(std::size_t(0), n));
   const Kokkos::View<T*, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values, n);
   kernels::transfer(dev, host);     // fences: the values are on the device before the call reads them

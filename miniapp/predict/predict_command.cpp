@@ -12,6 +12,7 @@
 #include "io/json_file.hpp"
 #include "plan/memory.hpp"
 #include "plan/run_plan.hpp"
+#include "train/make_plan.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/predict_report.hpp"
 #include "settings/schema.hpp"

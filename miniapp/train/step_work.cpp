@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "comm/described_comm.hpp"
 #include "io/data.hpp"
 #include "parallel/schedule.hpp"
+#include "train/described_rank.hpp"
 #include "train/rank_table.hpp"
 #include "train/step_program.hpp"
 
@@ -52,38 +52,6 @@ void WorkLog::unit_done(int layer) {
 
 namespace {
 
-// The groups of the rank at `at`, recording into whichever log is current.
-struct DescribedGroups {
-  WorkLog* log = nullptr;
-  std::unique_ptr<comm::Communicator> tp, dp, pp, world, tied;
-  DescribedGroups(const RunPlan& plan, RankPlace at) {
-    const ParallelSettings& par = plan.settings.parallel;
-    const auto record = [this](const comm::Op& op, const std::string& group, int size) { log->comm(op, group, size); };
-    tp = std::make_unique<comm::DescribedComm>(par.tp, at.tp, "tp", record);
-    dp = std::make_unique<comm::DescribedComm>(par.dp, at.dp, "dp", record);
-    pp = std::make_unique<comm::DescribedComm>(par.pp, at.pp, "pp", record);
-    world = std::make_unique<comm::DescribedComm>(par.tp * par.dp * par.pp, world_rank(par, at), "world", record);
-    if (holds_tied_embedding(plan, at))
-      tied = std::make_unique<comm::DescribedComm>(2, at.pp == 0 ? 0 : 1, "tied-embedding", record);
-  }
-  RankGroups groups() const { return {tp.get(), dp.get(), pp.get()}; }
-  StepGroups step_groups() const { return {groups(), world.get(), tied.get()}; }
-};
-
-// The rank at `at` as the trainer builds it (its model and step program), over recording groups,
-// its set-up's calls described into `setup`.
-struct DescribedRank {
-  DescribedGroups groups;
-  std::unique_ptr<RankModel> model;
-  std::unique_ptr<StepProgram> program;
-  DescribedRank(const RunPlan& plan, RankPlace at, WorkLog& setup) : groups(plan, at) {
-    const kernels::Describing describing(setup);
-    groups.log = &setup;
-    model = build_rank_model(plan, at, groups.groups());
-    program = std::make_unique<StepProgram>(plan, *model, at, groups.step_groups());
-  }
-};
-
 // The phases after the pipeline, in Trainer::iterate's order; the described loss and norm are
 // finite and not clipped.
 void after_pipeline(StepProgram& program, int world_size) {
@@ -99,13 +67,17 @@ void after_pipeline(StepProgram& program, int world_size) {
 WorkLog describe_iteration(const RunPlan& plan, RankPlace at) {
   WorkLog setup, log;  // the set-up's calls (nothing is launched there, but the store's would show) stay out
   DescribedRank r(plan, at, setup);
+  describe_iteration_of(plan, r, log);
+  return log;
+}
+
+void describe_iteration_of(const RunPlan& plan, DescribedRank& r, WorkLog& log) {
   const kernels::Describing describing(log);
   r.groups.log = &log;
   const auto data = make_data_source(plan.settings.data_source, plan.shape.vocab, plan.settings.train.seed);
   r.program->prepare();  // Trainer::iterate's phases, in its order
   r.program->pipeline(*data, 0, 1.0f);
   after_pipeline(*r.program, r.groups.world->size());
-  return log;
 }
 
 PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {

@@ -39,8 +39,8 @@ class WorkLog : public kernels::CallSink {
   void kernel(const kernels::KernelCall& call) override;
   void region(const char* name, bool begin) override;
   void mark(const char* what, int layer) override;
-  void comm(const comm::Op& op, const std::string& group, int size);
-  void unit_done(int layer);
+  virtual void comm(const comm::Op& op, const std::string& group, int size);
+  virtual void unit_done(int layer);
 };
 
 // One iteration of the rank at `at`, as Trainer::iterate runs it: every phase of the step program

@@ -139,30 +139,3 @@ TEST(Schedule, ZbH1IdlesOnlyWhileTheFirstPassCrossesThePipeline) {
   EXPECT_NE(check_schedule(bad, 4, 8, 1), "");
 }
 
-// What a stage holds, read off its schedule (the memory estimate's micro-batches in flight): 1F1B
-// its warm-up plus one, plus one where the gradient goes back; GPipe every micro-batch (also on one
-// stage, where the estimate once said 1 while the executor held all m); ZB-H1 up to p on every
-// rank; interleaved its warm-up in chunk steps, never more slots than the step has.
-TEST(Schedule, SlotsInFlightFollowTheActionLists) {
-  for (int pp = 1; pp <= 8; ++pp)
-    for (int m = std::max(pp, 1); m <= 16; ++m) {
-      const Schedule one = make_schedule(ScheduleKind::one_f_one_b, pp, m, 1);
-      const Schedule g = make_schedule(ScheduleKind::gpipe, pp, m, 1);
-      const Schedule zb = make_schedule(ScheduleKind::zb_h1, pp, m, 1);
-      for (int r = 0; r < pp; ++r) {
-        const int back = pp > 1 && r > 0 ? 1 : 0;
-        EXPECT_EQ(slots_in_flight(one, r, ScheduleKind::one_f_one_b), std::min(m, pp - r + back))
-            << "pp=" << pp << " m=" << m << " r=" << r;
-        EXPECT_EQ(slots_in_flight(g, r, ScheduleKind::gpipe), m) << "pp=" << pp << " m=" << m;
-        EXPECT_EQ(slots_in_flight(zb, r, ScheduleKind::zb_h1), std::min(m, pp)) << "pp=" << pp << " m=" << m;
-      }
-      if (pp < 2 || m % pp) continue;
-      for (int v = 2; v <= 4; ++v) {
-        const Schedule in = make_schedule(ScheduleKind::interleaved, pp, m, v);
-        for (int r = 0; r < pp; ++r)
-          EXPECT_EQ(slots_in_flight(in, r, ScheduleKind::interleaved),
-                    std::min(m * v, (pp - r - 1) * 2 + (v - 1) * pp + 2))
-              << "pp=" << pp << " m=" << m << " v=" << v << " r=" << r;
-      }
-    }
-}

@@ -1,5 +1,5 @@
 // The run plan is made once per run: a whole run of the driver's library (load_plan, then
-// run_app to its report) makes one memory estimate, which the start-up lines, the report and the
+// run_app to its report) makes one memory estimate (in run_app: it describes a step), which the start-up lines, the report and the
 // memory checks all read. A second estimate_memory call anywhere in a run's path fails this.
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include "app.hpp"
 #include "plan/memory.hpp"
 #include "test_env.hpp"
+#include "train/make_plan.hpp"
 
 namespace {
 
@@ -29,12 +30,12 @@ TEST(RunPlan, ARunMakesOneMemoryEstimateAndReportsIt) {
   std::remove(report.c_str());
   const kformer::CliArgs args = tiny_run(report);
   const long before = kformer::estimates_made().load();
-  const kformer::RunPlan plan = kformer::load_plan(args, 1, 1);
+  const kformer::RunPlan plan = kformer::load_plan(args, 1);
   EXPECT_EQ(kformer::run_app(args, plan, kformer::test::runtime()), 0);
   EXPECT_EQ(kformer::estimates_made().load() - before, 1) << "estimates made by one run";
   std::ifstream in(report);
   ASSERT_TRUE(in.good()) << report;
   const nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["summary"]["memory"]["estimated_bytes"].get<double>(), plan.memory.total());
+  EXPECT_EQ(j["summary"]["memory"]["estimated_bytes"].get<double>(), kformer::with_memory(plan).memory.total());
   EXPECT_EQ(j["iterations"].size(), 2u);
 }

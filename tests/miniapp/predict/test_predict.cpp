@@ -15,6 +15,7 @@
 #include "predict/predict_report.hpp"
 #include "predict/step_sim.hpp"
 #include "parallel/schedule.hpp"
+#include "train/make_plan.hpp"
 
 namespace kp = kformer::predict;
 using kformer::Phase;

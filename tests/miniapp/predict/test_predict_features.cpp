@@ -24,6 +24,7 @@
 #include "predict/pipeline_sim.hpp"
 #include "predict/step_sim.hpp"
 #include "settings/prediction_deck.hpp"
+#include "train/make_plan.hpp"
 
 namespace kp = kformer::predict;
 

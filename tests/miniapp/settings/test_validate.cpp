@@ -16,6 +16,7 @@
 #include "plan/run_plan.hpp"
 #include "settings/read_settings.hpp"
 #include "settings/validate.hpp"
+#include "train/make_plan.hpp"
 
 using kformer::Config;
 using kformer::ConfigError;

@@ -13,6 +13,7 @@
 #include "report/summary_text.hpp"
 #include "plan/run_plan.hpp"
 #include "settings/read_settings.hpp"
+#include "train/make_plan.hpp"
 
 using namespace kformer;
 

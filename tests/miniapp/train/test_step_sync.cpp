@@ -20,6 +20,7 @@
 #include "settings/read_settings.hpp"
 #include "test_env.hpp"
 #include "train/trainer.hpp"
+#include "train/make_plan.hpp"
 
 using namespace kformer;
 

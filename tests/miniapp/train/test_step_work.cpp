@@ -25,6 +25,7 @@
 #include "test_env.hpp"
 #include "train/step_work.hpp"
 #include "train/trainer.hpp"
+#include "train/make_plan.hpp"
 
 using namespace kformer;
 
