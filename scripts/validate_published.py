@@ -83,7 +83,7 @@ def main():
 
     lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
-    errors, failed, per_gpu, same_fastest, signed, by_machine = [], 0, [], True, {}, {}
+    errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
     for row in runs["rows"]:
         try:
             rep = predict(args.kformer, row, folder)
@@ -99,6 +99,8 @@ def main():
             errors.append(abs(err))
             signed.setdefault(row["system"], []).append(err)
             by_machine.setdefault(row["machine"], []).append(err)
+        else:
+            shown.setdefault((row["source"], row["machine"]), []).append(err)
         mem = rep["summary"]["memory"]
         peak = mem["peak_bytes"] / 1e9
         fits = "yes" if rep["predicted"]["fits"] else "no"
@@ -117,6 +119,9 @@ def main():
         out += ("Mean signed error by machine profile: " +
                 ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(by_machine.items())) +
                 ".\n")
+    for (source, machine), v in sorted(shown.items()):
+        out += (f"Shown, not in the statistics: {source} on {machine}, {len(v)} rows, median absolute error "
+                f"{100 * statistics.median(abs(e) for e in v):.1f}%, mean signed {100 * statistics.mean(v):+.1f}%.\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])

@@ -138,6 +138,24 @@ class Sim {
     me.t += miss_us, timer += miss_us;
     return true;
   }
+  // The time the TP call items[k] holds the stream: all of it, or with tp_overlap what outlasts the
+  // GEMM it is pipelined with: an all-gather's, the first GEMM after it (its reader, or in the
+  // backward the input-gradient GEMM that Transformer Engine's bulk overlap runs it beside), a
+  // reduce-scatter's, the last GEMM before it (its writer); none across another TP call.
+  double exposed_tp_us(const std::vector<WorkItem>& items, std::size_t k) const {
+    const WorkItem& c = items[k];
+    const double us = net_.call_us(c.op, c.bytes, s_.tp);
+    if (!s_.tp_overlap || s_.tp.size == 1) return us;
+    const bool gather = c.op == comm::OpKind::allgather, scatter = c.op == comm::OpKind::reduce_scatter;
+    if (!gather && !scatter) return us;
+    for (std::size_t j = k; gather ? j + 1 < items.size() : j > 0;) {
+      j = gather ? j + 1 : j - 1;
+      const WorkItem& i = items[j];
+      if (i.kind == ItemKind::tp_comm) break;
+      if (i.kind == ItemKind::compute && i.name.rfind("matmul", 0) == 0) return std::max(0.0, us - i.us);
+    }
+    return us;
+  }
   // Runs the list from the rank's current item; false where a call waits for the stream.
   bool work(int r, const std::vector<WorkItem>& items, bool last_micro, double& timer) {
     Rank& me = ranks_[r];
@@ -147,7 +165,7 @@ class Sim {
         case ItemKind::compute: me.t += i.us, timer += i.us; break;
         case ItemKind::tp_comm:
           if (s_.tp.size > 1 && !stream_free(r, timer)) return false;
-          blocking(r, comm::op_name(i.op), net_.call_us(i.op, i.bytes, s_.tp), i.bytes, timer);
+          blocking(r, comm::op_name(i.op), exposed_tp_us(items, me.item), i.bytes, timer);
           break;
         case ItemKind::require:
           if (!require(r, i.layer, i.us, timer)) return false;

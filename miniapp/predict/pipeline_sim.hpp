@@ -57,6 +57,9 @@ struct PipelineSetup {
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
   bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
   bool serial_p2p = false;              // an action starts after the rank's sends in flight (predict.pipeline_p2p)
+  // A TP all-gather runs beside the GEMM after it, a reduce-scatter beside the GEMM before it: only
+  // what outlasts the GEMM is exposed (predict.tp_comm=overlapped, Megatron-Core's --tp-comm-overlap).
+  bool tp_overlap = false;
 };
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);

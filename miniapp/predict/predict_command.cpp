@@ -60,6 +60,8 @@ int run_predict(const std::vector<std::string>& args) {
                     : std::string())
             << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
             << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
+            << (cfg.predict.tp_comm == Overlap::overlapped ? ", TP collectives overlapped with their GEMMs" : "")
+            << (cfg.predict.param_gather == Overlap::overlapped ? ", parameter gather beside the next forward" : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"

@@ -97,6 +97,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"attention", name_of(cfg.predict.attention)},
             {"pipeline_p2p", name_of(cfg.predict.pipeline_p2p)},
             {"grad_reduce", name_of(cfg.predict.grad_reduce)},
+            {"tp_comm", name_of(cfg.predict.tp_comm)},
+            {"param_gather", name_of(cfg.predict.param_gather)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},

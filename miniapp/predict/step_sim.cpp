@@ -56,6 +56,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
   ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;
+  ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
@@ -76,14 +77,16 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   }
   // A blocking collective over the members: all leave at the latest arrival plus its cost, and
   // each no earlier than its own arrival plus the emulated time.
-  const auto collective = [&](const std::vector<int>& members, comm::OpKind kind, double bytes, GroupShape g) {
+  // hidden_us: how much of it runs beside the next iteration's work instead (predict.param_gather).
+  const auto collective = [&](const std::vector<int>& members, comm::OpKind kind, double bytes, GroupShape g,
+                              double hidden_us) {
     if (g.size <= 1) return;
     double arrive = 0;
     for (int w : members) arrive = std::max(arrive, t[w]);
     bool skewed = false;  // someone waited for a later member: that one's wake-up, else a joint entry's
     for (int w : members) skewed |= t[w] < arrive;
-    const double real_end =
-        arrive + net.real_us(kind, bytes, g) + (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
+    const double real_end = arrive + std::max(0.0, net.real_us(kind, bytes, g) - hidden_us) +
+                            (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
     const double emu = net.emulated_us(kind, bytes, g.size);
     for (int w : members) {
       const double end = std::max(real_end, t[w] + emu);
@@ -175,7 +178,13 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       const GroupShape g = shape_of(e.group);
       const std::vector<int> m = group_of(w, g);
       if (m.front() != w || !std::all_of(m.begin(), m.end(), [&](int v) { return at_call(v, e); })) continue;
-      collective(m, e.op, e.bytes, g);  // the group's first member resolves it for all
+      // ZeRO-1/2's parameter all-gather after the step, beside the next iteration's first forward
+      // (Megatron-Core's --overlap-param-gather: each bucket's gather waited for by the forward
+      // pre-hook of its first module) where predict.param_gather=overlapped.
+      const bool beside_forward = cfg.predict.param_gather == Overlap::overlapped && e.group == "dp" &&
+                                  e.op == comm::OpKind::allgather && !plan.numerics.shards_values;
+      const StageTimeline& x = st[l.stage(w)];
+      collective(m, e.op, e.bytes, g, beside_forward ? x.forward_us / double(l.m * l.v) : 0.0);
       for (int v : m) ++next[v];
       moved = true;
     }

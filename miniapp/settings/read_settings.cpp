@@ -72,6 +72,8 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");
   s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
   s.predict.grad_reduce = choice<Overlap>(cfg, "predict.grad_reduce");
+  s.predict.tp_comm = choice<Overlap>(cfg, "predict.tp_comm");
+  s.predict.param_gather = choice<Overlap>(cfg, "predict.param_gather");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.deck = cfg.echo();
   return s;

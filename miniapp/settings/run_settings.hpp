@@ -80,6 +80,8 @@ struct PredictSettings {
   AttentionModel attention = AttentionModel::kformer;
   Overlap pipeline_p2p = Overlap::overlapped;
   Overlap grad_reduce = Overlap::overlapped;
+  Overlap tp_comm = Overlap::serialized;
+  Overlap param_gather = Overlap::serialized;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
 };
 

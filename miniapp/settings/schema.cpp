@@ -34,6 +34,10 @@ KeySpec choice(std::string n, std::vector<std::string> c, std::string help) {
   std::string d = c.front();
   return {std::move(n), KeyType::choice, d, std::move(c), 0, 0, std::move(help)};
 }
+// The same with another of the choices as the default.
+KeySpec choice(std::string n, std::vector<std::string> c, std::string d, std::string help) {
+  return {std::move(n), KeyType::choice, std::move(d), std::move(c), 0, 0, std::move(help)};
+}
 
 std::vector<KeySpec> make_schema() {
   return {
@@ -145,6 +149,16 @@ std::vector<KeySpec> make_schema() {
              "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
              "flight) or serialized (Megatron-LM's and DeepSpeed's pipelines of 2022: a stage's next computation "
              "waits for its sends, which their send calls queue on the compute stream)"),
+      choice("predict.tp_comm", names_of<Overlap>(), "serialized",
+             "tensor-parallel collectives kformer predict models: serialized (kformer's: each all-gather, "
+             "reduce-scatter or all-reduce between the GEMMs it feeds or follows) or overlapped (Megatron-Core's "
+             "--tp-comm-overlap through Transformer Engine: with sequence parallelism an all-gather is pipelined with "
+             "the GEMM that reads it, a reduce-scatter with the GEMM that writes it; each such pair costs the longer "
+             "of the two)"),
+      choice("predict.param_gather", names_of<Overlap>(), "serialized",
+             "ZeRO-1/2's parameter all-gather after the optimizer step as kformer predict models it: serialized "
+             "(kformer's: the step ends when it ends) or overlapped (Megatron-Core's --overlap-param-gather: it runs "
+             "beside the next iteration's first forward, whose modules wait for their buckets)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

@@ -17,9 +17,11 @@ const std::vector<SoftwareSystem>& software_systems() {
        "after the backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"}}},
       {"megatron-core",
-       "Megatron-Core (flash attention through Transformer Engine, --overlap-grad-reduce, blocking batched "
-       "sends unless overlap_p2p_comm)",
-       {{"predict.attention", "flash"}, {"predict.pipeline_p2p", "serialized"}}},
+       "Megatron-Core as NVIDIA's published configurations run it (flash attention through Transformer Engine, "
+       "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
+       "overlap_p2p_comm)",
+       {{"predict.attention", "flash"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
+        {"predict.param_gather", "overlapped"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},

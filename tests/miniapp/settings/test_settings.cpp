@@ -38,17 +38,18 @@ RunSettings read(const std::vector<std::string>& overrides, int world = 1) {
 }  // namespace
 
 // The schema's choices are made from the enums' name tables (choices.hpp): every name of a key,
-// given in a deck, reaches its field as the enum value of that name, and a key's default is the
-// first name.
+// given in a deck, reaches its field as the enum value of that name, and a key left out takes its
+// default (the first name, unless the schema names another).
 template <class E, class Field>
-void expect_round_trip(const char* key, Field field, const std::vector<std::string>& extra = {}, int world = 1) {
+void expect_round_trip(const char* key, Field field, const std::vector<std::string>& extra = {}, int world = 1,
+                       E by_default = static_cast<E>(0)) {
   ASSERT_EQ(names<E>(), choices(key)) << key;
   for (std::size_t i = 0; i < names<E>().size(); ++i) {
     std::vector<std::string> given = extra;
     given.push_back(std::string(key) + "=" + names<E>()[i]);
     EXPECT_EQ(field(read(given, world)), static_cast<E>(i)) << key << "=" << names<E>()[i];
   }
-  EXPECT_EQ(field(read(extra, world)), static_cast<E>(0)) << key << " defaults to its first name";
+  EXPECT_EQ(field(read(extra, world)), by_default) << key << " defaults to the schema's default";
 }
 
 TEST(Settings, EveryChoiceReachesItsEnumValue) {
@@ -68,6 +69,10 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
   expect_round_trip<AttentionModel>("predict.attention", [](const RunSettings& s) { return s.predict.attention; });
   expect_round_trip<Overlap>("predict.pipeline_p2p", [](const RunSettings& s) { return s.predict.pipeline_p2p; });
   expect_round_trip<Overlap>("predict.grad_reduce", [](const RunSettings& s) { return s.predict.grad_reduce; });
+  expect_round_trip<Overlap>("predict.tp_comm", [](const RunSettings& s) { return s.predict.tp_comm; }, {}, 1,
+                             Overlap::serialized);
+  expect_round_trip<Overlap>("predict.param_gather", [](const RunSettings& s) { return s.predict.param_gather; }, {}, 1,
+                             Overlap::serialized);
   expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
   const std::vector<std::string> settings = names<AttentionSetting>();
@@ -137,6 +142,11 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(plain.predict.system, "kformer");
   EXPECT_EQ(plain.predict.attention, AttentionModel::kformer);
   EXPECT_EQ(plain.predict.pipeline_p2p, Overlap::overlapped);
+  EXPECT_EQ(plain.predict.tp_comm, Overlap::serialized);  // kformer's TP calls hold its stream
+  EXPECT_EQ(plain.predict.param_gather, Overlap::serialized);
+  const RunSettings core = read({"predict.system=megatron-core"});
+  EXPECT_EQ(core.predict.tp_comm, Overlap::overlapped);
+  EXPECT_EQ(core.predict.param_gather, Overlap::overlapped);
   EXPECT_EQ(choices("predict.system"), software_system_names());
   // Every preset's keys are keys of the schema, each resolved to the preset's value with its origin.
   for (const SoftwareSystem& sys : software_systems()) {
