@@ -38,8 +38,11 @@ int run_predict(const std::vector<std::string>& args) {
     throw ConfigError("no machine profile at " + path + ": run kformer calibrate DECK on this machine first, or give "
                       "predict.machine=FILE (e.g. input/machines/perlmutter-a100-40gb.yaml)");
   const MachineProfile profile = load_profile(path);
-  // kernels.attention=auto costs what start-up would choose there (the profile's fastest).
-  const RunPlan plan = with_attention(make_plan(given), costed_attention(given, profile));
+  // kernels.attention=auto costs what start-up would choose there (the profile's fastest); the
+  // memory estimate (a described step) is made once, with that kernel.
+  RunPlan layout = plan_without_memory(given);
+  layout.attention = costed_attention(given, profile);
+  const RunPlan plan = with_memory(std::move(layout));
   const RunSettings& cfg = plan.settings;
   const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
   const nlohmann::json report = predict_report(plan, profile, p);
