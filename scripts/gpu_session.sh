@@ -4,12 +4,16 @@
 # scripts/gpu_perf.sh (the performance targets), inside the tool's 600 s per command; then the raw
 # outputs of all three with a manifest, ready for scripts/gpu_keep.sh to keep in docs/gpu-runs/.
 #
-#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S]]   defaults 170 80 300 0 (550 s in all)
+#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S]]]   defaults 170 80 300 0 0 (550 s in all)
 #
 # OWN_S > 0: also calibrate at the GPT-2 124M step's own shapes (gpu_perf.sh's step: micro-batch 8,
 # T 1024, vocab 50304, kernels.attention and kernels.gemm from KFORMER_STEP_ATTENTION and
 # KFORMER_STEP_GEMM, default auto as in the step and the decks), into calibrate/own.yaml, so that
 # predict of that step can be set against its measured time here.
+# LARGE_S > 0: also calibrate at the shapes of the H100 rows of scripts/published_runs.yaml (hidden
+# 8192, sequence 4096, micro-batch 1, vocabulary 131072, one layer: GEMMs of 0.8-9 TFLOP), into
+# calibrate/large.yaml, so that the profile's bf16 GEMM curve is measured where those rows run
+# (issue 37: the datasheet curve carries them until then).
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
@@ -39,7 +43,7 @@ command=scripts/gpu_session.sh
 for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP; do
   [ -n "${!v:-}" ] && command="$v=$(printf %q "${!v}") $command"
 done
-check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0}
+check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0} large_s=${5:-0}
 out=$(realpath -m "${OUT:-$top/build/gpu-session}")
 bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
 work=$(mktemp -d)
@@ -66,6 +70,13 @@ if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
        kernels.gemm="${KFORMER_STEP_GEMM:-auto}" kernels.attention="${KFORMER_STEP_ATTENTION:-auto}" predict.machine="$work/calibrate/own.yaml") \
       >"$work/calibrate/own.log" 2>&1
     echo "gpu_session: calibrate at the step's shapes exit $?: $(tail -n 1 "$work/calibrate/own.log")"
+  fi
+  if [ "$large_s" -gt 0 ]; then
+    (cd "$top" && timeout "$large_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml model.n_layers=1 \
+       model.d_model=8192 model.n_heads=64 model.vocab_size=131072 model.max_seq_len=4096 train.seq_len=4096 \
+       train.global_batch=1 train.micro_batch=1 predict.machine="$work/calibrate/large.yaml") \
+      >"$work/calibrate/large.log" 2>&1
+    echo "gpu_session: calibrate at the H100 rows' shapes exit $?: $(tail -n 1 "$work/calibrate/large.log")"
   fi
 else
   echo "gpu_session: calibrate not run: $gpu_env_error"
