@@ -144,19 +144,33 @@ void gemm_native_shared(const ExecSpace& exec, int M, int N, int K, const TA* a,
 
 }  // namespace detail
 
+namespace detail {
+// The driver gemm_native_raw takes for A of TA and B of TB with Tiles: the bf16 pair micro-kernel
+// (host, AVX512-BF16 on), shared packing (host) or team-scratch tiles (GPUs).
+enum class NativePath { bf16_dot, shared, team };
+template <class TA, class TB, class Tiles>
+NativePath native_path() {
+  if constexpr (Tiles::shared_pack) {
+    if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value && std::is_same<TB, bf16>::value)
+      if (gemm_bf16_dot_enabled()) return NativePath::bf16_dot;
+    return NativePath::shared;
+  } else {
+    return NativePath::team;
+  }
+}
+}  // namespace detail
+
 // The floats of the packing workspace (gemm_workspace.hpp) gemm_native_raw takes for C(M, N) over
-// K, by the path it dispatches to (0 where it packs in team scratch).
+// K, by the path it takes (0 where it packs in team scratch).
 template <class ExecSpace, class TA, class Tiles = GemmTiles<ExecSpace>>
 std::size_t gemm_native_workspace_floats(int M, int N, int K) {
   if (M == 0 || N == 0) return 0;
-  if constexpr (Tiles::shared_pack) {
-    if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value) {
-      if (detail::gemm_bf16_dot_enabled()) return detail::bf16_dot_workspace_floats(detail::gemm_pack_budget_floats(), M, N, K);
-    }
-    return detail::SharedPacking(M, N, K).workspace_floats();
-  } else {
-    return 0;
+  switch (detail::native_path<TA, TA, Tiles>()) {
+    case detail::NativePath::bf16_dot: return detail::bf16_dot_workspace_floats(detail::gemm_pack_budget_floats(), M, N, K);
+    case detail::NativePath::shared: return detail::SharedPacking(M, N, K).workspace_floats();
+    case detail::NativePath::team: break;
   }
+  return 0;
 }
 
 // C = alpha op(A) op(B) + beta C with out's epilogue (M, N, alpha, beta, bias and activation in
@@ -169,7 +183,7 @@ void gemm_native_raw(const ExecSpace& exec, int K, const TA* a, std::int64_t a_s
   if (out.M == 0 || out.N == 0) return;
   if constexpr (Tiles::shared_pack) {
     if constexpr (KFORMER_HAVE_BF16_DOT && std::is_same<TA, bf16>::value && std::is_same<TB, bf16>::value) {
-      if (detail::gemm_bf16_dot_enabled()) {
+      if (detail::native_path<TA, TB, Tiles>() == detail::NativePath::bf16_dot) {
         detail::gemm_native_bf16_dot(exec, detail::gemm_pack_budget_floats(), out.M, out.N, K, a, a_sm, a_sk, b, b_sk,
                                      b_sn, out);
         return;

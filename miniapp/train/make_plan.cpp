@@ -2,6 +2,7 @@
 #include "train/make_plan.hpp"
 
 #include <sstream>
+#include <utility>
 
 #include "platform/errors.hpp"
 
@@ -17,8 +18,7 @@ RunPlan with_memory(RunPlan plan) {
 RunPlan with_attention(RunPlan plan, AttentionKind kind) {
   if (plan.attention == kind) return plan;
   plan.attention = kind;
-  plan.memory = estimate_memory(plan);
-  return plan;
+  return with_memory(std::move(plan));
 }
 
 namespace {
