@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""bench/eager_op_cost.py on this CPU at its quick size (not a timed test: no figure's size is
+checked, only that it is there and finite): it writes every figure a profile's eager_host section
+takes; the operators it counts grow by the same number for each layer (8 layers against 4: a whole
+multiple of 4, and at least a Llama layer's matmuls, norms and attention); AdamW steps over every
+parameter tensor of the model."""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+top = sys.argv[1]
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "eager.json")
+    r = subprocess.run(["/usr/bin/python3", os.path.join(top, "bench", "eager_op_cost.py"), "--device", "cpu",
+                        "--quick", "--json", out], capture_output=True, text=True, timeout=300)
+    print(r.stdout, r.stderr)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: eager_op_cost.py exited {r.returncode}")
+    with open(out) as f:
+        res = json.load(f)
+
+fails = []
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+
+
+h = res["eager_host"]
+for k in ("layer_forward_us", "layer_backward_us"):
+    check(isinstance(h[k], float) and math.isfinite(h[k]), f"eager_host.{k} = {h[k]}: not a figure")
+for k in ("op_async_us", "op_autograd_us", "op_sync_us"):
+    check(math.isfinite(res[k]) and res[k] > 0, f"{k} = {res[k]}")  # a time, never 0
+s8, s4 = res["step"], res["step_4_layers"]
+check(s8["layers"] == 8 and s4["layers"] == 4, "the steps are not of 8 and 4 layers")
+if "aten_ops" in s8:
+    per4 = s8["aten_ops"] - s4["aten_ops"]
+    check(per4 > 0 and per4 % 4 == 0, f"8 layers dispatch {s8['aten_ops']} operators, 4 layers {s4['aten_ops']}: "
+                                       "not the same number per layer")
+    check(per4 // 4 >= 20, f"{per4 // 4} operators per layer: fewer than a Llama layer's forward and backward")
+for name in ("adamw_foreach", "adamw_per_tensor"):
+    check(s8[name]["tensors"] == 2 + 6 * 8 + 1 and s8[name]["step_us"] > 0,
+          f"{name}: {s8[name]} (embedding, head, final norm and 6 tensors per layer)")
+check("dtensor" in res, "no dtensor entry (a figure or the reason it was skipped)")
+if fails:
+    sys.exit("FAIL: " + "; ".join(fails))
+print("eager_op_cost: every figure present, operators per layer constant")
