@@ -1,6 +1,8 @@
 // A chunk's work list from its described calls (see chunk_work.hpp).
 #include "predict/chunk_work.hpp"
 
+#include <algorithm>
+
 #include "model/flops.hpp"
 #include "model/model_spec.hpp"
 #include "predict/kernel_costs.hpp"
@@ -64,6 +66,33 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
   return items;
 }
 
+namespace {
+
+// predict.host: eager PyTorch's host time for the chunk's layers (the profile's eager_host). Eager,
+// the host runs ahead of the device as long as it is faster, so a pass takes the longer of its
+// kernels and its host time: the difference, where the host is slower, is one more item.
+// Blocking, the host waits for every kernel, so the host time adds. Full recomputation runs the
+// forward again inside the backward. Nothing where the profile has no figure for it.
+void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg, int layers) {
+  const HostCost host = cfg.predict.host;
+  const bool blocking = host == HostCost::blocking;
+  if (host == HostCost::kformer || !p.eager_host.given(blocking)) return;
+  const EagerHost& h = p.eager_host;
+  const double forward = layers * (blocking ? h.blocking_layer_forward_us : h.layer_forward_us);
+  const double backward = layers * (blocking ? h.blocking_layer_backward_us : h.layer_backward_us) +
+                          (cfg.train.recompute == Recompute::full ? forward : 0);
+  const auto add = [&](std::vector<WorkItem>& list, double host_us) {
+    if (list.empty()) return;
+    const double extra = blocking ? host_us : std::max(0.0, host_us - compute_us(list));
+    if (extra > 0) list.push_back({ItemKind::compute, "eager_host", extra});
+  };
+  add(w.forward, forward);
+  add(w.backward, backward);
+  add(w.backward_last, backward);
+}
+
+}  // namespace
+
 ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   ChunkWork w;
   const ChunkLog any = describe_chunk(plan, chunk, false);
@@ -103,6 +132,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
                             : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last})
       if (!list->empty()) list->push_back(pass);
   }
+  add_host_time(w, p, plan.settings, c.n_layers);
   Flops f;
   for (int l = 0; l < c.n_layers; ++l) f += block_flops(plan.dims);
   if (c.last()) f += head_flops(plan.dims.N(), plan.dims.C, s.vocab_padded / s.tp);

@@ -131,7 +131,7 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network"});
+                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -150,6 +150,19 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
     if (!a.IsScalar() || (a.Scalar() != "true" && a.Scalar() != "false"))
       bad(file, "async_progress", "must be true or false");
     p.async_progress = a.Scalar() == "true";
+  }
+
+  if (const YAML::Node e = root["eager_host"]) {
+    r.keys(e, "eager_host", {"layer_forward_us", "layer_backward_us", "blocking_layer_forward_us",
+                             "blocking_layer_backward_us", "source"});
+    EagerHost& h = p.eager_host;
+    h.layer_forward_us = r.number(e, "eager_host", "layer_forward_us", 0, true);
+    h.layer_backward_us = r.number(e, "eager_host", "layer_backward_us", 0, true);
+    h.blocking_layer_forward_us = r.number(e, "eager_host", "blocking_layer_forward_us", 0);
+    h.blocking_layer_backward_us = r.number(e, "eager_host", "blocking_layer_backward_us", 0);
+    if (!e["source"] || !e["source"].IsScalar())
+      bad(file, "eager_host.source", "missing: say which run of bench/eager_op_cost.py measured it");
+    h.source = e["source"].Scalar();
   }
 
   p.fp32 = r.rates(root, "");
@@ -241,8 +254,14 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   o << header_comment << "name: " << p.name << "\ndevices_per_node: " << p.devices_per_node
     << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
     << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
-    << "\nasync_progress: " << (p.async_progress ? "true" : "false")
-;
+    << "\nasync_progress: " << (p.async_progress ? "true" : "false");
+  if (p.eager_host.given(false)) {
+    const EagerHost& h = p.eager_host;
+    o << "\neager_host:\n  layer_forward_us: " << h.layer_forward_us << "\n  layer_backward_us: " << h.layer_backward_us
+      << "\n  blocking_layer_forward_us: " << h.blocking_layer_forward_us
+      << "\n  blocking_layer_backward_us: " << h.blocking_layer_backward_us
+      << "\n  source: \"" << h.source << "\"";
+  }
   const auto rates = [&](const ComputeRates& c, const char* indent) {
     o << indent << "gemm:\n" << indent << "  peak_tflops: " << c.gemm_peak_tflops << "\n" << indent
       << "  max_efficiency: " << c.gemm_max_efficiency << "\n" << indent

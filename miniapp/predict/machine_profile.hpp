@@ -59,6 +59,18 @@ struct ComputeRates {
   double best_gemm_tflops() const;  // the curve's ceiling, or a measured shape's rate above it
 };
 
+// Eager PyTorch's host time per transformer layer on this machine (bench/eager_op_cost.py): the
+// Python, dispatcher, autograd and launch work of the layer's operators, measured on a model small
+// enough that the device waits for the host. predict.host=eager costs a pass as the longer of its
+// kernels and this; predict.host=blocking (CUDA_LAUNCH_BLOCKING=1) as their sum with the blocking_
+// figures, where the host also waits for each kernel. All 0 where the profile does not say.
+struct EagerHost {
+  double layer_forward_us = 0, layer_backward_us = 0;
+  double blocking_layer_forward_us = 0, blocking_layer_backward_us = 0;
+  std::string source;  // the measurement's run
+  bool given(bool blocking) const { return blocking ? blocking_layer_forward_us > 0 : layer_forward_us > 0; }
+};
+
 struct MachineProfile {
   std::string name, source;  // source: the file it was read from
   int devices_per_node = 1;
@@ -94,6 +106,7 @@ struct MachineProfile {
   // on the execution space's stream, as kformer hands it), so a blocking TP or ZeRO-3 call waits
   // for the pipeline sends posted before it; false for MPI on the host.
   bool one_stream = false;
+  EagerHost eager_host;
 };
 
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,

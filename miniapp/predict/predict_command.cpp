@@ -19,6 +19,20 @@
 #include "predict/step_sim.hpp"
 
 namespace kformer::predict {
+namespace {
+
+// The first line's word on predict.host: what the host adds, or that the profile cannot say.
+std::string host_text(HostCost host, const MachineProfile& profile) {
+  if (host == HostCost::kformer) return "";
+  const bool blocking = host == HostCost::blocking;
+  if (!profile.eager_host.given(blocking))
+    return std::string(", host ") + name_of(host) + " not costed (the profile has no eager_host" +
+           (blocking ? " blocking" : "") + " figures: bench/eager_op_cost.py measures them)";
+  return blocking ? ", each kernel waited for by the host (CUDA_LAUNCH_BLOCKING=1)"
+                  : ", eager PyTorch's host time as each layer's floor";
+}
+
+}  // namespace
 
 int run_predict(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -69,6 +83,7 @@ int run_predict(const std::vector<std::string>& args) {
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
                     : std::string())
+            << host_text(cfg.predict.host, profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << "  predicted in " << took << " s\n"
             << std::flush;

@@ -29,6 +29,8 @@ enum class AttentionModel { kformer, batched_gemm, flash };
 enum class Overlap { overlapped, serialized };
 // predict.grad_accumulate: how a micro-batch's weight gradients join the iteration's (chunk_work.hpp).
 enum class GradAccumulation { fused, fp32_pass, lp_pass };
+// predict.host: who issues the kernels and whether the host waits for each (chunk_work.hpp).
+enum class HostCost { kformer, eager, blocking };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -65,6 +67,10 @@ struct Names<Overlap> {
 template <>
 struct Names<GradAccumulation> {
   static constexpr std::array<const char*, 3> list{"fused", "fp32_pass", "lp_pass"};
+};
+template <>
+struct Names<HostCost> {
+  static constexpr std::array<const char*, 3> list{"kformer", "eager", "blocking"};
 };
 template <>
 struct Names<AttentionKind> {

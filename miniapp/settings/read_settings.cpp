@@ -75,6 +75,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.tp_comm = choice<Overlap>(cfg, "predict.tp_comm");
   s.predict.param_gather = choice<Overlap>(cfg, "predict.param_gather");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
+  s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.deck = cfg.echo();
   return s;
 }

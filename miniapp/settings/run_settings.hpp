@@ -83,6 +83,7 @@ struct PredictSettings {
   Overlap tp_comm = Overlap::serialized;
   Overlap param_gather = Overlap::serialized;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
+  HostCost host = HostCost::kformer;
 };
 
 struct RunSettings {

@@ -169,6 +169,13 @@ std::vector<KeySpec> make_schema() {
              "BF16_Optimizer of 2022: after each micro-batch's backward its bf16 gradients are widened and added to "
              "fp32 ones, 18 bytes per parameter) or lp_pass (PyTorch's autograd adding into the bf16/fp16 gradient, "
              "DeepSpeed's pipeline of 2021: 6 bytes per parameter)"),
+      choice("predict.host", names_of<HostCost>(),
+             "the host's part in kformer predict's cost of each layer: kformer (C++ launches that run ahead of the "
+             "device: the profile's launch_us per kernel), eager (eager PyTorch: a layer's pass takes at least the "
+             "profile's eager_host time, the device waiting for a host slower than its kernels) or blocking "
+             "(CUDA_LAUNCH_BLOCKING=1: the host waits for each kernel, so a pass takes its kernels' time plus the "
+             "profile's eager_host blocking time); eager and blocking cost nothing more where the profile has no "
+             "eager_host section (bench/eager_op_cost.py measures it)"),
   };
 }
 

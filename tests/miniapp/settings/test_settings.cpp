@@ -74,6 +74,7 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
   expect_round_trip<Overlap>("predict.param_gather", [](const RunSettings& s) { return s.predict.param_gather; }, {}, 1,
                              Overlap::serialized);
   expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
+  expect_round_trip<HostCost>("predict.host", [](const RunSettings& s) { return s.predict.host; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
   const std::vector<std::string> settings = names<AttentionSetting>();
   EXPECT_EQ(settings, choices("kernels.attention"));
@@ -144,8 +145,15 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(plain.predict.pipeline_p2p, Overlap::overlapped);
   EXPECT_EQ(plain.predict.tp_comm, Overlap::serialized);  // kformer's TP calls hold its stream
   EXPECT_EQ(plain.predict.param_gather, Overlap::serialized);
+  EXPECT_EQ(plain.predict.host, HostCost::kformer);
   const RunSettings core = read({"predict.system=megatron-core"});
   EXPECT_EQ(core.predict.tp_comm, Overlap::overlapped);
+  // Every other preset is an eager PyTorch program, unless the command line says otherwise.
+  for (const SoftwareSystem& sys : software_systems())
+    EXPECT_EQ(read({std::string("predict.system=") + sys.name}).predict.host,
+              sys.name == std::string("kformer") ? HostCost::kformer : HostCost::eager)
+        << sys.name;
+  EXPECT_EQ(read({"predict.system=deepspeed-2022", "predict.host=blocking"}).predict.host, HostCost::blocking);
   EXPECT_EQ(core.predict.param_gather, Overlap::overlapped);
   EXPECT_EQ(choices("predict.system"), software_system_names());
   // Every preset's keys are keys of the schema, each resolved to the preset's value with its origin.
