@@ -13,7 +13,7 @@ BLOOM's training ran). Measured here, each the median of repeated timings after 
   op_autograd_us   a chain of tiny out-of-place multiplies that autograd records (requires_grad)
   op_sync_us       the tiny add with a device synchronisation after each (the blocking case)
   eager_host       one transformer layer's host time, forward and backward: a tiny Llama (host-bound
-                   on any device) at 8 and 4 layers, the difference of their fastest repeats over 4; on a GPU also under
+                   on any device) at 2, 4, 6 and 8 layers, the slope of their fastest repeats; on a GPU also under
                    CUDA_LAUNCH_BLOCKING=1 (a second process: the variable is read when CUDA starts).
                    These are what a profile's eager_host section takes (docs/predict.md)
   step             an 8-layer Llama of seed note 001's size (d 256, 8 heads, 4 kv heads, T 256,
@@ -32,6 +32,7 @@ version, the device and host CPU names, the command) and prints a line per figur
 """
 import argparse
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -62,12 +63,17 @@ def median_us(fn, device, reps, inner, pick=statistics.median):
     fn()
     sync(device)
     times = []
-    for _ in range(reps):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append((time.perf_counter() - t0) * 1e6 / inner)
+    gc.collect()
+    gc.disable()  # a collection lands in one repeat or another: timed apart from the operators
+    try:
+        for _ in range(reps):
+            sync(device)
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            times.append((time.perf_counter() - t0) * 1e6 / inner)
+    finally:
+        gc.enable()
     return pick(times)
 
 
@@ -386,14 +392,22 @@ def main():
 
 
 def layer_host(device, reps, dtype):
-    """Host time of one layer, forward and backward: the tiny model (host-bound on any device) at 8
-    and 4 layers, the difference over 4 (what the embedding, head and loss cost cancels)."""
-    reps = max(reps, 9)  # a difference of two timings: their minima, over more repeats than the others
-    f8 = step_figures(device, 8, reps, dtype, "tiny", layers_only=True, pick=min)
-    f4 = step_figures(device, 4, reps, dtype, "tiny", layers_only=True, pick=min)
-    fwd = (f8["forward_us"] - f4["forward_us"]) / 4
-    bwd = ((f8["forward_backward_us"] - f8["forward_us"]) - (f4["forward_backward_us"] - f4["forward_us"])) / 4
-    return {"model": "tiny", "layer_forward_us": fwd, "layer_backward_us": bwd, "at_8_layers": f8, "at_4_layers": f4}
+    """Host time of one layer, forward and backward: the tiny model (host-bound on any device) at
+    2, 4, 6 and 8 layers, each time its fastest repeat, and the least-squares slope over the layer
+    count (what the embedding, head and loss cost is the intercept)."""
+    reps = max(reps, 9)
+    counts = (2, 4, 6, 8)
+    runs = {n: step_figures(device, n, reps, dtype, "tiny", layers_only=True, pick=min) for n in counts}
+
+    def slope(ys):
+        mx, my = statistics.mean(counts), statistics.mean(ys)
+        return sum((x - mx) * (y - my) for x, y in zip(counts, ys)) / sum((x - mx) ** 2 for x in counts)
+
+    fwd = slope([runs[n]["forward_us"] for n in counts])
+    bwd = slope([runs[n]["forward_backward_us"] - runs[n]["forward_us"] for n in counts])
+    return {"model": "tiny", "layer_forward_us": fwd, "layer_backward_us": bwd,
+            "by_layers": {str(n): {"forward_us": runs[n]["forward_us"], "forward_backward_us": runs[n]["forward_backward_us"]}
+                          for n in counts}}
 
 
 def finish(res, path):
