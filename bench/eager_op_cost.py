@@ -57,9 +57,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def median_us(fn, device, reps, inner, pick=statistics.median):
-    """Median over `reps` of one call of fn (which runs `inner` operators), per operator, in us;
-    pick=min for the host's own cost, which other processes only ever add to."""
+def timed_us(fn, device, reps, inner, pick=statistics.median):
+    """One call of fn (which runs `inner` operators) timed `reps` times, per operator, in us: the
+    median, or with pick=min the fastest (the host's own cost, which other processes only add to)."""
     fn()
     sync(device)
     times = []
@@ -193,11 +193,11 @@ def step_figures(device, layers, reps, dtype, shape, layers_only=False, pick=sta
     for _ in range(2):
         step()
     out = {"shape": shape, "layers": layers, "parameters": sum(p.numel() for p in model.parameters())}
-    out["forward_us"] = median_us(forward, device, reps, 1, pick)
-    out["forward_backward_us"] = median_us(forward_backward, device, reps, 1, pick)
+    out["forward_us"] = timed_us(forward, device, reps, 1, pick)
+    out["forward_backward_us"] = timed_us(forward_backward, device, reps, 1, pick)
     if layers_only:
         return out
-    out["step_us"] = median_us(step, device, reps, 1)
+    out["step_us"] = timed_us(step, device, reps, 1)
     if TorchDispatchMode is not None:
         counter = CountOps()
         with counter:
@@ -216,15 +216,14 @@ def step_figures(device, layers, reps, dtype, shape, layers_only=False, pick=sta
             out["step_us_per_kernel"] = out["step_us"] / max(1, len(kernels))
         except Exception as e:  # the profiler is optional: the step's time stands without it
             out["kernels_error"] = repr(e)[:200]
+    with autocast:  # gradients for AdamW to step on (step() clears its own)
+        loss = model(tok, tgt)
+    loss.backward()
+    tensors = sum(1 for _ in model.parameters())
     for foreach in (True, False):
         o = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
-        step()  # gradients to step on
-        for p in model.parameters():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        tensors = sum(1 for _ in model.parameters())
         out["adamw_foreach" if foreach else "adamw_per_tensor"] = {
-            "tensors": tensors, "step_us": median_us(o.step, device, reps, 1)}
+            "tensors": tensors, "step_us": timed_us(o.step, device, reps, 1)}
     return out
 
 
@@ -253,7 +252,7 @@ def dtensor_figures(device, reps, n):
             for _ in range(n):
                 x.add_(1.0)
 
-        res = {"op_us": median_us(chain, device, reps, n)}
+        res = {"op_us": timed_us(chain, device, reps, n)}
         res["fsdp2"] = fsdp2_layer_host(device, reps)
         return res
     except Exception as e:
@@ -291,8 +290,8 @@ def fsdp2_layer_host(device, reps):
             def forward_backward():
                 model(tok, tok).backward()
 
-            times[layers] = (median_us(forward, device, max(reps, 9), 1, min),
-                             median_us(forward_backward, device, max(reps, 9), 1, min))
+            times[layers] = (timed_us(forward, device, max(reps, 9), 1, min),
+                             timed_us(forward_backward, device, max(reps, 9), 1, min))
         (f8, fb8), (f4, fb4) = times[8], times[4]
         return {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
     except Exception as e:
@@ -337,9 +336,9 @@ def main():
             t.add_(1.0)
             sync(device)
 
-    res["op_async_us"] = median_us(adds, device, reps, n)
-    res["op_autograd_us"] = median_us(muls, device, reps, n)
-    res["op_sync_us"] = median_us(synced, device, reps, n)
+    res["op_async_us"] = timed_us(adds, device, reps, n)
+    res["op_autograd_us"] = timed_us(muls, device, reps, n)
+    res["op_sync_us"] = timed_us(synced, device, reps, n)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     res["precision"] = "bf16 autocast" if dtype == torch.bfloat16 else "fp32"
     res["eager_host"] = layer_host(device, reps, dtype)

@@ -74,9 +74,8 @@ namespace {
 // Blocking, the host waits for every kernel, so the host time adds. Full recomputation runs the
 // forward again inside the backward. Nothing where the profile has no figure for it.
 void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg, int layers) {
-  const HostCost host = cfg.predict.host;
-  const bool blocking = host == HostCost::blocking;
-  if (host == HostCost::kformer || !p.eager_host.given(blocking)) return;
+  if (!p.eager_host.costs(cfg.predict.host)) return;
+  const bool blocking = cfg.predict.host == HostCost::blocking;
   const EagerHost& h = p.eager_host;
   const double forward = layers * (blocking ? h.blocking_layer_forward_us : h.layer_forward_us);
   const double backward = layers * (blocking ? h.blocking_layer_backward_us : h.layer_backward_us) +

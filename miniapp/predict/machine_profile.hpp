@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "settings/choices.hpp"
 
 namespace kformer::predict {
 
@@ -69,6 +70,8 @@ struct EagerHost {
   double blocking_layer_forward_us = 0, blocking_layer_backward_us = 0;
   std::string source;  // the measurement's run
   bool given(bool blocking) const { return blocking ? blocking_layer_forward_us > 0 : layer_forward_us > 0; }
+  // Whether predict.host=`host` adds anything: eager or blocking, with this profile's figures for it.
+  bool costs(HostCost host) const { return host != HostCost::kformer && given(host == HostCost::blocking); }
 };
 
 struct MachineProfile {

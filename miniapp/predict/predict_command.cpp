@@ -25,7 +25,7 @@ namespace {
 std::string host_text(HostCost host, const MachineProfile& profile) {
   if (host == HostCost::kformer) return "";
   const bool blocking = host == HostCost::blocking;
-  if (!profile.eager_host.given(blocking))
+  if (!profile.eager_host.costs(host))
     return std::string(", host ") + name_of(host) + " not costed (the profile has no eager_host" +
            (blocking ? " blocking" : "") + " figures: bench/eager_op_cost.py measures them)";
   return blocking ? ", each kernel waited for by the host (CUDA_LAUNCH_BLOCKING=1)"

@@ -101,8 +101,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"param_gather", name_of(cfg.predict.param_gather)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
-            {"host_costed", cfg.predict.host != HostCost::kformer &&
-                                prof.eager_host.given(cfg.predict.host == HostCost::blocking)},
+            {"host_costed", prof.eager_host.costs(cfg.predict.host)},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};
