@@ -13,6 +13,7 @@
 // gemm_bf16_vs_vendor/<tokens>x<in>x<out> is native's bf16 forward against the vendor's (oneDNN
 // or widened OpenBLAS on the host, cublasGemmEx under CUDA): with gemm/native/ (against the bare
 // vendor sgemm), the native/vendor ratio in both precisions from one run, --benchmark_filter='^gemm'.
+// gemm_bf16_stored/vendor/<shape>: see register_cases.
 // gemm_gelu/<impl>/<tokens>x<in>x<out> (GPT FC1 shape) is matmul_forward_gelu, the GELU fused into
 // the GEMM's epilogue, against matmul_forward then gelu_forward: the gain of the fusion.
 #include <Kokkos_Random.hpp>
@@ -79,6 +80,10 @@ struct LinearBf16 {
   void forward(GemmImpl impl) {
     kernels::gemm(Exec(), impl, kernels::Op::N, kernels::Op::T, 1.0f, x, w, 0.0f, f32.y, f32.b);
   }
+  // The layer's output kept in bf16 (matmul_forward_stored), GELU of it into act when given.
+  void forward_stored(GemmImpl impl, const V<kernels::bf16**>& y, const V<kernels::bf16**>& act) {
+    kernels::matmul_forward_stored(Exec(), impl, y, f32.y, act, x, w, f32.b);
+  }
 };
 
 // Seconds of timed calls per case (as many again go to the reference): 1 s, and 3 s for the
@@ -119,6 +124,25 @@ void register_cases() {
         run_case(state, [&] { l.forward(impl); }, flops, 2.0 * (double(n) * in + double(in) * out) + 4.0 * n * out,
                  Reference{[&] { l.f32.forward(impl); }, flops});
       }, gemm_min_time(flops_of(n, in, out)));
+      // gemm_bf16_stored/vendor/<shape> (GPT's QKV with its bias, FC1 with bias and GELU): the output
+      // kept in bf16 as the block keeps it, oneDNN writing bf16 with the bias in its epilogue
+      // against the path it replaces: oneDNN's fp32 C (bias pass before, GELU pass after) and a
+      // convert pass.
+      if (impl == GemmImpl::vendor && kernels::runs_on_host<Exec> && (out == 2304 || out == 3072) && in == 768 &&
+          kernels::gemm_writes_bf16<Exec>(impl, true))
+        add_case("gemm_bf16_stored/vendor/" + shape, [=](benchmark::State& state) {
+          LinearBf16 l(n, in, out);
+          V<kernels::bf16**> y("y16", n, out), act("act16", out == 3072 ? n : 0, out);
+          const double flops = 2.0 * n * in * out;
+          const double bytes = 2.0 * (double(n) * in + double(in) * out + (out == 3072 ? 2.0 : 1.0) * n * out);
+          run_case(state, [&] { l.forward_stored(impl, y, act); }, flops, bytes, Reference{[&] {
+                     if (out == 3072)
+                       kernels::matmul_forward_gelu(Exec(), impl, l.f32.y, act, l.x, l.w, l.f32.b);
+                     else
+                       kernels::matmul_forward(Exec(), impl, l.f32.y, l.x, l.w, l.f32.b);
+                     kernels::convert(Exec(), y, l.f32.y);
+                   }, flops});
+        }, gemm_min_time(flops_of(n, in, out)));
       if (impl == GemmImpl::native)
         add_case("gemm_bf16_vs_vendor/" + shape, [=](benchmark::State& state) {
           LinearBf16 l(n, in, out);

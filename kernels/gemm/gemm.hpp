@@ -30,6 +30,7 @@
 #include "activations.hpp"
 #include "bf16.hpp"
 #include "call_record.hpp"
+#include "convert.hpp"
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
 #include "gemm_workspace.hpp"
@@ -49,6 +50,22 @@ constexpr bool gemm_vendor_available() {
 }
 
 enum class Op { N, T };  // op(A) = A or A^T
+
+// Whether gemm's `impl` on ExecSpace writes a bf16 C itself (with the bias, when there is one,
+// in its epilogue) rather than an fp32 C that a convert pass rounds. The vendor: oneDNN on the
+// host, with or without a bias; cuBLAS without one (cuBLASLt's bias epilogue takes the bias in
+// C's type, bf16). Never the native GEMM, which adds its K chunks into C.
+template <class ExecSpace>
+bool gemm_writes_bf16(GemmImpl impl, bool with_bias) {
+  if (impl != GemmImpl::vendor || !gemm_vendor_available<ExecSpace>()) return false;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return !with_bias;
+#endif
+  if constexpr (runs_on_host<ExecSpace>)
+    return detail::host_gemm_writes_bf16();
+  else
+    return (void)with_bias, false;
+}
 
 // What gemm() does to C besides alpha op(A) op(B) + beta C: add bias(N) to every row (when bias
 // has extent N), then, when gelu has extent (M, N), write GELU of each result into it (float or
@@ -338,6 +355,50 @@ void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, Ex
   const Call call("matmul_forward_gelu", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b)); });
   if (call.described()) return;
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace, bf16>{b, act});
+}
+
+// A layer's output kept in bf16 (bf16 mixed precision): y(N, out) = bf16(x W^T + b), and, when
+// act has extent, act = gelu(y) in bf16 (the GPT MLP's first layer). Where the GEMM writes bf16
+// itself (gemm_writes_bf16: oneDNN on the host; cuBLAS for a layer without a bias) no fp32 C is
+// made: the GELU then reads y, the same bits the fused epilogue gives (it rounds the result
+// before the GELU). Elsewhere the fp32 y32 (N, out) takes the result and its epilogue, and a
+// convert pass rounds it into y.
+template <class ExecSpace>
+void matmul_forward_stored(const ExecSpace& exec, GemmImpl impl, DView<bf16**, ExecSpace> y,
+                           DView<float**, ExecSpace> y32, DView<bf16**, ExecSpace> act,
+                           DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
+                           DView<const float*, ExecSpace> b = {}) {
+  const bool has_act = act.extent(0) != 0;
+  if (!gemm_writes_bf16<ExecSpace>(impl, b.extent(0) != 0) || x.extent(1) == 0) {
+    if (has_act)
+      matmul_forward_gelu(exec, impl, y32, act, x, w, b);
+    else
+      matmul_forward(exec, impl, y32, x, w, b);
+    convert(exec, y, y32);
+    return;
+  }
+  const int M = int(y.extent(0)), N = int(y.extent(1)), K = int(x.extent(1));
+  if (int(x.extent(0)) != M || int(w.extent(0)) != N || int(w.extent(1)) != K ||
+      (b.extent(0) != 0 && int(b.extent(0)) != N) ||
+      (has_act && (act.extent(0) != y.extent(0) || act.extent(1) != y.extent(1))))
+    throw std::invalid_argument("matmul_forward_stored: shapes do not agree");
+  {
+    const Call call("matmul_forward", [&] { return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, x, w, b)); });
+    if (!call.described()) {
+#if defined(KOKKOS_ENABLE_CUDA)
+      if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+        detail::cublas_gemm_bf16_out(exec, false, true, M, N, K, x.data(), int(x.stride_0()), w.data(),
+                                     int(w.stride_0()), y.data(), int(y.stride_0()));
+      else
+#endif
+      if constexpr (runs_on_host<ExecSpace>) {
+        exec.fence();  // oneDNN runs on the calling thread: earlier kernels on exec must be done
+        detail::host_gemm_bf16_out(false, true, M, N, K, 1.0f, x.data(), int(x.stride_0()), w.data(),
+                                   int(w.stride_0()), b.extent(0) ? b.data() : nullptr, y.data(), int(y.stride_0()));
+      }
+    }
+  }
+  if (has_act) gelu_forward(exec, act, DView<const bf16**, ExecSpace>(y));
 }
 
 // dx(N, in) = dy W (overwritten; skipped when dx is empty), dW(out, in) += dy^T x,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #if KFORMER_HAVE_CBLAS
@@ -47,6 +48,11 @@ std::vector<float> widen(const bf16* x, int rows, int cols, int ld) {
 }
 
 #if KFORMER_HAVE_DNNL
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
 // oneDNN's matmul with strides for the transpositions: dst = alpha src weights (+ beta dst). False
 // when oneDNN has no bf16 matmul on this CPU (oneDNN 2.6 needs AVX-512; it then says so once).
 bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf16* a, int lda, const bf16* b,
@@ -55,7 +61,7 @@ bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf
   using dims = dnnl::memory::dims;
   static std::atomic<bool> unsupported{false};
   if (unsupported) return false;
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::engine& engine = dnnl_engine();
   // op(A)(m, k) = a[m * lda + k] or a[k * lda + m]; op(B)(k, n) = b[k * ldb + n] or b[n * ldb + k].
   const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
   const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
@@ -81,9 +87,65 @@ bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf
   stream.wait();
   return true;
 }
+
+// The primitive of dnnl_gemm_bf16_out: bf16 sources, an fp32 bias row (when given), bf16
+// destination. Throws dnnl::error (dnnl_unimplemented where this CPU has no bf16 matmul).
+dnnl::matmul::primitive_desc bf16_out_desc(const dnnl::engine& engine, bool ta, bool tb, int M, int N, int K,
+                                           float alpha, int lda, int ldb, bool bias, int ldc) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c_md(dims{M, N}, dt::bf16, dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});  // scales the sums, before the bias
+  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  const dnnl::memory::desc bias_md(dims{1, N}, dt::f32, dims{N, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
+}
+
 #endif
 
 }  // namespace
+
+bool host_gemm_writes_bf16() {
+#if KFORMER_HAVE_DNNL
+  // Asked once: whether oneDNN builds a small bf16-in, bf16-out matmul with a bias on this CPU.
+  static const bool runs = [] {
+    try {
+      bf16_out_desc(dnnl_engine(), false, false, 2, 2, 2, 0.5f, 2, 2, true, 2);
+      return true;
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      return false;
+    }
+  }();
+  return runs && host_gemm_bf16_try_dnnl();
+#else
+  return false;
+#endif
+}
+
+void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
+                        const bf16* b, int ldb, const float* bias, bf16* c, int ldc) {
+  if (!host_gemm_writes_bf16())
+    throw std::logic_error("host_gemm_bf16_out: oneDNN's bf16 matmul is not usable here (see host_gemm_writes_bf16)");
+#if KFORMER_HAVE_DNNL
+  dnnl::engine& engine = dnnl_engine();
+  const auto pd = bf16_out_desc(engine, trans_a, trans_b, M, N, K, alpha, lda, ldb, bias != nullptr, ldc);
+  dnnl::stream stream(engine);
+  dnnl::memory am(pd.src_desc(), engine, const_cast<bf16*>(a)), bm(pd.weights_desc(), engine, const_cast<bf16*>(b)),
+      cm(pd.dst_desc(), engine, c);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), engine, const_cast<float*>(bias)));
+  dnnl::matmul(pd).execute(stream, args);
+  stream.wait();
+  g_bf16_library = "oneDNN matmul (bf16, bias and bf16 output in its epilogue)";
+#else
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb,
+      (void)bias, (void)c, (void)ldc;
+#endif
+}
 
 void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
                              const bf16* b, int ldb, float beta, float* c, int ldc) {
@@ -109,6 +171,14 @@ void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, fl
 }
 
 void host_gemm_strided(const StridedGemm& g) {
+  if (g.ab == BlasType::bf16 && g.c == BlasType::bf16 && g.beta == 0.f && host_gemm_writes_bf16()) {
+    for (int i = 0; i < g.count; ++i)  // oneDNN writes each bf16 C itself
+      host_gemm_bf16_out(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha,
+                         static_cast<const bf16*>(g.a) + std::size_t(i) * std::size_t(g.stride_a), g.lda,
+                         static_cast<const bf16*>(g.b) + std::size_t(i) * std::size_t(g.stride_b), g.ldb, nullptr,
+                         static_cast<bf16*>(g.cp) + std::size_t(i) * std::size_t(g.stride_c), g.ldc);
+    return;
+  }
   // The stored (not transposed) shapes of C and, for the bf16 C, its fp32 copy.
   const std::size_t c_elems = std::size_t(g.M - 1) * std::size_t(g.ldc) + std::size_t(g.N);
   std::vector<float> c32(g.c == BlasType::bf16 ? c_elems : 0);
@@ -190,6 +260,26 @@ void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool tran
 #else
   (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b,
       (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw std::runtime_error(
+      "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
+      "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");
+#endif
+}
+
+void cublas_gemm_bf16_out(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, const bf16* a,
+                          int lda, const bf16* b, int ldb, bf16* c, int ldc) {
+#if KFORMER_HAVE_CUBLAS
+  // Column-major as in cublas_sgemm_rowmajor; C in bf16, the sums fp32.
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st = cublasGemmEx(
+      cublas_handle(exec), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+      b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmEx (bf16 inputs and output, fp32 compute) failed with status " +
+                             std::to_string(static_cast<int>(st)));
+#else
+  (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)ldb, (void)c,
+      (void)ldc;
   throw std::runtime_error(
       "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
       "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");

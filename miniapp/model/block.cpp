@@ -107,7 +107,7 @@ using block_typed::as_input;
 using block_typed::btw;
 using block_typed::with_backward_scratch;
 using block_typed::gemm_out;
-using block_typed::stored_as;
+using block_typed::forward_stored;
 
 void Block::forward(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const {
   if (d_.sp > 1 && k_.bf16) return forward_sp(x_in, a, a.h, s, s.h);
@@ -132,12 +132,11 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
   Exec exec;
   const DV<float*> none;
   // attention: norm -> column-parallel QKV -> attention -> row-parallel out (+ all-reduce)
-  const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);
   if (d_.gpt) {
     kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(at(BlockTensor::ln1_w)), p_.v(at(BlockTensor::ln1_b)));
-    kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>(BlockTensor::wq, 3), p_.v(at(BlockTensor::wq_b), 3));
-    stored_as(exec, t.qkv, qkv32);
+    forward_stored(exec, k_.gemm, t.qkv, s.d_qkv, {}, t.ln1, W<T>(BlockTensor::wq, 3), p_.v(at(BlockTensor::wq_b), 3));
   } else {
+    const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);  // RoPE reads the fp32 result and stores it
     kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(at(BlockTensor::attn_norm)));
     kk::matmul_forward(exec, k_.gemm, qkv32, t.ln1, W<T>(BlockTensor::wq, 3), none);
     kk::rope_forward(exec, btw(t.qkv, d_), btw(qkv32, d_), d_.Hl + d_.KVl, d_.hd, 0);
@@ -149,18 +148,15 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
   kk::residual_forward(exec, a.x_mid, x_in, s.proj);
 
   // MLP: norm -> column-parallel in -> activation -> row-parallel out (+ all-reduce)
-  const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
     kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::ln2_w)), p_.v(at(BlockTensor::ln2_b)));
-    // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
-    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, t.ln2, W<T>(BlockTensor::fc), p_.v(at(BlockTensor::fc_b)));
-    stored_as(exec, t.mlp_in, mlp32);
+    // GELU in the GEMM's epilogue (or read off the bf16 result): the same bits as gelu_forward on t.mlp_in
+    forward_stored(exec, k_.gemm, t.mlp_in, s.d_mlp_in, t.act, t.ln2, W<T>(BlockTensor::fc), p_.v(at(BlockTensor::fc_b)));
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::proj),
                        tp_root_ ? p_.v(at(BlockTensor::proj_b)) : none);
   } else {
     kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::mlp_norm)));
-    kk::matmul_forward(exec, k_.gemm, mlp32, t.ln2, W<T>(BlockTensor::gate, 2), none);
-    stored_as(exec, t.mlp_in, mlp32);
+    forward_stored(exec, k_.gemm, t.mlp_in, s.d_mlp_in, {}, t.ln2, W<T>(BlockTensor::gate, 2), none);
     kk::swiglu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }

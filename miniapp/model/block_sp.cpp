@@ -27,7 +27,7 @@ using block_typed::btw;
 using block_typed::with_backward_scratch;
 using block_typed::first_rows;
 using block_typed::gemm_out;
-using block_typed::stored_as;
+using block_typed::forward_stored;
 using block_typed::whole_of;
 
 template <class T>
@@ -41,13 +41,13 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
   else
     kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(at(BlockTensor::attn_norm)));
   comm::allgather(*tp_, t.ln1, ts.gathered);
-  const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);
-  kk::matmul_forward(exec, k_.gemm, qkv32, ts.gathered, W<T>(BlockTensor::wq, 3),
-                     d_.gpt ? p_.v(at(BlockTensor::wq_b), 3) : none);
-  if (d_.gpt)
-    stored_as(exec, t.qkv, qkv32);
-  else
+  if (d_.gpt) {
+    forward_stored(exec, k_.gemm, t.qkv, s.d_qkv, {}, ts.gathered, W<T>(BlockTensor::wq, 3), p_.v(at(BlockTensor::wq_b), 3));
+  } else {
+    const DV<float**> qkv32 = gemm_out(t.qkv, s.d_qkv);  // RoPE reads the fp32 result and stores it
+    kk::matmul_forward(exec, k_.gemm, qkv32, ts.gathered, W<T>(BlockTensor::wq, 3), none);
     kk::rope_forward(exec, btw(t.qkv, d_), btw(qkv32, d_), d_.Hl + d_.KVl, d_.hd, 0);
+  }
   kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
   kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>(BlockTensor::wo),
                      d_.gpt && tp_root_ ? p_.v(at(BlockTensor::wo_b)) : none);
@@ -59,17 +59,14 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
   else
     kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::mlp_norm)));
   comm::allgather(*tp_, t.ln2, ts.gathered);
-  const DV<float**> mlp32 = gemm_out(t.mlp_in, s.d_mlp_in);
   if (d_.gpt) {
-    // GELU fused into the GEMM's epilogue: the same bits as gelu_forward on t.mlp_in (see gemm.hpp)
-    kk::matmul_forward_gelu(exec, k_.gemm, mlp32, t.act, ts.gathered, W<T>(BlockTensor::fc),
-                            p_.v(at(BlockTensor::fc_b)));
-    stored_as(exec, t.mlp_in, mlp32);
+    // GELU in the GEMM's epilogue (or read off the bf16 result): the same bits as gelu_forward on t.mlp_in
+    forward_stored(exec, k_.gemm, t.mlp_in, s.d_mlp_in, t.act, ts.gathered, W<T>(BlockTensor::fc),
+                   p_.v(at(BlockTensor::fc_b)));
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::proj),
                        tp_root_ ? p_.v(at(BlockTensor::proj_b)) : none);
   } else {
-    kk::matmul_forward(exec, k_.gemm, mlp32, ts.gathered, W<T>(BlockTensor::gate, 2), none);
-    stored_as(exec, t.mlp_in, mlp32);
+    forward_stored(exec, k_.gemm, t.mlp_in, s.d_mlp_in, {}, ts.gathered, W<T>(BlockTensor::gate, 2), none);
     kk::swiglu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }

@@ -8,6 +8,7 @@
 #include "model/block.hpp"
 #include "comm/views.hpp"
 #include "convert.hpp"
+#include "gemm.hpp"
 
 namespace kformer::block_typed {
 
@@ -27,8 +28,8 @@ DV<T**> first_rows(const DV<T**>& x, int rows) {
 }
 
 // Where a GEMM whose output is stored as T writes: the stored view itself in fp32; in bf16 an
-// fp32 scratch of the same shape, rounded into the stored view afterwards (by kernels that read
-// it, or by stored_as()).
+// fp32 scratch of the same shape, rounded into the stored view afterwards (by the kernel that
+// reads it, as RoPE, or by kernels::matmul_forward_stored's convert).
 template <class T>
 DV<float**> gemm_out(const DV<T**>& stored, const DV<float**>& scratch_f32) {
   if constexpr (std::is_same<T, float>::value)
@@ -36,9 +37,21 @@ DV<float**> gemm_out(const DV<T**>& stored, const DV<float**>& scratch_f32) {
   else
     return as_matrix(scratch_f32.data(), stored.extent(0), stored.extent(1));
 }
+
+// stored(N, out) = x W^T + b kept as T, and act = gelu(stored) when act has extent (GPT's FC1):
+// in fp32 the GEMM writes `stored` itself; in bf16 kernels::matmul_forward_stored, which goes
+// through the fp32 scratch only where the GEMM cannot write bf16 itself (kernels::gemm_writes_bf16).
 template <class T>
-void stored_as(const Exec& exec, const DV<T**>& stored, const DV<float**>& f32) {
-  if constexpr (!std::is_same<T, float>::value) kernels::convert(exec, stored, f32);
+void forward_stored(const Exec& exec, kernels::GemmImpl impl, const DV<T**>& stored, const DV<float**>& scratch_f32,
+                    const DV<T**>& act, const DV<T**>& x, const DV<T**>& w, const DV<float*>& b) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (act.extent(0) != 0)
+      kernels::matmul_forward_gelu(exec, impl, stored, act, x, w, b);
+    else
+      kernels::matmul_forward(exec, impl, stored, x, w, b);
+  } else {
+    kernels::matmul_forward_stored(exec, impl, stored, gemm_out(stored, scratch_f32), act, x, w, b);
+  }
 }
 
 // An fp32 gradient as a GEMM input of type T: itself in fp32, rounded into `buf` in bf16.

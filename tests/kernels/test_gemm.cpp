@@ -310,6 +310,55 @@ TEST(GemmBf16, NativeIsBitwiseTheFp32GemmOfTheWidenedOperands) {
   detail::gemm_bf16_dot_allowed() = true;
 }
 
+// A layer's output kept in bf16 (matmul_forward_stored): y within one bf16 rounding of the
+// float64 reference plus the fp32 accumulation bound, and the GELU output bitwise gelu_forward of
+// the stored y, whichever path ran: oneDNN writing bf16 with the bias in its epilogue (host
+// vendor), or the fp32 scratch and a convert (native; vendor without oneDNN).
+void stored_outputs(GemmImpl impl, std::mt19937_64& rng, const std::string& what) {
+  for (const Shape& s : kShapes)
+    for (const bool gelu : {false, true})
+      for (const bool with_bias : {false, true}) {
+        ktest::View<bf16**> x("x", s.n, s.in), w("w", s.out, s.in), y("y", s.n, s.out), act("act", s.n, s.out);
+        ktest::View<bf16**> want_act("want_act", s.n, s.out);
+        ktest::View<float**> y32("y32", s.n, s.out);
+        ktest::View<float*> b("b", with_bias ? s.out : 0);
+        const Vec hx = ktest::fill_random(x, rng), hw = ktest::fill_random(w, rng), hb = ktest::fill_random(b, rng);
+        ktest::poison(y), ktest::poison(act), ktest::poison(y32);
+        matmul_forward_stored(Exec(), impl, y, y32, gelu ? act : ktest::View<bf16**>(), x, w, b);
+        const Vec got = ktest::to_host(y);
+        const Vec ref = ref_forward(s, hx, hw, with_bias ? hb : Vec(s.out, 0.0));
+        std::size_t bad = 0;
+        for (int i = 0; i < s.n; ++i)
+          for (int j = 0; j < s.out; ++j) {
+            double mag = with_bias ? std::fabs(hb[j]) : 0.0;
+            for (int k = 0; k < s.in; ++k) mag += std::fabs(hx[i * s.in + k] * hw[j * s.in + k]);
+            const double r = ref[i * s.out + j], bound = std::ldexp(std::fabs(r), -8) + (s.in + 2) * std::ldexp(mag, -23);
+            if (!(std::fabs(got[i * s.out + j] - r) <= bound)) ++bad;
+          }
+        EXPECT_EQ(bad, 0u) << what << " " << s.n << "x" << s.in << "x" << s.out << " gelu=" << gelu
+                           << " bias=" << with_bias;
+        if (!gelu) continue;
+        gelu_forward(Exec(), want_act, y);
+        const Vec ga = ktest::to_host(act), wa = ktest::to_host(want_act);
+        EXPECT_EQ(0, std::memcmp(ga.data(), wa.data(), ga.size() * sizeof(double)))
+            << what << " " << s.n << "x" << s.in << "x" << s.out << ": act is not gelu of the stored y";
+      }
+}
+
+TEST(GemmBf16, StoredOutputWithinOneRoundingAndItsGeluBitwise) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (GemmImpl impl : impls()) stored_outputs(impl, rng, to_string(impl));
+  if (!gemm_vendor_available<Exec>() || !runs_on_host<Exec>) return;
+  ::testing::Test::RecordProperty("vendor_writes_bf16", gemm_writes_bf16<Exec>(GemmImpl::vendor, true) ? "yes" : "no");
+  if (gemm_writes_bf16<Exec>(GemmImpl::vendor, true))
+    EXPECT_STREQ(detail::host_gemm_bf16_library(), "oneDNN matmul (bf16, bias and bf16 output in its epilogue)");
+  EXPECT_FALSE(gemm_writes_bf16<Exec>(GemmImpl::native, true));
+  detail::host_gemm_bf16_try_dnnl() = false;  // the vendor's fp32 C and convert, as without oneDNN
+  EXPECT_FALSE(gemm_writes_bf16<Exec>(GemmImpl::vendor, true));
+  stored_outputs(GemmImpl::vendor, rng, "vendor without oneDNN");
+  detail::host_gemm_bf16_try_dnnl() = true;
+}
+
 TEST(Gemm, SelectionByNameAndMissingVendorAreClearErrors) {
   EXPECT_EQ(parse_gemm_impl("native"), GemmImpl::native);
   EXPECT_EQ(parse_gemm_impl("vendor"), GemmImpl::vendor);
