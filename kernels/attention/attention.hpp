@@ -20,8 +20,9 @@ namespace kformer::kernels {
 
 // Saved state of one attention layer (`att` or `lse`) and the backward's scratch (`datt` or
 // `delta`). Scratch may be shared between layers: copy the view into each layer's state.
-// P is the element type of the stored probabilities (bf16 in mixed precision, where the forward
-// computes its fp32 scores in `datt`, free until the backward).
+// P is the element type of the stored probabilities (bf16 in mixed precision, where naive's
+// forward computes its fp32 scores in `datt`, free until the backward; batched_gemm's are bf16,
+// in `att` itself).
 template <class ExecSpace, class P = float>
 struct AttentionState {
   AttentionKind kind = AttentionKind::fused;
@@ -100,7 +101,7 @@ void by_sequences(const State& state, int B, const Body& body) {
   for (int b0 = 0; b0 < B; b0 += chunk) body(b0, B - b0 < chunk ? B - b0 : chunk);
 }
 
-// The buffers the backward keeps between calls (kept_buffer.hpp): batched_gemm's d(scores) in
+// The buffers the backward keeps between calls (kept_buffer.hpp): batched_gemm's dP and d(scores) in
 // bf16 probabilities' type and its fp32 sums for a bf16 dqkv (attention_batched.hpp), for the
 // sequences it takes at once; cuDNN's workspace, which its flash backward fills with an fp32
 // accumulator of dQ (the size the graph asks for is known on the GPU only: this is that bound).
@@ -135,22 +136,19 @@ void attention_forward(const ExecSpace& exec, const OutView& out, AttentionState
     attention_vendor_forward(exec, out, state.lse, qkv, n_heads, n_kv_heads);
     return;
   }
-  const bool batched = state.kind == AttentionKind::batched_gemm;
+  if (state.kind == AttentionKind::batched_gemm) {  // the scores in att itself, in P: no scratch
+    attention_batched_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+    return;
+  }
   if constexpr (std::is_same<P, float>::value) {  // the scores go into att itself: one call, no scratch
-    if (batched)
-      attention_batched_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
-    else
-      attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
+    attention_naive_forward(exec, out, state.att, qkv, n_heads, n_kv_heads);
   } else {  // bf16 probabilities: fp32 scores in the scratch, as many sequences at a time as it holds
     detail::by_sequences(state, static_cast<int>(qkv.extent(0)), [&](int b0, int nb) {
       const auto o = detail::sequences(out, b0, nb);
       const auto a = detail::sequences(state.att, b0, nb);
       const auto q = detail::sequences(qkv, b0, nb);
       const auto sc = detail::sequences(state.datt, 0, nb);
-      if (batched)
-        attention_batched_forward(exec, o, a, q, n_heads, n_kv_heads, sc);
-      else
-        attention_naive_forward(exec, o, a, q, n_heads, n_kv_heads, sc);
+      attention_naive_forward(exec, o, a, q, n_heads, n_kv_heads, sc);
     });
   }
 }

@@ -11,10 +11,13 @@
 // columns after, so both are constant strides (and G = 1, plain multi-head attention, is one
 // batch of H per sequence).
 //
-// Element types as in the naive kernel: the scores and d(probabilities) are fp32; the products'
-// operands are what the forward stored (probabilities and d(scores) in bf16 under bf16 mixed
-// precision, rounded once from fp32, as FlashAttention rounds them for its tensor-core products)
-// and every sum is fp32. A bf16 dqkv is summed in an fp32 buffer and rounded once.
+// Element types: every T*T matrix in the probabilities' type, as Megatron-LM's baddbmm and fused
+// softmax keep them. Under bf16 mixed precision the scores are the QK^T GEMM's bf16 output
+// (rounded once from its fp32 sums) and the softmax turns them into bf16 probabilities in place;
+// dP = dO V^T is written in bf16 and the softmax's backward turns it into bf16 d(scores) in
+// place. The softmaxes compute in fp32, every GEMM sums in fp32, and a bf16 dqkv is summed in an
+// fp32 buffer and rounded once. In fp32 all of it is fp32, the scores in the probabilities'
+// buffer and dP in datt.
 #pragma once
 
 #include "attention_common.hpp"
@@ -32,7 +35,7 @@ namespace detail {
 template <class T>
 constexpr BlasType blas_type = std::is_same<std::remove_const_t<T>, bf16>::value ? BlasType::bf16 : BlasType::f32;
 
-struct BatchedDScores {};  // kept-buffer tags: bf16 d(scores), fp32 dqkv sums
+struct BatchedDScores {};  // kept-buffer tags: bf16 dP and d(scores), fp32 dqkv sums
 struct BatchedGradSums {};
 
 // Throws, naming the fix, where this build has no vendor BLAS for ExecSpace.
@@ -89,23 +92,20 @@ void require_contiguous(const V& v, const char* what) {
 }
 }  // namespace detail
 
-// out (nb,T,H*hd) and att (nb,H,T,T) (the probabilities) from qkv (nb,T,W). The fp32 scores go
-// into att itself when it is float, else into `scores` (nb,H,T,T).
+// out (nb,T,H*hd) and att (nb,H,T,T) (the probabilities, float or bf16) from qkv (nb,T,W): the
+// scores go into att, in its type, and the softmax runs in place.
 template <class ExecSpace, class OutView, class AttView, class QkvView>
 void attention_batched_forward(const ExecSpace& exec, const OutView& out, const AttView& att, const QkvView& qkv,
-                               int n_heads, int n_kv_heads, const DView<float****, ExecSpace>& scores = {}) {
+                               int n_heads, int n_kv_heads) {
   detail::require_batched_gemm<ExecSpace>();
+  using TP = elem_t<AttView>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
-  constexpr bool f32_probs = std::is_same<elem_t<AttView>, float>::value;
-  if (!f32_probs && scores.span() != att.span())
-    throw std::invalid_argument("attention: bf16 probabilities need fp32 scores scratch");
   detail::require_contiguous(qkv, "qkv"), detail::require_contiguous(out, "out");
   detail::require_contiguous(att, "att");
   const int nb = static_cast<int>(qkv.extent(0)), T = static_cast<int>(qkv.extent(1));
   const int H = L.H, KV = L.KV, G = H / KV, hd = L.hd, W = static_cast<int>(qkv.extent(2)), Wo = H * hd;
   const long long TT = (long long)T * T;
-  float* S = scores.data();
-  if constexpr (f32_probs) S = att.data();
+  TP* S = att.data();
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   for (int b = 0; b < nb; ++b)
     for (int g = 0; g < G; ++g) {  // S_h = scale Q_h K_kvh^T
@@ -113,10 +113,7 @@ void attention_batched_forward(const ExecSpace& exec, const OutView& out, const 
       detail::head_batch(exec, {false, true, T, T, hd, scale, 0.f}, q + L.q_col(g), W, G * hd, q + L.k_col(0), W, hd,
                          S + (b * H + g) * TT, T, G * TT, KV);
     }
-  if constexpr (f32_probs)
-    causal_softmax_forward(exec, att);
-  else
-    causal_softmax_forward(exec, att, DView<const float****, ExecSpace>(scores));
+  causal_softmax_forward(exec, att, DView<const TP****, ExecSpace>(att));
   for (int b = 0; b < nb; ++b)
     for (int g = 0; g < G; ++g)  // out_h = P_h V_kvh
       detail::head_batch(exec, {false, false, T, hd, T, 1.f, 0.f}, att.data() + (b * H + g) * TT, T, G * TT,
@@ -125,7 +122,8 @@ void attention_batched_forward(const ExecSpace& exec, const OutView& out, const 
 }
 
 // dqkv (nb,T,W) from dout (nb,T,H*hd), the forward's qkv and att (nb,H,T,T); datt (nb,H,T,T)
-// is scratch. dk and dv sum over the query heads of their group, g in order.
+// is fp32 probabilities' scratch (bf16 ones use a kept bf16 buffer). dk and dv sum over the query
+// heads of their group, g in order.
 template <class ExecSpace, class DqkvView, class DoutView, class QkvView, class AttView>
 void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, const DView<float****, ExecSpace>& datt,
                                 const DoutView& dout, const QkvView& qkv, const AttView& att, int n_heads,
@@ -141,12 +139,8 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
   const int H = L.H, KV = L.KV, G = H / KV, hd = L.hd, W = static_cast<int>(qkv.extent(2)), Wo = H * hd;
   const long long TT = (long long)T * T, TW = (long long)T * W;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  for (int b = 0; b < nb; ++b)
-    for (int g = 0; g < G; ++g)  // dP_h = dO_h V_kvh^T
-      detail::head_batch(exec, {false, true, T, T, hd, 1.f, 0.f}, dout.data() + (long long)b * T * Wo + g * hd, Wo,
-                         G * hd, qkv.data() + b * TW + L.v_col(0), W, hd, datt.data() + (b * H + g) * TT, T, G * TT,
-                         KV);
-  // d(scores) in the probabilities' element type: datt itself (fp32), else a kept bf16 buffer.
+  // dP, then d(scores) in place over it, in the probabilities' element type: datt itself (fp32),
+  // else a kept bf16 buffer.
   using DsView = Kokkos::View<TP****, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   DsView ds;
   if constexpr (std::is_same<TP, float>::value) {
@@ -156,7 +150,12 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
                                                                            "kformer::attention_batched_ds");
     ds = DsView(kept.data(), nb, H, T, T);
   }
-  causal_softmax_backward(exec, ds, DView<const float****, ExecSpace>(datt), att);
+  for (int b = 0; b < nb; ++b)
+    for (int g = 0; g < G; ++g)  // dP_h = dO_h V_kvh^T
+      detail::head_batch(exec, {false, true, T, T, hd, 1.f, 0.f}, dout.data() + (long long)b * T * Wo + g * hd, Wo,
+                         G * hd, qkv.data() + b * TW + L.v_col(0), W, hd, ds.data() + (b * H + g) * TT, T, G * TT,
+                         KV);
+  causal_softmax_backward(exec, ds, DView<const TP****, ExecSpace>(ds), att);
   // The sums: in dqkv itself when it is fp32, else in a kept fp32 buffer rounded into it at the end.
   float* gs = nullptr;
   Kokkos::View<float*, Mem> sums;

@@ -1,7 +1,8 @@
 // Causal row softmax over a materialised score matrix att (B,H,T,T), in place: row t keeps
 // entries [0, t] and zeroes (t, T). The middle step of the naive attention, and a kernel of its
 // own so its memory traffic can be benchmarked. Deterministic (fixed-grouping team reductions).
-// Scores are fp32; the probabilities may be stored in bf16 (computed in fp32, rounded once).
+// Scores are fp32, or bf16 (batched_gemm in bf16: its GEMM writes them so); the probabilities
+// may be stored in bf16 (computed in fp32, rounded once), in place over bf16 scores.
 // A team per row, its threads over the row's contiguous entries (coalesced on a GPU); S is the
 // work shape of the row reductions (work_shape.hpp).
 #pragma once
@@ -14,12 +15,13 @@
 
 namespace kformer::kernels {
 
-// probs (B,H,T,T) from scores (B,H,T,T) (fp32); probs may be the scores' own buffer (in place)
-// or a bf16 buffer. Entries above the diagonal are written 0.
-template <Shape S0 = Shape::natural, class ExecSpace, class ProbView>
-void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
-                            const DView<const float****, ExecSpace>& scores) {
+// probs (B,H,T,T) from scores (B,H,T,T) (float or bf16; read in fp32); probs may be the scores'
+// own buffer (in place: each row is read whole before its first write) or another one.
+// Entries above the diagonal are written 0.
+template <Shape S0 = Shape::natural, class ExecSpace, class ProbView, class ScoreView>
+void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs, const ScoreView& scores) {
   using TP = elem_t<ProbView>;
+  using TS = elem_t<ScoreView>;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int H = static_cast<int>(scores.extent(1)), T = static_cast<int>(scores.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -27,13 +29,13 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
       "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(scores.extent(0)) * H * T, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T;
-        const float* row = &scores(bh / H, bh % H, t, 0);
+        const TS* row = &scores(bh / H, bh % H, t, 0);
         TP* out = &probs(bh / H, bh % H, t, 0);
-        const float m = detail::team_row_max<S>(team, t + 1, [&](int j) { return row[j]; });
+        const float m = detail::team_row_max<S>(team, t + 1, [&](int j) { return float(row[j]); });
         if constexpr (std::is_same<TP, float>::value) {
           // fp32 (in place or not): the exponentials are stored, summed, then scaled.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-            out[j] = j <= t ? detail::fast_exp(row[j] - m) : 0.f;
+            out[j] = j <= t ? detail::fast_exp(float(row[j]) - m) : 0.f;
           });
           team.team_barrier();
           const float inv = 1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return out[j]; });
@@ -42,9 +44,9 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs,
           // bf16: the exponentials are computed twice (summed, then scaled and stored) so that
           // each probability is rounded once, from its fp32 value.
           const float inv =
-              1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return detail::fast_exp(row[j] - m); });
+              1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return detail::fast_exp(float(row[j]) - m); });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-            out[j] = TP(j <= t ? detail::fast_exp(row[j] - m) * inv : 0.f);
+            out[j] = TP(j <= t ? detail::fast_exp(float(row[j]) - m) * inv : 0.f);
           });
         }
       });
@@ -56,14 +58,15 @@ void causal_softmax_forward(const ExecSpace& exec, const DView<float****, ExecSp
   causal_softmax_forward<S0>(exec, att, DView<const float****, ExecSpace>(att));
 }
 
-// dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal.
-// dscores may alias datt (fp32), or be bf16 (rounded once, for the batched attention's products).
-// att is float or bf16 (what the forward stored).
-template <Shape S0 = Shape::natural, class ExecSpace, class DsView, class ProbView>
-void causal_softmax_backward(const ExecSpace& exec, const DsView& dscores,
-                             const DView<const float****, ExecSpace>& datt, const ProbView& att) {
+// dscores (B,H,T,T) = att * (datt - sum_j att * datt) per row, zero above the diagonal, in fp32.
+// datt is float or bf16 (batched_gemm in bf16); dscores may alias it (each row is read whole
+// before its first write) or be bf16 (rounded once, for the batched attention's products). att
+// is float or bf16 (what the forward stored).
+template <Shape S0 = Shape::natural, class ExecSpace, class DsView, class DpView, class ProbView>
+void causal_softmax_backward(const ExecSpace& exec, const DsView& dscores, const DpView& datt, const ProbView& att) {
   using TP = elem_t<ProbView>;
   using TS = elem_t<DsView>;
+  using TDP = elem_t<DpView>;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int H = static_cast<int>(att.extent(1)), T = static_cast<int>(att.extent(2));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -72,11 +75,11 @@ void causal_softmax_backward(const ExecSpace& exec, const DsView& dscores,
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T, b = bh / H, h = bh % H;
         const TP* p = &att(b, h, t, 0);
-        const float* dp = &datt(b, h, t, 0);
+        const TDP* dp = &datt(b, h, t, 0);
         TS* ds = &dscores(b, h, t, 0);
-        const float pd = detail::team_row_sum<S>(team, t + 1, [&](int j) { return p[j] * dp[j]; });
+        const float pd = detail::team_row_sum<S>(team, t + 1, [&](int j) { return float(p[j]) * float(dp[j]); });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-          ds[j] = TS(j <= t ? p[j] * (dp[j] - pd) : 0.f);
+          ds[j] = TS(j <= t ? float(p[j]) * (float(dp[j]) - pd) : 0.f);
         });
       });
 }

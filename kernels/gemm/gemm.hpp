@@ -393,8 +393,8 @@ void matmul_forward_stored(const ExecSpace& exec, GemmImpl impl, DView<bf16**, E
 #endif
       if constexpr (runs_on_host<ExecSpace>) {
         exec.fence();  // oneDNN runs on the calling thread: earlier kernels on exec must be done
-        detail::host_gemm_bf16_out(false, true, M, N, K, 1.0f, x.data(), int(x.stride_0()), w.data(),
-                                   int(w.stride_0()), b.extent(0) ? b.data() : nullptr, y.data(), int(y.stride_0()));
+        detail::host_gemm_bf16_out(false, true, M, N, K, x.data(), int(x.stride_0()), w.data(), int(w.stride_0()),
+                                   b.extent(0) ? b.data() : nullptr, y.data(), int(y.stride_0()));
       }
     }
   }

@@ -91,17 +91,15 @@ bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf
 // The primitive of dnnl_gemm_bf16_out: bf16 sources, an fp32 bias row (when given), bf16
 // destination. Throws dnnl::error (dnnl_unimplemented where this CPU has no bf16 matmul).
 dnnl::matmul::primitive_desc bf16_out_desc(const dnnl::engine& engine, bool ta, bool tb, int M, int N, int K,
-                                           float alpha, int lda, int ldb, bool bias, int ldc) {
+                                           int lda, int ldb, bool bias, int ldc) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
   const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
   const dnnl::memory::desc c_md(dims{M, N}, dt::bf16, dims{ldc, 1});
-  dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});  // scales the sums, before the bias
-  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine);
   const dnnl::memory::desc bias_md(dims{1, N}, dt::f32, dims{N, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), engine);
 }
 
 #endif
@@ -113,7 +111,7 @@ bool host_gemm_writes_bf16() {
   // Asked once: whether oneDNN builds a small bf16-in, bf16-out matmul with a bias on this CPU.
   static const bool runs = [] {
     try {
-      bf16_out_desc(dnnl_engine(), false, false, 2, 2, 2, 0.5f, 2, 2, true, 2);
+      bf16_out_desc(dnnl_engine(), false, false, 2, 2, 2, 2, 2, true, 2);
       return true;
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented) throw;
@@ -126,13 +124,13 @@ bool host_gemm_writes_bf16() {
 #endif
 }
 
-void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
-                        const bf16* b, int ldb, const float* bias, bf16* c, int ldc) {
+void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, const bf16* a, int lda, const bf16* b,
+                        int ldb, const float* bias, bf16* c, int ldc) {
   if (!host_gemm_writes_bf16())
     throw std::logic_error("host_gemm_bf16_out: oneDNN's bf16 matmul is not usable here (see host_gemm_writes_bf16)");
 #if KFORMER_HAVE_DNNL
   dnnl::engine& engine = dnnl_engine();
-  const auto pd = bf16_out_desc(engine, trans_a, trans_b, M, N, K, alpha, lda, ldb, bias != nullptr, ldc);
+  const auto pd = bf16_out_desc(engine, trans_a, trans_b, M, N, K, lda, ldb, bias != nullptr, ldc);
   dnnl::stream stream(engine);
   dnnl::memory am(pd.src_desc(), engine, const_cast<bf16*>(a)), bm(pd.weights_desc(), engine, const_cast<bf16*>(b)),
       cm(pd.dst_desc(), engine, c);
@@ -142,8 +140,8 @@ void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float a
   stream.wait();
   g_bf16_library = "oneDNN matmul (bf16, bias and bf16 output in its epilogue)";
 #else
-  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb,
-      (void)bias, (void)c, (void)ldc;
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)ldb, (void)bias, (void)c,
+      (void)ldc;
 #endif
 }
 
@@ -171,14 +169,6 @@ void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, fl
 }
 
 void host_gemm_strided(const StridedGemm& g) {
-  if (g.ab == BlasType::bf16 && g.c == BlasType::bf16 && g.beta == 0.f && host_gemm_writes_bf16()) {
-    for (int i = 0; i < g.count; ++i)  // oneDNN writes each bf16 C itself
-      host_gemm_bf16_out(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha,
-                         static_cast<const bf16*>(g.a) + std::size_t(i) * std::size_t(g.stride_a), g.lda,
-                         static_cast<const bf16*>(g.b) + std::size_t(i) * std::size_t(g.stride_b), g.ldb, nullptr,
-                         static_cast<bf16*>(g.cp) + std::size_t(i) * std::size_t(g.stride_c), g.ldc);
-    return;
-  }
   // The stored (not transposed) shapes of C and, for the bf16 C, its fp32 copy.
   const std::size_t c_elems = std::size_t(g.M - 1) * std::size_t(g.ldc) + std::size_t(g.N);
   std::vector<float> c32(g.c == BlasType::bf16 ? c_elems : 0);

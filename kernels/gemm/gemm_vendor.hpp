@@ -27,13 +27,13 @@ const char* host_gemm_bf16_library();
 // Whether to try oneDNN first (default true); tests set it false to run the CBLAS path here too.
 bool& host_gemm_bf16_try_dnnl();
 
-// C(M,N) = bf16(alpha op(A) op(B) + bias), A and B in bf16, the sums and the bias in fp32 and C
-// rounded once to nearest even: oneDNN's matmul with the bias in its epilogue and a bf16
-// destination, so that no fp32 C is written, re-read and converted. bias: nullptr or N floats.
-// Only where host_gemm_writes_bf16() (oneDNN built, its bf16 matmul runs on this CPU, try_dnnl
-// set); throws otherwise.
-void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
-                        const bf16* b, int ldb, const float* bias, bf16* c, int ldc);
+// C(M,N) = bf16(op(A) op(B) + bias), A and B in bf16, the sums and the bias in fp32 and C rounded
+// once to nearest even: oneDNN's matmul with the bias in its epilogue and a bf16 destination, so
+// that no fp32 C is written, re-read and converted. bias: nullptr or N floats. Only where
+// host_gemm_writes_bf16() (oneDNN built, its bf16 matmul runs on this CPU, try_dnnl set);
+// throws otherwise.
+void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, const bf16* a, int lda, const bf16* b,
+                        int ldb, const float* bias, bf16* c, int ldc);
 bool host_gemm_writes_bf16();
 
 // A strided batch of row-major GEMMs, C_i = alpha op(A_i) op(B_i) + beta C_i for i < count, with
@@ -53,9 +53,9 @@ struct StridedGemm {
   long long stride_a = 0, stride_b = 0, stride_c = 0;
   int count = 1;
 };
-// On the host, with CBLAS (bf16 operands as host_gemm_bf16_rowmajor takes them; a bf16 C written
-// by oneDNN where host_gemm_writes_bf16() and beta == 0, else through an fp32 copy, rounded
-// once). Throws naming the fix when this build has no CBLAS.
+// On the host, with CBLAS (bf16 operands as host_gemm_bf16_rowmajor takes them; a bf16 C through
+// an fp32 copy, rounded once: oneDNN's bf16 output, one call per matrix, was slower at the
+// attention's 128 x 128 matrices here). Throws naming the fix when this build has no CBLAS.
 void host_gemm_strided(const StridedGemm& g);
 
 #if defined(KOKKOS_ENABLE_CUDA)

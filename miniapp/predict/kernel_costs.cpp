@@ -32,10 +32,10 @@ double attention_us(const MachineProfile& p, bool bf16, const std::string& kind,
   for (const auto& a : r.attention_points)
     if (a.kind == kind && a.b == b && a.t == t && a.h == h && a.kv == kv && a.hd == hd)
       return backward ? a.backward_us : a.forward_us;
-  // kformer's batched_gemm runs the products as batched vendor GEMMs, as the published systems'
-  // attention does, with its scores and their gradient in fp32: costed so unless calibrated at
-  // this shape.
-  if (kind == name_of(AttentionKind::batched_gemm)) return batched_attention_us(p, bf16, 4, b, t, h, hd, backward);
+  // kformer's batched_gemm runs the products as batched vendor GEMMs with its T*T matrices in the
+  // run's precision, as Megatron-LM's attention does: costed so unless calibrated at this shape.
+  if (kind == name_of(AttentionKind::batched_gemm))
+    return system_attention_us(p, bf16, AttentionModel::batched_gemm, b, t, h, hd, backward);
   // cuDNN's flash attention, where the profile has not timed it: FlashAttention-2's cost.
   if (kind == name_of(AttentionKind::vendor) && !r.attention_tflops.count(kind))
     return system_attention_us(p, bf16, AttentionModel::flash, b, t, h, hd, backward);

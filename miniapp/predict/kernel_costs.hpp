@@ -38,7 +38,7 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element
-// (Megatron-LM: the run's precision; kformer's kernels.attention=batched_gemm: fp32, 4).
+// (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision).
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
                             bool backward);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's

@@ -202,6 +202,38 @@ TEST(Bf16Kernels, SoftmaxToBf16ProbabilitiesMatchesReference) {
   EXPECT_LT(ktest::rel_err(gds, rds), kF32Tol);
 }
 
+// batched_gemm in bf16: the scores arrive in bf16 and become the probabilities in place, and dP
+// arrives in bf16 and becomes d(scores) in place. Each against float64 on the same bf16 inputs:
+// one bf16 rounding of each output (an element read after its row's first write fails).
+TEST(Bf16Kernels, SoftmaxInPlaceOnBf16ScoresMatchesReference) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int B = 2, H = 3, T = 33;
+  View<bf16****> sp("scores_then_probs", B, H, T, T), dd("dp_then_ds", B, H, T, T);
+  const Vec hs = ktest::fill_random(sp, rng, -4, 4), hdp = ktest::fill_random(dd, rng);
+  kk::causal_softmax_forward(Exec(), sp, View<const bf16****>(sp));
+  kk::causal_softmax_backward(Exec(), dd, View<const bf16****>(dd), sp);
+  Kokkos::fence();
+  const Vec got = ktest::to_host(sp), gds = ktest::to_host(dd);
+  Vec ref(got.size(), 0.0), rds(got.size(), 0.0);
+  for (int r = 0; r < B * H * T; ++r) {
+    const int t = r % T;
+    const std::size_t o = std::size_t(r) * T;
+    double m = -1e300, sum = 0, pd = 0;
+    for (int j = 0; j <= t; ++j) m = std::max(m, hs[o + j]);
+    for (int j = 0; j <= t; ++j) sum += std::exp(hs[o + j] - m);
+    for (int j = 0; j <= t; ++j) ref[o + j] = std::exp(hs[o + j] - m) / sum;
+    for (int j = 0; j <= t; ++j) pd += got[o + j] * hdp[o + j];
+    for (int j = 0; j <= t; ++j) rds[o + j] = got[o + j] * (hdp[o + j] - pd);
+  }
+  EXPECT_LT(ktest::rel_err(got, ref), kBf16Tol);
+  EXPECT_LT(ktest::rel_err(gds, rds), kBf16Tol);
+  for (int r = 0; r < B * H * T; ++r)  // zeros above the diagonal, in both
+    for (int j = r % T + 1; j < T; ++j) {
+      ASSERT_EQ(got[std::size_t(r) * T + j], 0.0);
+      ASSERT_EQ(gds[std::size_t(r) * T + j], 0.0);
+    }
+}
+
 TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (const ktest::ref::AttnShape s : {ktest::ref::AttnShape{1, 7, 4, 4, 20}, {2, 70, 4, 2, 12}, {1, 130, 4, 1, 16}}) {
