@@ -80,9 +80,11 @@ struct LinearBf16 {
   void forward(GemmImpl impl) {
     kernels::gemm(Exec(), impl, kernels::Op::N, kernels::Op::T, 1.0f, x, w, 0.0f, f32.y, f32.b);
   }
-  // The layer's output kept in bf16 (matmul_forward_stored), GELU of it into act when given.
-  void forward_stored(GemmImpl impl, const V<kernels::bf16**>& y, const V<kernels::bf16**>& act) {
-    kernels::matmul_forward_stored(Exec(), impl, y, f32.y, act, x, w, f32.b);
+  // The layer's output kept in bf16 (matmul_forward_stored), GELU of it into act when given;
+  // b: f32.b or none.
+  void forward_stored(GemmImpl impl, const V<kernels::bf16**>& y, const V<kernels::bf16**>& act,
+                      const V<float*>& b) {
+    kernels::matmul_forward_stored(Exec(), impl, y, f32.y, act, x, w, b);
   }
 };
 
@@ -124,22 +126,25 @@ void register_cases() {
         run_case(state, [&] { l.forward(impl); }, flops, 2.0 * (double(n) * in + double(in) * out) + 4.0 * n * out,
                  Reference{[&] { l.f32.forward(impl); }, flops});
       }, gemm_min_time(flops_of(n, in, out)));
-      // gemm_bf16_stored/vendor/<shape> (GPT's QKV with its bias, FC1 with bias and GELU): the output
-      // kept in bf16 as the block keeps it, oneDNN writing bf16 with the bias in its epilogue
-      // against the path it replaces: oneDNN's fp32 C (bias pass before, GELU pass after) and a
-      // convert pass.
-      if (impl == GemmImpl::vendor && kernels::runs_on_host<Exec> && (out == 2304 || out == 3072) && in == 768 &&
-          kernels::gemm_writes_bf16<Exec>(impl, true))
+      // gemm_bf16_stored/vendor/<shape>: the output kept in bf16 as the block keeps it, written so
+      // by the vendor GEMM, against the path it replaces (an fp32 C, its epilogue passes, then a
+      // convert pass). On the host oneDNN, at GPT's QKV (bias) and FC1 (bias and GELU); on a GPU
+      // cuBLAS, which writes bf16 only without a bias (Llama's gate/up), at both shapes unbiased.
+      constexpr bool host = kernels::runs_on_host<Exec>;
+      if (impl == GemmImpl::vendor && (out == 2304 || out == 3072) && in == 768 &&
+          kernels::gemm_writes_bf16<Exec>(impl, host))
         add_case("gemm_bf16_stored/vendor/" + shape, [=](benchmark::State& state) {
           LinearBf16 l(n, in, out);
-          V<kernels::bf16**> y("y16", n, out), act("act16", out == 3072 ? n : 0, out);
+          const bool gelu = host && out == 3072;
+          const V<float*> b = host ? l.f32.b : V<float*>();
+          V<kernels::bf16**> y("y16", n, out), act("act16", gelu ? n : 0, out);
           const double flops = 2.0 * n * in * out;
-          const double bytes = 2.0 * (double(n) * in + double(in) * out + (out == 3072 ? 2.0 : 1.0) * n * out);
-          run_case(state, [&] { l.forward_stored(impl, y, act); }, flops, bytes, Reference{[&] {
-                     if (out == 3072)
-                       kernels::matmul_forward_gelu(Exec(), impl, l.f32.y, act, l.x, l.w, l.f32.b);
+          const double bytes = 2.0 * (double(n) * in + double(in) * out + (gelu ? 2.0 : 1.0) * n * out);
+          run_case(state, [&] { l.forward_stored(impl, y, act, b); }, flops, bytes, Reference{[&] {
+                     if (gelu)
+                       kernels::matmul_forward_gelu(Exec(), impl, l.f32.y, act, l.x, l.w, b);
                      else
-                       kernels::matmul_forward(Exec(), impl, l.f32.y, l.x, l.w, l.f32.b);
+                       kernels::matmul_forward(Exec(), impl, l.f32.y, l.x, l.w, b);
                      kernels::convert(Exec(), y, l.f32.y);
                    }, flops});
         }, gemm_min_time(flops_of(n, in, out)));

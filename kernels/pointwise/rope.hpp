@@ -68,15 +68,28 @@ void rope_apply(const ExecSpace& exec, const OutView& out, const InView& inp, in
         });
   } else {
     // One (token, pair) per thread, heads in a loop: neighbouring threads touch neighbouring dims.
+    // The heads go kHeads at a time, all their pairs loaded before any is stored, so that a thread
+    // has 2 kHeads loads in flight (a store between them, which may alias the next load in place,
+    // kept it at one pair).
+    constexpr int kHeads = 4;
     detail::for_rows_columns<Shape::gpu>(
         exec, "kformer::rope", std::int64_t(B) * T, half, KOKKOS_LAMBDA(const std::int64_t bt, const std::int64_t i) {
           const int b = static_cast<int>(bt / T), t = static_cast<int>(bt % T);
           const float c = tab(pos_offset + t, 0, i), s = sign * tab(pos_offset + t, 1, i);
-          for (int h = 0; h < n_rot_heads; ++h) {
-            const int j = h * head_dim + static_cast<int>(i);
-            const float x1 = inp(b, t, j), x2 = inp(b, t, j + half);
-            out(b, t, j) = TO(x1 * c - x2 * s);
-            out(b, t, j + half) = TO(x2 * c + x1 * s);
+          for (int h0 = 0; h0 < n_rot_heads; h0 += kHeads) {
+            const int n = n_rot_heads - h0 < kHeads ? n_rot_heads - h0 : kHeads;
+            float x1[kHeads], x2[kHeads];
+            for (int k = 0; k < kHeads; ++k)
+              if (k < n) {
+                const int j = (h0 + k) * head_dim + static_cast<int>(i);
+                x1[k] = float(inp(b, t, j)), x2[k] = float(inp(b, t, j + half));
+              }
+            for (int k = 0; k < kHeads; ++k)
+              if (k < n) {
+                const int j = (h0 + k) * head_dim + static_cast<int>(i);
+                out(b, t, j) = TO(x1[k] * c - x2[k] * s);
+                out(b, t, j + half) = TO(x2[k] * c + x1[k] * s);
+              }
           }
         });
     if (copy_rest) {
