@@ -235,45 +235,39 @@ void cublas_sgemm_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b,
 #endif
 }
 
-void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K,
-                               float alpha, const bf16* a, int lda, const bf16* b, int ldb, float beta, float* c,
-                               int ldc) {
+namespace {
+// cublasGemmEx with bf16 A and B, fp32 compute, C of ctype (fp32 or bf16): row-major C = op(A)
+// op(B) as column-major C^T = op(B)^T op(A)^T, as in cublas_sgemm_rowmajor. bf16 is 16 raw bits,
+// the layout of __nv_bfloat16, so the pointers go as they are.
+void gemm_ex_bf16(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                  const bf16* a, int lda, const bf16* b, int ldb, float beta, void* c, bool c_bf16, int ldc) {
 #if KFORMER_HAVE_CUBLAS
-  // Column-major as in cublas_sgemm_rowmajor: C^T = op(B)^T op(A)^T. bf16 is 16 raw bits, the
-  // layout of __nv_bfloat16, so the pointers go as they are.
   const cublasStatus_t st = cublasGemmEx(
       cublas_handle(exec), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
-      b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error("cublasGemmEx (bf16 inputs, fp32 compute) failed with status " +
-                             std::to_string(static_cast<int>(st)));
+    throw std::runtime_error(std::string("cublasGemmEx (bf16 inputs, fp32 compute, ") + (c_bf16 ? "bf16" : "fp32") +
+                             " output) failed with status " + std::to_string(static_cast<int>(st)));
 #else
   (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b,
-      (void)ldb, (void)beta, (void)c, (void)ldc;
+      (void)ldb, (void)beta, (void)c, (void)c_bf16, (void)ldc;
   throw std::runtime_error(
       "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
       "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");
 #endif
 }
+}  // namespace
+
+void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K,
+                               float alpha, const bf16* a, int lda, const bf16* b, int ldb, float beta, float* c,
+                               int ldc) {
+  gemm_ex_bf16(exec, trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, c, false, ldc);
+}
 
 void cublas_gemm_bf16_out(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, const bf16* a,
                           int lda, const bf16* b, int ldb, bf16* c, int ldc) {
-#if KFORMER_HAVE_CUBLAS
-  // Column-major as in cublas_sgemm_rowmajor; C in bf16, the sums fp32.
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasGemmEx(
-      cublas_handle(exec), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
-      b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error("cublasGemmEx (bf16 inputs and output, fp32 compute) failed with status " +
-                             std::to_string(static_cast<int>(st)));
-#else
-  (void)exec, (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)ldb, (void)c,
-      (void)ldc;
-  throw std::runtime_error(
-      "kernels.gemm=vendor needs cuBLAS under CUDA, but this kformer was built without it: reconfigure with "
-      "-DKFORMER_ENABLE_BLAS=ON, or use kernels.gemm=native");
-#endif
+  gemm_ex_bf16(exec, trans_a, trans_b, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, true, ldc);
 }
 
 void cublas_gemm_strided(const Kokkos::Cuda& exec, const StridedGemm& g) {

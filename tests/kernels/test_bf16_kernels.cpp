@@ -176,6 +176,22 @@ TEST(Bf16Kernels, RopeOnBf16MatchesReference) {
   EXPECT_LT(ktest::rel_err(ktest::to_host(back), ktest::ref::rope(ry, B, T, W, nrot, hd, 3, 10000.0, -1)), kF32Tol);
 }
 
+// Causal softmax in float64 over rows of T scores hs: the probabilities into ref, and the backward
+// from the stored (rounded) probabilities got and the gradient hdp into rds.
+void causal_softmax_reference(const Vec& hs, const Vec& hdp, const Vec& got, int rows, int T, Vec& ref, Vec& rds) {
+  ref.assign(got.size(), 0.0), rds.assign(got.size(), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const int t = r % T;
+    const std::size_t o = std::size_t(r) * T;
+    double m = -1e300, sum = 0, pd = 0;
+    for (int j = 0; j <= t; ++j) m = std::max(m, hs[o + j]);
+    for (int j = 0; j <= t; ++j) sum += std::exp(hs[o + j] - m);
+    for (int j = 0; j <= t; ++j) ref[o + j] = std::exp(hs[o + j] - m) / sum;
+    for (int j = 0; j <= t; ++j) pd += got[o + j] * hdp[o + j];
+    for (int j = 0; j <= t; ++j) rds[o + j] = got[o + j] * (hdp[o + j] - pd);
+  }
+}
+
 TEST(Bf16Kernels, SoftmaxToBf16ProbabilitiesMatchesReference) {
   std::mt19937_64 rng(ktest::fresh_seed());
   const int B = 2, H = 3, T = 33;
@@ -186,18 +202,8 @@ TEST(Bf16Kernels, SoftmaxToBf16ProbabilitiesMatchesReference) {
   kk::causal_softmax_backward(Exec(), ds, View<const float****>(dp), p);
   Kokkos::fence();
   const Vec got = ktest::to_host(p), gds = ktest::to_host(ds);
-  Vec ref(got.size(), 0.0), rds(got.size(), 0.0);
-  for (int r = 0; r < B * H * T; ++r) {
-    const int t = r % T;
-    const std::size_t o = std::size_t(r) * T;
-    double m = -1e300, sum = 0, pd = 0;
-    for (int j = 0; j <= t; ++j) m = std::max(m, hs[o + j]);
-    for (int j = 0; j <= t; ++j) sum += std::exp(hs[o + j] - m);
-    for (int j = 0; j <= t; ++j) ref[o + j] = std::exp(hs[o + j] - m) / sum;
-    // The backward from the stored (rounded) probabilities, in float64.
-    for (int j = 0; j <= t; ++j) pd += got[o + j] * hdp[o + j];
-    for (int j = 0; j <= t; ++j) rds[o + j] = got[o + j] * (hdp[o + j] - pd);
-  }
+  Vec ref, rds;
+  causal_softmax_reference(hs, hdp, got, B * H * T, T, ref, rds);
   EXPECT_LT(ktest::rel_err(got, ref), kBf16Tol);
   EXPECT_LT(ktest::rel_err(gds, rds), kF32Tol);
 }
@@ -214,17 +220,8 @@ TEST(Bf16Kernels, SoftmaxInPlaceOnBf16ScoresMatchesReference) {
   kk::causal_softmax_backward(Exec(), dd, View<const bf16****>(dd), sp);
   Kokkos::fence();
   const Vec got = ktest::to_host(sp), gds = ktest::to_host(dd);
-  Vec ref(got.size(), 0.0), rds(got.size(), 0.0);
-  for (int r = 0; r < B * H * T; ++r) {
-    const int t = r % T;
-    const std::size_t o = std::size_t(r) * T;
-    double m = -1e300, sum = 0, pd = 0;
-    for (int j = 0; j <= t; ++j) m = std::max(m, hs[o + j]);
-    for (int j = 0; j <= t; ++j) sum += std::exp(hs[o + j] - m);
-    for (int j = 0; j <= t; ++j) ref[o + j] = std::exp(hs[o + j] - m) / sum;
-    for (int j = 0; j <= t; ++j) pd += got[o + j] * hdp[o + j];
-    for (int j = 0; j <= t; ++j) rds[o + j] = got[o + j] * (hdp[o + j] - pd);
-  }
+  Vec ref, rds;
+  causal_softmax_reference(hs, hdp, got, B * H * T, T, ref, rds);
   EXPECT_LT(ktest::rel_err(got, ref), kBf16Tol);
   EXPECT_LT(ktest::rel_err(gds, rds), kBf16Tol);
   for (int r = 0; r < B * H * T; ++r)  // zeros above the diagonal, in both
