@@ -12,13 +12,15 @@
 // Work shape (work_shape.hpp): rows are teams, columns the team's threads, so on a GPU
 // consecutive threads touch consecutive channels. The host shape gives a team (one thread) 16
 // rows in the forward and 32 in the backward, and the backward adds its parameter gradients in
-// the same pass. The GPU shape gives a team of gpu_row_team(C) threads one row, and the backward's
-// parameter gradients are a pass of their own, a thread per (block of rows, column).
+// the same pass. The GPU shape gives a team of gpu_row_team(C) threads one row, held in their
+// registers (norm_registers.hpp) unless it is too wide, and the backward's parameter gradients
+// are a pass of their own, a thread per (block of rows, column).
 #pragma once
 
 #include "convert.hpp"
 #include "kept_buffer.hpp"
 #include "kokkos_compat.hpp"
+#include "norm_registers.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
 
@@ -39,6 +41,12 @@ constexpr int gpu_row_team(int C) {
   int t = 32;
   while (t < 256 && 2 * t <= C / 8) t *= 2;
   return t;
+}
+
+// The threads of a row team in the GPU shape: gpu_row_team(C) on a GPU, one on the host.
+template <class ExecSpace>
+constexpr int gpu_shape_team(int C) {
+  return runs_on_host<ExecSpace> ? 1 : gpu_row_team(C);
 }
 
 // `league` teams over rows of C channels.
@@ -64,6 +72,13 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   // Rows per team: one on a GPU (the team's threads share the row); a block on the host, where
   // a team is one thread and a team per row cost about as much in scheduling as the row's work.
   constexpr Shape S = shape_for<S0, ExecSpace>;
+  if constexpr (S == Shape::gpu) {
+    const int ts = gpu_shape_team<ExecSpace>(C), v = norm_per_thread(C, ts);
+    if (v > 0)
+      return with_per_thread(v, [&](auto V) {
+        norm_forward_registers<decltype(V)::value>(exec, ts, out, mean, rstd, x, w, b, eps, centered);
+      });
+  }
   constexpr int RB = S == Shape::host ? 16 : 1;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
@@ -189,12 +204,18 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
           }
         });
   } else {
-    Kokkos::parallel_for(
-        "kformer::norm_backward", row_teams(exec, N, C), KOKKOS_LAMBDA(const Member& team) {
-          const int r = team.league_rank();
-          norm_row_dx<S>(team, C, &dx(r, 0), &dy(r, 0), &x(r, 0), w.data(), centered ? mean(r) : 0.f, rstd(r),
-                         centered);
-        });
+    const int ts = gpu_shape_team<ExecSpace>(C), v = norm_per_thread(C, ts);
+    if (v > 0)
+      with_per_thread(v, [&](auto V) {
+        norm_dx_registers<decltype(V)::value>(exec, ts, dx, dy, x, w, mean, rstd, centered);
+      });
+    else
+      Kokkos::parallel_for(
+          "kformer::norm_backward", row_teams(exec, N, C), KOKKOS_LAMBDA(const Member& team) {
+            const int r = team.league_rank();
+            norm_row_dx<S>(team, C, &dx(r, 0), &dy(r, 0), &x(r, 0), w.data(), centered ? mean(r) : 0.f,
+                           rstd(r), centered);
+          });
     Kokkos::parallel_for(
         "kformer::norm_backward_partials", Kokkos::RangePolicy<ExecSpace>(exec, 0, nchunk * C),
         KOKKOS_LAMBDA(const int i) {
