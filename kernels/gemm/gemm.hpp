@@ -31,6 +31,7 @@
 #include "bf16.hpp"
 #include "call_record.hpp"
 #include "convert.hpp"
+#include "work_shape.hpp"
 #include "gemm_native.hpp"
 #include "gemm_vendor.hpp"
 #include "gemm_workspace.hpp"
@@ -224,34 +225,57 @@ void gemm(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alpha, D
 
 // db(out) += column sums of dy(N, out). Deterministic on every backend: the rows are cut into
 // chunks of a fixed size (never a function of the thread count), each chunk's column sums go to a
-// workspace, then each column adds its chunks in order. A work item sums W adjacent columns of
-// one chunk: W = 64 on the host (contiguous, vectorised reads of each row), 1 on a GPU (a warp
-// reads 32 adjacent columns of a row: coalesced, and chunks x columns threads to fill the device).
+// workspace, then each column adds its chunks in order. Work shape (work_shape.hpp): on the host
+// a work item sums W = 64 adjacent columns of a 128-row chunk (contiguous, vectorised reads of each
+// row); in the GPU shape a thread sums one column of a 32-row chunk (a warp reads 32 adjacent
+// columns of a row: coalesced), loading 8 rows before it adds them, and each column's chunks are
+// added 8 loads at a time too. 128-row chunks left a GPU few threads, each waiting for one load at
+// a time (0.03 of the copy at 256 rows on an H200, 0.58 at the widest; docs/PERFORMANCE.md).
 // dy may be float or bf16 (the sums are fp32).
 namespace detail {
-constexpr int kBiasChunkRows = 128;
-// The floats of workspace bias_backward takes for dy(n, cols): each chunk's column sums.
-inline std::size_t bias_backward_workspace_floats(int n, int cols) {
-  return std::size_t((n + kBiasChunkRows - 1) / kBiasChunkRows) * std::size_t(cols);
+template <Shape S>
+inline constexpr int bias_chunk_rows = S == Shape::host ? 128 : 32;
+// The floats of workspace bias_backward takes for dy(n, cols) in execution space E's natural
+// shape: each chunk's column sums.
+template <class E>
+std::size_t bias_backward_workspace_floats(int n, int cols) {
+  constexpr int rows = bias_chunk_rows<shape_for<Shape::natural, E>>;
+  return std::size_t((n + rows - 1) / rows) * std::size_t(cols);
+}
+// sum += v(0) + v(1) + ... + v(n - 1), in that order, loading 8 values before adding them.
+template <class F>
+KOKKOS_INLINE_FUNCTION float add_in_order(float sum, int n, const F& v) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    float q[8];
+    for (int k = 0; k < 8; ++k) q[k] = v(i + k);
+    for (int k = 0; k < 8; ++k) sum += q[k];
+  }
+  for (; i < n; ++i) sum += v(i);
+  return sum;
 }
 }  // namespace detail
 
-template <class ExecSpace, class T>
+template <Shape S0 = Shape::natural, class ExecSpace, class T>
 void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy) {
-  constexpr int W = runs_on_host<ExecSpace> ? 64 : 1;
-  constexpr int kChunkRows = detail::kBiasChunkRows;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
+  constexpr int W = S == Shape::host ? 64 : 1;
+  constexpr int kChunkRows = detail::bias_chunk_rows<S>;
   const int n = static_cast<int>(dy.extent(0)), cols = static_cast<int>(dy.extent(1));
   if (int(db.extent(0)) != cols) throw std::invalid_argument("bias_backward: db and dy disagree on `out`");
   if (n == 0 || cols == 0) return;
   const int chunks = (n + kChunkRows - 1) / kChunkRows, blocks = (cols + W - 1) / W;
-  auto workspace =
-      detail::GemmWorkspace<typename ExecSpace::memory_space>::get(detail::bias_backward_workspace_floats(n, cols));
+  auto workspace = detail::GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(chunks) * cols);
   float* part = workspace.first;  // (chunks, cols)
   Kokkos::parallel_for(
       "kformer::bias_backward_chunks", Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks * blocks),
       KOKKOS_LAMBDA(const int item) {
         const int ch = item / blocks, j0 = (item % blocks) * W;
         const int r0 = ch * kChunkRows, r1 = n - r0 < kChunkRows ? n : r0 + kChunkRows;
+        if constexpr (S == Shape::gpu) {
+          part[std::size_t(ch) * cols + j0] = detail::add_in_order(0.0f, r1 - r0, [&](int i) { return float(dy(r0 + i, j0)); });
+          return;
+        }
         float acc[W] = {};
         if (cols - j0 >= W) {  // a full block: a fixed trip count the compiler vectorises
           for (int r = r0; r < r1; ++r)
@@ -266,9 +290,7 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
       });
   Kokkos::parallel_for(
       "kformer::bias_backward_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, cols), KOKKOS_LAMBDA(const int j) {
-        float s = 0.0f;
-        for (int ch = 0; ch < chunks; ++ch) s += part[std::size_t(ch) * cols + j];
-        db(j) += s;
+        db(j) += detail::add_in_order(0.0f, chunks, [&](int ch) { return part[std::size_t(ch) * cols + j]; });
       });
   detail::release_workspace(exec);  // the workspace goes to the next caller (gemm_workspace.hpp)
 }
@@ -302,7 +324,7 @@ void matmul_backward_any(const ExecSpace& exec, GemmImpl impl, DView<float**, Ex
     const std::int64_t n = dy.extent(0), out = dy.extent(1), in = dw.extent(1);
     std::size_t floats = gemm_workspace_floats<ExecSpace, T>(impl, out, in, n);  // dW
     if (dx.extent(0) != 0) floats = std::max(floats, gemm_workspace_floats<ExecSpace, T>(impl, n, in, out));
-    if (db.extent(0) != 0) floats = std::max(floats, bias_backward_workspace_floats(int(n), int(out)));
+    if (db.extent(0) != 0) floats = std::max(floats, bias_backward_workspace_floats<ExecSpace>(int(n), int(out)));
     return keeping_workspace(
         gemm_call(holds_bf16<decltype(dy)>, true, n, out, in, (dx.extent(0) != 0 ? 1 : 0) | 2, bytes_of(dx, dw, db, dy, x, w)),
         floats);
@@ -310,7 +332,7 @@ void matmul_backward_any(const ExecSpace& exec, GemmImpl impl, DView<float**, Ex
   if (call.described()) return;
   if (dx.extent(0) != 0) gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, dx);
   gemm(exec, impl, Op::T, Op::N, 1.0f, dy, x, 1.0f, dw);
-  if (db.extent(0) != 0) bias_backward<ExecSpace, T>(exec, db, dy);
+  if (db.extent(0) != 0) bias_backward<Shape::natural, ExecSpace, T>(exec, db, dy);
 }
 }  // namespace detail
 

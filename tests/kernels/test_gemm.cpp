@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "finite_diff.hpp"
 #include "gemm.hpp"
 #include "kernel_test_util.hpp"
 #include "reference_gemm.hpp"
@@ -357,6 +358,54 @@ TEST(GemmBf16, StoredOutputWithinOneRoundingAndItsGeluBitwise) {
   EXPECT_FALSE(gemm_writes_bf16<Exec>(GemmImpl::vendor, true));
   stored_outputs(GemmImpl::vendor, rng, "vendor without oneDNN");
   detail::host_gemm_bf16_try_dnnl() = true;
+}
+
+// The bias gradient alone in both work shapes (kernels/work_shape.hpp), fp32 and bf16 dy: rows
+// over several chunks of either shape's size (32 and 128 rows) and a part chunk, against the
+// float64 column sums added to the earlier value, within gamma(n + 1); bitwise the same run to
+// run; a second call adds to the first.
+template <class T>
+void bias_gradients(std::mt19937_64& rng) {
+  const std::pair<int, int> shapes[] = {{1, 1}, {31, 5}, {33, 70}, {130, 65}, {300, 129}};
+  for (const auto& nc : shapes) {
+    const int n = nc.first, cols = nc.second;
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(cols));
+    ktest::View<T**> dy("dy", n, cols);
+    ktest::View<float*> db("db", cols), db0("db0", cols);
+    const Vec hdy = ktest::fill_random(dy, rng), hdb0 = ktest::fill_random(db0, rng);
+    Vec ref = hdb0, scale = abs_of(hdb0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < cols; ++j) ref[j] += hdy[i * cols + j], scale[j] += std::abs(hdy[i * cols + j]);
+    ktest::for_each_shape([&](auto shape) {
+      constexpr kformer::kernels::Shape S = decltype(shape)::value;
+      Kokkos::deep_copy(db, db0);
+      bias_backward<S>(Exec(), db, ktest::View<const T**>(dy));
+      Kokkos::fence();
+      const Vec once = ktest::to_host(db);
+      EXPECT_LE(scaled_err(once, ref, scale), gamma(n + 1));
+      Kokkos::deep_copy(db, db0);
+      bias_backward<S>(Exec(), db, ktest::View<const T**>(dy));
+      Kokkos::fence();
+      ktest::expect_bitwise_equal(once, ktest::to_host(db), "db run to run");
+      bias_backward<S>(Exec(), db, ktest::View<const T**>(dy));  // a second micro-batch adds to it
+      Kokkos::fence();
+      Vec ref2 = ref, scale2 = scale;
+      for (int j = 0; j < cols; ++j) ref2[j] += ref[j] - hdb0[j], scale2[j] += scale[j] - std::abs(hdb0[j]);
+      EXPECT_LE(scaled_err(ktest::to_host(db), ref2, scale2), gamma(n + 2)) << "db must accumulate";
+    });
+  }
+}
+
+TEST(BiasBackward, BothShapesMatchReferenceFp32AndBf16) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  {
+    SCOPED_TRACE("fp32 dy");
+    bias_gradients<float>(rng);
+  }
+  {
+    SCOPED_TRACE("bf16 dy");
+    bias_gradients<bf16>(rng);
+  }
 }
 
 TEST(Gemm, SelectionByNameAndMissingVendorAreClearErrors) {
