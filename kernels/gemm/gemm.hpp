@@ -272,7 +272,7 @@ void bias_backward(const ExecSpace& exec, DView<float*, ExecSpace> db, DView<con
       KOKKOS_LAMBDA(const int item) {
         const int ch = item / blocks, j0 = (item % blocks) * W;
         const int r0 = ch * kChunkRows, r1 = n - r0 < kChunkRows ? n : r0 + kChunkRows;
-        if constexpr (S == Shape::gpu) {
+        if (S == Shape::gpu) {  // (nvcc: a lambda may not first-capture inside if constexpr)
           part[std::size_t(ch) * cols + j0] = detail::add_in_order(0.0f, r1 - r0, [&](int i) { return float(dy(r0 + i, j0)); });
           return;
         }

@@ -18,6 +18,30 @@ struct AdamWHyper {
   float grad_scale = 1.f;  // applied to g first (the clipping factor)
 };
 
+namespace detail {
+// One step's constants and the update of one element, shared by adamw_update and AdamWSegments
+// (adamw_segments.hpp), so the two give the same bits.
+struct AdamWStep {
+  float step_size, sqrt_bc2, decay, b1, b2, eps, gs;
+  explicit AdamWStep(const AdamWHyper& h) {
+    const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
+    const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
+    step_size = static_cast<float>(h.lr / bc1), sqrt_bc2 = static_cast<float>(kmath::sqrt(bc2));
+    decay = 1.f - h.lr * h.weight_decay, b1 = h.beta1, b2 = h.beta2, eps = h.eps, gs = h.grad_scale;
+  }
+  // decay_factor: `decay`, or 1 for a tensor without weight decay.
+  template <class G>
+  KOKKOS_INLINE_FUNCTION void update(float& p, const G& g, float& m, float& v, float decay_factor) const {
+    const float gi = float(g) * gs;
+    const float mi = b1 * m + (1.f - b1) * gi;
+    const float vi = b2 * v + (1.f - b2) * gi * gi;
+    m = mi;
+    v = vi;
+    p = p * decay_factor - step_size * mi / (kmath::sqrt(vi) / sqrt_bc2 + eps);
+  }
+};
+}  // namespace detail
+
 // p, m, v (n) updated in place from g (n):
 //   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
@@ -30,10 +54,8 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
   // Bytes: p, m and v read and written, g read (calibrate divides its measured time by the same).
   const Call call("adamw_update", [&] { return KernelCall{Family::optimizer, false, false, 2 * bytes_of(p, m, v) + bytes_of(g)}; });
   if (call.described()) return;
-  const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
-  const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
-  const float step_size = static_cast<float>(h.lr / bc1), sqrt_bc2 = static_cast<float>(kmath::sqrt(bc2));
-  const float decay = 1.f - h.lr * h.weight_decay, b1 = h.beta1, b2 = h.beta2, eps = h.eps, gs = h.grad_scale;
+  const detail::AdamWStep c(h);
+  const float decay = c.decay;
   // Work items are runs of W consecutive elements on the host (read through restrict pointers, so
   // the loop vectorises; the build's -fno-math-errno lets it vectorise the sqrt) and single
   // elements on a GPU, where consecutive threads take consecutive elements.
@@ -50,14 +72,7 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
         const G* KOKKOS_RESTRICT gr = gp;
         float* KOKKOS_RESTRICT mr = mp;
         float* KOKKOS_RESTRICT vr = vp;
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const float gi = float(gr[i]) * gs;
-          const float mi = b1 * mr[i] + (1.f - b1) * gi;
-          const float vi = b2 * vr[i] + (1.f - b2) * gi * gi;
-          mr[i] = mi;
-          vr[i] = vi;
-          pr[i] = pr[i] * decay - step_size * mi / (kmath::sqrt(vi) / sqrt_bc2 + eps);
-        }
+        for (std::int64_t i = i0; i < i1; ++i) c.update(pr[i], gr[i], mr[i], vr[i], decay);
       });
 }
 

@@ -50,6 +50,12 @@ Optimizer::Optimizer(ParamStore& params, const OptimizerSettings& s, comm::Commu
         ranges.emplace_back(at, g.length);
     }
   grad_sq_ = std::make_unique<kernels::SumOfSquares<Exec>>(ranges);
+
+  std::vector<kernels::AdamWSegments<Exec>::Segment> runs;
+  for (const auto& g : segments_)
+    runs.push_back({p_.shard_value_offset(g.unit) + g.shard_offset, p_.shard_grad_offset(g.unit) + g.shard_offset,
+                    g.state_offset, g.length, g.decay});
+  adamw_ = std::make_unique<kernels::AdamWSegments<Exec>>(runs);
 }
 
 void Optimizer::grad_sq_local(const Exec& exec, const DV<double*>& out) const {
@@ -65,16 +71,11 @@ void Optimizer::step(int iteration, double clip_scale) {
   h.lr = static_cast<float>(kformer::learning_rate(s_, iteration));
   h.step = iteration;
   h.grad_scale = static_cast<float>(clip_scale);
-  for (const auto& g : segments_) {
-    h.weight_decay = g.decay ? static_cast<float>(s_.weight_decay) : 0.f;
-    const DV<float*> values = as_vector(p_.shard_values(g.unit) + g.shard_offset, g.length);
-    const DV<float*> m = as_vector(m_.data() + g.state_offset, g.length), v = as_vector(v_.data() + g.state_offset, g.length);
-    if (p_.grads_bf16())
-      kernels::adamw_update<Exec, kernels::bf16>(exec, values, as_vector(p_.shard_grads16(g.unit) + g.shard_offset, g.length),
-                                                 m, v, h);
-    else
-      kernels::adamw_update(exec, values, as_vector(p_.shard_grads(g.unit) + g.shard_offset, g.length), m, v, h);
-  }
+  h.weight_decay = static_cast<float>(s_.weight_decay);  // on the segments that decay
+  if (p_.grads_bf16())
+    adamw_->run(exec, p_.values().data(), p_.grads16().data(), m_.data(), v_.data(), h);
+  else
+    adamw_->run(exec, p_.values().data(), p_.grads().data(), m_.data(), v_.data(), h);
   p_.allgather_values();  // ZeRO-1/2: every rank gets the updated whole
   p_.drop_gathered();     // ZeRO-3: gathered copies are stale
 }

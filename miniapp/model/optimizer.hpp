@@ -9,6 +9,7 @@
 
 #include "comm/communicator.hpp"
 #include "model/param_store.hpp"
+#include "adamw_segments.hpp"
 #include "sum_of_squares.hpp"
 
 namespace kformer {
@@ -64,6 +65,7 @@ class Optimizer {
   std::int64_t state_size_ = 0;
   DV<float*> m_, v_;
   std::unique_ptr<kernels::SumOfSquares<Exec>> grad_sq_;  // over the ranges this rank counts
+  std::unique_ptr<kernels::AdamWSegments<Exec>> adamw_;   // every segment, one launch a step
 };
 
 }  // namespace kformer

@@ -88,10 +88,12 @@ const ParamSlot& ParamStore::slot(const std::string& name) const {
   return slots_[it->second];
 }
 
-float* ParamStore::shard_values(std::size_t u) const {
+float* ParamStore::shard_values(std::size_t u) const { return values_.data() + shard_value_offset(u); }
+
+std::int64_t ParamStore::shard_value_offset(std::size_t u) const {
   const ParamUnit& unit = units_[u];
-  if (sharded_ || masters_sharded_) return values_.data() + unit.offset / shards_;
-  return values_.data() + unit.offset + shard_rank_ * (unit.size / shards_);
+  if (sharded_ || masters_sharded_) return unit.offset / shards_;
+  return unit.offset + shard_rank_ * (unit.size / shards_);
 }
 
 float* ParamStore::unit_values(std::size_t u) const {

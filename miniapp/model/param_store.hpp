@@ -114,8 +114,11 @@ class ParamStore {
   void open_grads(int layer) const;
   void close_grads(int layer) const;
   void finish_grads() const;  // wait for the reduce-scatters in flight and add them up
-  // This rank's shard of unit u's values (the whole unit when not sharded over dp: shards = 1).
+  // This rank's shard of unit u's values (the whole unit when not sharded over dp: shards = 1),
+  // and where it starts in values(), in elements.
   float* shard_values(std::size_t u) const;
+  std::int64_t shard_value_offset(std::size_t u) const;
+  DV<float*> values() const { return values_; }  // the whole layout, or this rank's shards under ZeRO-3
   // Unit u's whole values (requires it gathered under ZeRO-3).
   float* unit_values(std::size_t u) const;
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "adamw.hpp"
+#include "adamw_segments.hpp"
 #include "cross_entropy.hpp"
 #include "convert.hpp"
 #include "embedding.hpp"
@@ -253,6 +254,59 @@ TEST(AdamW, ReadsBf16GradientsAsTheirWidenedValues) {
     kk::adamw_update(Exec(), p, g, m, v, h);
     kk::adamw_update<Exec, kk::bf16>(Exec(), p2, g16, m2, v2, h);
     ktest::expect_bitwise_equal(ktest::to_host(p), ktest::to_host(p2), "adamw from bf16 gradients");
+  }
+}
+
+// The one-launch update of many segments (adamw_segments.hpp) against adamw_update per segment,
+// bit for bit, in both work shapes, from fp32 and bf16 gradients: segments longer than a block
+// and ragged, one element long, at offsets that differ between the values, the gradient and the
+// moments, with and without weight decay; elements outside every segment left alone.
+template <class G>
+void adamw_segments_match(std::mt19937_64& rng) {
+  using Seg = kk::AdamWSegments<Exec>::Segment;
+  constexpr std::int64_t B = kk::AdamWSegments<Exec>::kBlock;
+  const std::vector<Seg> segs = {{3, 0, 0, 2 * B + 5, true}, {2 * B + 750, 2 * B + 5, 2 * B + 5, 1, false},
+                                 {2 * B + 8, 2 * B + 9, 2 * B + 6, 700, true}, {2 * B + 800, 2 * B + 800, 2 * B + 706, 65, false}};
+  const std::int64_t n = 2 * B + 900;
+  View<float*> p("p", n), pref("pref", n), m("m", n), v("v", n), mref("mref", n), vref("vref", n), g32("g32", n);
+  View<G*> g("g", n);
+  ktest::fill_random(p, rng);
+  Kokkos::deep_copy(pref, p);
+  const kk::AdamWSegments<Exec> multi(segs);
+  EXPECT_EQ(multi.elements(), 2 * B + 5 + 1 + 700 + 65);
+  kk::AdamWHyper h;
+  h.lr = 1e-2f, h.weight_decay = 0.1f, h.grad_scale = 0.7f;
+  const auto sub = [](const auto& x, std::int64_t at, std::int64_t len) { return Kokkos::subview(x, std::make_pair(at, at + len)); };
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape S = decltype(shape)::value;
+    for (int step = 1; step <= 2; ++step) {
+      ktest::fill_random(g32, rng);
+      kk::convert(Exec(), g, g32);
+      h.step = step;
+      multi.run<S>(Exec(), p.data(), g.data(), m.data(), v.data(), h);
+      for (const Seg& s : segs) {
+        kk::AdamWHyper hs = h;
+        hs.weight_decay = s.decay ? h.weight_decay : 0.f;
+        kk::adamw_update<Exec, G>(Exec(), sub(pref, s.value_offset, s.length), sub(g, s.grad_offset, s.length),
+                                  sub(mref, s.state_offset, s.length), sub(vref, s.state_offset, s.length), hs);
+      }
+      Kokkos::fence();
+      ktest::expect_bitwise_equal(ktest::to_host(p), ktest::to_host(pref), "values");
+      ktest::expect_bitwise_equal(ktest::to_host(m), ktest::to_host(mref), "first moment");
+      ktest::expect_bitwise_equal(ktest::to_host(v), ktest::to_host(vref), "second moment");
+    }
+  });
+}
+
+TEST(AdamW, SegmentsInOneLaunchAreTheUpdatePerSegment) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  {
+    SCOPED_TRACE("fp32 gradients");
+    adamw_segments_match<float>(rng);
+  }
+  {
+    SCOPED_TRACE("bf16 gradients");
+    adamw_segments_match<kk::bf16>(rng);
   }
 }
 
