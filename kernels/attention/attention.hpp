@@ -31,17 +31,21 @@ struct AttentionState {
                                      // at a time; also the forward's scores when P is bf16
   DView<float***, ExecSpace> lse;    // fused, vendor: row logsumexp (B,H,T)
   DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T); vendor allocates it too, unused
+  int chunk = 0;  // naive, batched_gemm: the sequences the backward (and a bf16 naive forward) take at once; 0: all
 };
 
-// The naive kernel's scratch holds one sequence (Bc = 1): B times less than the probabilities.
-template <class ExecSpace>
+// The scratch holds one sequence (Bc = 1): B times less than the probabilities. A bf16
+// batched_gemm needs none: its dP is a kept bf16 buffer of those sequences (attention_batched.hpp).
+template <class ExecSpace, class P = float>
 AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T, int H) {
   AttentionState<ExecSpace> s;
   s.kind = kind;
   const auto noinit = [](const char* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
   if (keeps_probabilities(kind)) {
-    s.att = DView<float****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
-    s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), 1, H, T, T);
+    if (std::is_same<P, float>::value) s.att = DView<float****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
+    if (std::is_same<P, float>::value || kind == AttentionKind::naive)
+      s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), 1, H, T, T);
+    s.chunk = 1;
   } else {
     s.lse = DView<float***, ExecSpace>(noinit("kformer::attention_lse"), B, H, T);
     s.delta = DView<float***, ExecSpace>(noinit("kformer::attention_delta"), B, H, T);
@@ -56,9 +60,9 @@ AttentionState<ExecSpace, P> make_typed_attention_state(AttentionKind kind, int 
   if constexpr (std::is_same<P, float>::value) {
     return make_attention_state<ExecSpace>(kind, B, T, H);
   } else {
-    const AttentionState<ExecSpace> f32 = make_attention_state<ExecSpace>(kind, B, T, H);
+    const AttentionState<ExecSpace> f32 = make_attention_state<ExecSpace, P>(kind, B, T, H);
     AttentionState<ExecSpace, P> s;
-    s.kind = kind, s.datt = f32.datt, s.lse = f32.lse, s.delta = f32.delta;
+    s.kind = kind, s.datt = f32.datt, s.lse = f32.lse, s.delta = f32.delta, s.chunk = f32.chunk;
     if (keeps_probabilities(kind))
       s.att = DView<P****, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kformer::attention_att")),
                                       B, H, T, T);
@@ -92,7 +96,7 @@ KernelCall attention_call(AttentionKind kind, bool bf16, bool backward, const Qk
 
 template <class State>
 int sequences_at_once(const State& state, int B) {
-  const int chunk = state.datt.extent(0) > 0 ? static_cast<int>(state.datt.extent(0)) : B;
+  const int chunk = state.chunk > 0 ? state.chunk : B;
   return B < chunk ? B : chunk;
 }
 template <class State, class Body>

@@ -35,7 +35,7 @@ void allocate(TypedActs<T>& t, const BlockDims& d, kk::AttentionKind kind, const
   t.att.kind = kind;
   if (kk::keeps_probabilities(kind)) {
     if (scores) t.att.att = scratch<T****>("att", d.B, d.Hl, d.T, d.T);
-    t.att.datt = shared.datt;
+    t.att.datt = shared.datt, t.att.chunk = shared.chunk;
   } else {
     t.att.lse = scratch<float***>("lse", d.B, d.Hl, d.T);
     t.att.delta = shared.delta;
@@ -82,9 +82,10 @@ BlockScratch::BlockScratch(const BlockDims& d, kk::AttentionKind kind, bool bf16
   }
   if (d.sp > 1) gathered = scratch_view("gathered", N, d.C);
   att.kind = kind;
-  if (kk::keeps_probabilities(kind))
-    att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);  // one sequence at a time (kernels/attention/attention.hpp)
-  else
+  if (kk::keeps_probabilities(kind)) {
+    att.chunk = 1;  // one sequence at a time (kernels/attention/attention.hpp); a bf16 batched_gemm keeps its dP in bf16
+    if (!bf16 || kind == kk::AttentionKind::naive) att.datt = scratch<float****>("datt", 1, d.Hl, d.T, d.T);
+  } else
     att.delta = scratch<float***>("delta", d.B, d.Hl, d.T);
   f = {d_qkv, d_mlp_in, {}, {}, gathered};
   if (bf16)

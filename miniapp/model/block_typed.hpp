@@ -90,6 +90,7 @@ kernels::AttentionState<Exec, T> with_backward_scratch(const kernels::AttentionS
                                               const kernels::AttentionState<Exec>& scratch) {
   kernels::AttentionState<Exec, T> att = kept;
   att.datt = scratch.datt;
+  att.chunk = scratch.chunk;
   att.delta = scratch.delta;
   return att;
 }
