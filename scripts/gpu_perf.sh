@@ -78,7 +78,7 @@ else
   filters=('^attention_bf16(_bwd)?/[a-z_]+/T(1024|2048)(/hd128)?/min_time'
            '^(gemm|gemm_bf16|gemm_bf16_stored|matmul_bwd)/(native|vendor)/2048x[0-9x]+/min_time'
            '^attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
-           '^((bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?|probe_one_lane)/')
+           '^((bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?|probe_one_lane|probe_per_tensor|adamw)/')
 fi
 for f in "$bin/kformer" "$bin/kformer-kernel-bench"; do
   [ -x "$f" ] || { say "no $f: rebuild the bundle with scripts/gpu_bundle.sh (it builds kformer-kernel-bench too)"; exit 2; }
