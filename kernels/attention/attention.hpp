@@ -27,22 +27,24 @@ template <class ExecSpace, class P = float>
 struct AttentionState {
   AttentionKind kind = AttentionKind::fused;
   DView<P****, ExecSpace> att;       // naive, batched_gemm: probabilities (B,H,T,T)
-  DView<float****, ExecSpace> datt;  // naive backward scratch (Bc,H,T,T), Bc <= B: the sequences are taken Bc
-                                     // at a time; also the forward's scores when P is bf16
+  DView<float****, ExecSpace> datt;  // naive (and fp32 batched_gemm) backward scratch (chunk,H,T,T); also
+                                     // naive's forward scores when P is bf16
   DView<float***, ExecSpace> lse;    // fused, vendor: row logsumexp (B,H,T)
   DView<float***, ExecSpace> delta;  // fused backward scratch (B,H,T); vendor allocates it too, unused
   int chunk = 0;  // naive, batched_gemm: the sequences the backward (and a bf16 naive forward) take at once; 0: all
 };
 
-// The scratch holds one sequence (Bc = 1): B times less than the probabilities. A bf16
-// batched_gemm needs none: its dP is a kept bf16 buffer of those sequences (attention_batched.hpp).
-template <class ExecSpace, class P = float>
-AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T, int H) {
-  AttentionState<ExecSpace> s;
+// A layer's state with the kept probabilities in P (bf16 under mixed precision: naive and
+// batched_gemm keep them per layer, B*H*T*T), the scratch and the logsumexp in fp32. The scratch
+// holds one sequence (chunk 1): B times less than the probabilities. A bf16 batched_gemm needs
+// none: its dP is a kept bf16 buffer of those sequences (attention_batched.hpp).
+template <class ExecSpace, class P>
+AttentionState<ExecSpace, P> make_typed_attention_state(AttentionKind kind, int B, int T, int H) {
+  AttentionState<ExecSpace, P> s;
   s.kind = kind;
   const auto noinit = [](const char* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
   if (keeps_probabilities(kind)) {
-    if (std::is_same<P, float>::value) s.att = DView<float****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
+    s.att = DView<P****, ExecSpace>(noinit("kformer::attention_att"), B, H, T, T);
     if (std::is_same<P, float>::value || kind == AttentionKind::naive)
       s.datt = DView<float****, ExecSpace>(noinit("kformer::attention_datt"), 1, H, T, T);
     s.chunk = 1;
@@ -53,21 +55,10 @@ AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T,
   return s;
 }
 
-// The same with the kept probabilities in P (bf16 under mixed precision: naive and batched_gemm
-// keep them per layer, B*H*T*T), the scratch and the logsumexp in fp32.
-template <class ExecSpace, class P>
-AttentionState<ExecSpace, P> make_typed_attention_state(AttentionKind kind, int B, int T, int H) {
-  if constexpr (std::is_same<P, float>::value) {
-    return make_attention_state<ExecSpace>(kind, B, T, H);
-  } else {
-    const AttentionState<ExecSpace> f32 = make_attention_state<ExecSpace, P>(kind, B, T, H);
-    AttentionState<ExecSpace, P> s;
-    s.kind = kind, s.datt = f32.datt, s.lse = f32.lse, s.delta = f32.delta, s.chunk = f32.chunk;
-    if (keeps_probabilities(kind))
-      s.att = DView<P****, ExecSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kformer::attention_att")),
-                                      B, H, T, T);
-    return s;
-  }
+// The same with fp32 probabilities.
+template <class ExecSpace>
+AttentionState<ExecSpace> make_attention_state(AttentionKind kind, int B, int T, int H) {
+  return make_typed_attention_state<ExecSpace, float>(kind, B, T, H);
 }
 
 namespace detail {

@@ -55,7 +55,6 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
   const Call call("adamw_update", [&] { return KernelCall{Family::optimizer, false, false, 2 * bytes_of(p, m, v) + bytes_of(g)}; });
   if (call.described()) return;
   const detail::AdamWStep c(h);
-  const float decay = c.decay;
   // Work items are runs of W consecutive elements on the host (read through restrict pointers, so
   // the loop vectorises; the build's -fno-math-errno lets it vectorise the sqrt) and single
   // elements on a GPU, where consecutive threads take consecutive elements.
@@ -72,7 +71,7 @@ void adamw_update(const ExecSpace& exec, const DView<float*, ExecSpace>& p,
         const G* KOKKOS_RESTRICT gr = gp;
         float* KOKKOS_RESTRICT mr = mp;
         float* KOKKOS_RESTRICT vr = vp;
-        for (std::int64_t i = i0; i < i1; ++i) c.update(pr[i], gr[i], mr[i], vr[i], decay);
+        for (std::int64_t i = i0; i < i1; ++i) c.update(pr[i], gr[i], mr[i], vr[i], c.decay);
       });
 }
 
