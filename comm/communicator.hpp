@@ -39,13 +39,28 @@ const char* op_name(OpKind k);
 // ("miniapp/trainer.cpp:150 in iterate"). Every typed call takes it as a defaulted last argument,
 // so the call site is its caller's without anyone spelling it (GCC, Clang and nvcc have these
 // builtins; C++20's std::source_location is the same idea).
+//
+// A site may also say what its call carries, which no backend reads: predict costs a
+// tensor-parallel call by it (predict/chunk_work.hpp), as other software runs the same call.
+enum class Payload {
+  other,           // statistics, parameters or their gradients
+  activations,     // activations or their gradients, outside the two cases below
+  input_gradient,  // a column-parallel layer's input gradient, reduced after its backward GEMMs
+  weight_input,    // sequence parallelism: a column-parallel layer's input gathered for its weight gradient
+};
 struct CallSite {
   const char* file = nullptr;
   int line = 0;
   const char* function = nullptr;
+  Payload payload = Payload::other;
   static CallSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE(),
                        const char* function = __builtin_FUNCTION()) {
     return {file, line, function};
+  }
+  // here(), carrying `what`.
+  static CallSite carrying(Payload what, const char* file = __builtin_FILE(), int line = __builtin_LINE(),
+                           const char* function = __builtin_FUNCTION()) {
+    return {file, line, function, what};
   }
 };
 // "dir/file.cpp:LINE in FUNCTION" (the last two path components), or "" when unknown.

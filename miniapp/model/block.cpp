@@ -100,8 +100,8 @@ Block::Block(int layer, const BlockDims& dims, const ParamStore& params, comm::C
   for (std::size_t t = 0; t < refs_.size(); ++t) refs_[t] = p_.find(prefix + kBlockTensorLeaves[t]);
 }
 
-void Block::tp_allreduce(const DV<float**>& x) const {
-  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, comm::ReduceOp::sum);
+void Block::tp_allreduce(const DV<float**>& x, comm::Payload what) const {
+  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, comm::ReduceOp::sum, comm::CallSite::carrying(what));
 }
 
 using block_typed::as_input;
@@ -145,7 +145,7 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
   kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
   kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>(BlockTensor::wo),
                      d_.gpt && tp_root_ ? p_.v(at(BlockTensor::wo_b)) : none);
-  tp_allreduce(s.proj);
+  tp_allreduce(s.proj, comm::Payload::activations);
   kk::residual_forward(exec, a.x_mid, x_in, s.proj);
 
   // MLP: norm -> column-parallel in -> activation -> row-parallel out (+ all-reduce)
@@ -161,7 +161,7 @@ void Block::forward_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, Bl
     kk::swiglu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }
-  tp_allreduce(s.proj);
+  tp_allreduce(s.proj, comm::Payload::activations);
   kk::residual_forward(exec, a.x_out, a.x_mid, s.proj);
 }
 
@@ -177,7 +177,7 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
     kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
     kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::fc)), p_.dv(at(BlockTensor::fc_b)), ts.d_mlp_in,
                         t.ln2, W<T>(BlockTensor::fc));
-    tp_allreduce(s.d_ln);
+    tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), s.d_ln, a.x_mid,
                            p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);
   } else {
@@ -186,7 +186,7 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
     kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
     kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::gate), 2), none, ts.d_mlp_in, t.ln2,
                         W<T>(BlockTensor::gate, 2));
-    tp_allreduce(s.d_ln);
+    tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
                          p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
   }
@@ -202,14 +202,14 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
   if (d_.gpt) {
     kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::wq), 3), p_.dv(at(BlockTensor::wq_b), 3),
                         ts.d_qkv, t.ln1, W<T>(BlockTensor::wq, 3));
-    tp_allreduce(s.d_ln);
+    tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), s.d_ln, x_in,
                            p_.v(at(BlockTensor::ln1_w)), a.mean1, a.rstd1);
   } else {
     kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
     kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::wq), 3), none, ts.d_qkv, t.ln1,
                         W<T>(BlockTensor::wq, 3));
-    tp_allreduce(s.d_ln);
+    tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::attn_norm)), s.d_ln, x_in,
                          p_.v(at(BlockTensor::attn_norm)), a.rstd1);
   }

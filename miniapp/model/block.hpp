@@ -113,7 +113,8 @@ class Block {
   template <class T>
   void backward_sp(const DV<float**>& x_in, const BlockActs& a, const TypedActs<T>& t, BlockScratch& s,
                    TypedScratch<T>& ts, const DV<float**>& dx, bool input_only = false) const;
-  void tp_allreduce(const DV<float**>& x) const;
+  // x summed over TP in place; what it carries, for predict (comm::Payload).
+  void tp_allreduce(const DV<float**>& x, comm::Payload what) const;
   ParamRef at(BlockTensor t) const { return refs_[static_cast<std::size_t>(t)]; }
 
   std::array<ParamRef, static_cast<std::size_t>(BlockTensor::count)> refs_;  // found once, at construction

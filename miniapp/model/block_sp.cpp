@@ -40,7 +40,7 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
     kk::layernorm_forward(exec, t.ln1, a.mean1, a.rstd1, x_in, p_.v(at(BlockTensor::ln1_w)), p_.v(at(BlockTensor::ln1_b)));
   else
     kk::rmsnorm_forward(exec, t.ln1, a.rstd1, x_in, p_.v(at(BlockTensor::attn_norm)));
-  comm::allgather(*tp_, t.ln1, ts.gathered);
+  comm::allgather(*tp_, t.ln1, ts.gathered, comm::CallSite::carrying(comm::Payload::activations));
   if (d_.gpt) {
     forward_stored(exec, k_.gemm, t.qkv, s.d_qkv, {}, ts.gathered, W<T>(BlockTensor::wq, 3), p_.v(at(BlockTensor::wq_b), 3));
   } else {
@@ -51,14 +51,14 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
   kk::attention_forward(exec, btw(t.att_out, d_), t.att, btw(t.qkv, d_), d_.Hl, d_.KVl);
   kk::matmul_forward(exec, k_.gemm, s.proj, t.att_out, W<T>(BlockTensor::wo),
                      d_.gpt && tp_root_ ? p_.v(at(BlockTensor::wo_b)) : none);
-  comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum);
+  comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum, comm::CallSite::carrying(comm::Payload::activations));
   kk::residual_forward(exec, a.x_mid, x_in, part);
 
   if (d_.gpt)
     kk::layernorm_forward(exec, t.ln2, a.mean2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::ln2_w)), p_.v(at(BlockTensor::ln2_b)));
   else
     kk::rmsnorm_forward(exec, t.ln2, a.rstd2, a.x_mid, p_.v(at(BlockTensor::mlp_norm)));
-  comm::allgather(*tp_, t.ln2, ts.gathered);
+  comm::allgather(*tp_, t.ln2, ts.gathered, comm::CallSite::carrying(comm::Payload::activations));
   if (d_.gpt) {
     // GELU in the GEMM's epilogue (or read off the bf16 result): the same bits as gelu_forward on t.mlp_in
     forward_stored(exec, k_.gemm, t.mlp_in, s.d_mlp_in, t.act, ts.gathered, W<T>(BlockTensor::fc),
@@ -70,7 +70,7 @@ void Block::forward_sp(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, B
     kk::swiglu_forward(exec, t.act, t.mlp_in);
     kk::matmul_forward(exec, k_.gemm, s.proj, t.act, W<T>(BlockTensor::down), none);
   }
-  comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum);
+  comm::reduce_scatter(*tp_, s.proj, part, comm::ReduceOp::sum, comm::CallSite::carrying(comm::Payload::activations));
   kk::residual_forward(exec, a.x_out, a.x_mid, part);
 }
 
@@ -85,12 +85,13 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
   // gathered in fp32 (s.gathered) and read by the GEMMs as T; norm outputs gathered as T (only
   // for the weight gradients: input_only skips them).
   const auto gather_grad = [&](const DV<float**>& rows) {
-    return as_input(exec, whole_of(tp_, d_.sp, rows, s.gathered), ts.dy);
+    return as_input(exec, whole_of(tp_, d_.sp, rows, s.gathered, comm::CallSite::carrying(comm::Payload::activations)), ts.dy);
   };
   const auto gather_norm = [&](const DV<T**>& rows) {
-    if (!input_only) whole_of(tp_, d_.sp, rows, ts.gathered);
+    if (!input_only) whole_of(tp_, d_.sp, rows, ts.gathered, comm::CallSite::carrying(comm::Payload::weight_input));
   };
-  const auto scatter = [&](const DV<float**>& whole) { comm::reduce_scatter(*tp_, whole, d_part, comm::ReduceOp::sum); };
+  const auto scatter = [&](const DV<float**>& whole) { comm::reduce_scatter(*tp_, whole, d_part, comm::ReduceOp::sum,
+                                                       comm::CallSite::carrying(comm::Payload::input_gradient)); };
   // A projection's backward (dy: its output gradient, in: its input): whole, or only its input
   // half (zb-h1's B, Block::backward_input; W adds the weight and bias gradients later).
   const auto project = [&](const DV<float**>& d_in, BlockTensor w, int count, BlockTensor bias, const DV<T**>& dy,

@@ -60,14 +60,14 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
       matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>(BlockTensor::proj));
       kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
       matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>(BlockTensor::fc));
-      tp_allreduce(s.d_ln);
+      tp_allreduce(s.d_ln, comm::Payload::input_gradient);
       kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), s.d_ln, a.x_mid,
                              p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);
     } else {
       matmul_backward_input(k_.gemm, s.d_act, as_input(exec, dx, ts.dy), W<T>(BlockTensor::down));
       kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
       matmul_backward_input(k_.gemm, s.d_ln, ts.d_mlp_in, W<T>(BlockTensor::gate, 2));
-      tp_allreduce(s.d_ln);
+      tp_allreduce(s.d_ln, comm::Payload::input_gradient);
       kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
                            p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
     }
@@ -79,7 +79,7 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
                            btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
     if (!d_.gpt) kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
     matmul_backward_input(k_.gemm, s.d_ln, ts.d_qkv, W<T>(BlockTensor::wq, 3));
-    tp_allreduce(s.d_ln);
+    tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     if (d_.gpt)
       kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), s.d_ln, x_in,
                              p_.v(at(BlockTensor::ln1_w)), a.mean1, a.rstd1);
@@ -107,8 +107,8 @@ void Block::backward_weight_t(const BlockActs& a, const TypedActs<T>& t, BlockSc
   const bool g = d_.gpt;
   // The operands, whole (N rows): the kept output gradients (fp32, read as T) and norm outputs,
   // all-gathered from this rank's rows under sequence parallelism, in block_sp.cpp's order.
-  const auto grad = [&](const DV<float**>& kept) { return as_input(exec, whole_of(tp_, d_.sp, kept, s.gathered), ts.dy); };
-  const auto norm = [&](const DV<T**>& kept) { return whole_of(tp_, d_.sp, kept, ts.gathered); };
+  const auto grad = [&](const DV<float**>& kept) { return as_input(exec, whole_of(tp_, d_.sp, kept, s.gathered, comm::CallSite::carrying(comm::Payload::activations)), ts.dy); };
+  const auto norm = [&](const DV<T**>& kept) { return whole_of(tp_, d_.sp, kept, ts.gathered, comm::CallSite::carrying(comm::Payload::weight_input)); };
   const BlockTensor out = g ? BlockTensor::proj : BlockTensor::down, in = g ? BlockTensor::fc : BlockTensor::gate;
   kk::matmul_backward(exec, k_.gemm, no_dx, p_.dw(at(out)), g ? p_.dv(at(BlockTensor::proj_b)) : none, grad(a.x_out),
                       t.act, no_w);

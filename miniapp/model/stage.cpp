@@ -47,8 +47,8 @@ Stage::Stage(const ModelShape& shape, int micro_batch, int seq_len, KernelChoice
   }
 }
 
-void Stage::tp_allreduce(const DV<float**>& x, comm::ReduceOp op) const {
-  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, op);
+void Stage::tp_allreduce(const DV<float**>& x, comm::ReduceOp op, comm::Payload what) const {
+  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, x, op, comm::CallSite::carrying(what));
 }
 
 Stage::Slot& Stage::slot(int micro) { return slots_[slot_of_.at(micro)]; }
@@ -98,7 +98,7 @@ void Stage::widen_input(Slot& s) {
 void Stage::receive_grad(Slot& s) {
   if (c_.last()) return;  // the head's backward made it
   if (k_.bf16) {  // received in bf16: this rank's part, all-gathered over TP where split
-    if (d_.splits_messages()) comm::allgather(*tp_, s.grad16, gathered_grad16_);
+    if (d_.splits_messages()) comm::allgather(*tp_, s.grad16, gathered_grad16_, comm::CallSite::carrying(comm::Payload::activations));
     kk::convert(Exec(), s.dx, d_.splits_messages() ? gathered_grad16_ : s.grad16);
   } else {
     gather_message(s.dx);
@@ -123,7 +123,7 @@ comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
 
 template <class T>
 void Stage::gather_message(const DV<T**>& whole) const {
-  if (d_.splits_messages()) comm::allgather(*tp_, message_part(whole), whole);
+  if (d_.splits_messages()) comm::allgather(*tp_, message_part(whole), whole, comm::CallSite::carrying(comm::Payload::activations));
 }
 template void Stage::gather_message(const DV<float**>&) const;
 template void Stage::gather_message(const DV<kk::bf16**>&) const;
@@ -166,7 +166,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
       else
         kk::embedding_forward(exec, embedded, inputs(s), p_.w(tokens_), v0_,
                               positions ? p_.w(positions_) : DV<float**>(), T);
-      tp_reduce_rows(embedded, s.x_in);
+      tp_reduce_rows(embedded, s.x_in, comm::Payload::activations);
     } else if (k_.bf16) {
       gather_message(s.in16);
       widen_input(s);  // received in bf16
@@ -217,7 +217,7 @@ void Stage::head_forward(Slot& s) {
       kk::layernorm_forward(exec, out, lnf_mean_, lnf_rstd_, x, p_.v(final_norm_w_), p_.v(final_norm_b_));
     else
       kk::rmsnorm_forward(exec, out, lnf_rstd_, x, p_.v(final_norm_w_));
-    if (d_.sp > 1) comm::allgather(*tp_, out, whole);
+    if (d_.sp > 1) comm::allgather(*tp_, out, whole, comm::CallSite::carrying(comm::Payload::activations));
   };
   if (k_.bf16) {
     final_norm(lnf16_);
@@ -248,7 +248,7 @@ void Stage::head_backward(Slot& s, float grad_scale) {
   if (!loss_sums_.data()) loss_sums_ = scratch<double*>("loss_sums", 2);  // the trainer hands its own (set_loss_sums)
   kk::xent_loss_accumulate(exec, loss_sums_, DV<const float*>(loss_));
   const DV<float**> d_lnf = d_.sp > 1 ? as_matrix(scratch_.proj.data(), d_.rows(), d_.C) : scratch_.d_ln;
-  tp_reduce_rows(scratch_.d_ln, d_lnf);
+  tp_reduce_rows(scratch_.d_ln, d_lnf, comm::Payload::input_gradient);
   if (s_.gpt)
     kk::layernorm_backward(exec, s.dx, p_.dv(final_norm_w_), p_.dv(final_norm_b_), d_lnf, x,
                            p_.v(final_norm_w_), lnf_mean_, lnf_rstd_);

@@ -114,10 +114,11 @@ class Stage {
   void head_backward(Slot& s, float grad_scale);
   DV<float**> x_last(const Slot& s) const;
   void receive_grad(Slot& s);  // a non-last chunk's output gradient, as received, into s.dx
-  void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum) const;
+  void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum,
+                    comm::Payload what = comm::Payload::other) const;
   // Sequence parallelism (stage_sp.cpp). whole (N,C) summed over TP into rows: this rank's R rows
-  // (reduce-scatter), or in place (all-reduce, rows == whole) without it.
-  void tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const;
+  // (reduce-scatter), or in place (all-reduce, rows == whole) without it; `what` it carries.
+  void tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows, comm::Payload what) const;
   template <class T>  // this rank's R rows of whole (N,C) (gathered in place), or whole without sequence parallelism
   DV<T**> own_rows(const DV<T**>& whole) const {
     if (d_.sp == 1) return whole;

@@ -8,14 +8,14 @@
 
 namespace kformer {
 
-void Stage::tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows) const {
-  if (d_.sp > 1) comm::reduce_scatter(*tp_, whole, rows, comm::ReduceOp::sum);
-  else tp_allreduce(whole);
+void Stage::tp_reduce_rows(const DV<float**>& whole, const DV<float**>& rows, comm::Payload what) const {
+  if (d_.sp > 1) comm::reduce_scatter(*tp_, whole, rows, comm::ReduceOp::sum, comm::CallSite::carrying(what));
+  else tp_allreduce(whole, comm::ReduceOp::sum, what);
 }
 
 DV<float**> Stage::whole_rows(const DV<float**>& rows) {
   if (d_.sp == 1) return rows;
-  comm::allgather(*tp_, rows, scratch_.gathered);
+  comm::allgather(*tp_, rows, scratch_.gathered, comm::CallSite::carrying(comm::Payload::activations));
   return scratch_.gathered;
 }
 

@@ -37,6 +37,7 @@ void WorkLog::comm(const comm::Op& op, const std::string& group, int size) {
   e.kind = WorkEntry::Kind::comm;
   e.op = op.kind;
   e.type = op.type;
+  e.payload = op.site.payload;
   e.bytes = double(comm::op_bytes(op, size));
   e.group = group;
   e.group_size = size;

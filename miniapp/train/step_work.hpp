@@ -28,6 +28,7 @@ struct WorkEntry {
   comm::OpKind op = comm::OpKind::allreduce;  // comm
   comm::DType type = comm::DType::f32;
   double bytes = 0;                        // comm: nccl-tests' size (comm::op_bytes)
+  comm::Payload payload = comm::Payload::other;  // comm: what it carries (its call site says)
   std::string group;                       // comm: "tp", "dp", "pp"; region: its name
   int group_size = 1;
   int layer = 0;                           // require, unit_done: the unit (-1 embedding, L final norm and head)
