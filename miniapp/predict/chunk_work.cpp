@@ -10,7 +10,13 @@
 namespace kformer::predict {
 namespace kk = kernels;
 
-double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionModel attention) {
+CallCosts call_costs(const RunSettings& s) {
+  return CallCosts(s.predict.attention, s.predict.attention_dropout,
+                   s.bf16() && s.predict.tp_precision == TpPrecision::activations);
+}
+
+double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
+  const AttentionModel attention = costs.attention;
   const auto& s = c.shape;
   switch (c.family) {
     case kk::Family::gemm: {
@@ -19,7 +25,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionMode
     }
     case kk::Family::attention:
       if (attention != AttentionModel::kformer)
-        return system_attention_us(p, c.bf16, attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward);
+        return system_attention_us(p, c.bf16, attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward,
+                                   costs.attention_dropout);
       return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
                           int(s[3]), int(s[4]), c.backward);
     case kk::Family::convert:
@@ -33,21 +40,30 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, AttentionMode
 }
 
 std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<WorkEntry>& entries,
-                                 std::vector<WorkItem>* head, AttentionModel attention) {
+                                 std::vector<WorkItem>* head, const CallCosts& costs) {
   std::vector<WorkItem> items;
   std::vector<WorkItem>* out = &items;
   WorkItem* miss = nullptr;  // inside ParamStore::require's gather: its kernels are the miss's
   for (const WorkEntry& e : entries) {
     switch (e.kind) {
       case WorkEntry::Kind::kernel: {
-        const double us = kernel_us(p, e.call, attention) * p.compute_scale;
-        if (miss) miss->us += us;
-        else out->push_back({ItemKind::compute, e.call.name, us, 0, 0});
+        const double us = kernel_us(p, e.call, costs) * p.compute_scale;
+        if (miss) {
+          miss->us += us;
+        } else {
+          out->push_back({ItemKind::compute, e.call.name, us, 0, 0});
+          const bool both = e.call.family == kk::Family::gemm && e.call.backward && e.call.shape[3] == 3;
+          if (both) out->back().half_us = us / 2;  // dx and dW: the same FLOPs each
+        }
         break;
       }
       case WorkEntry::Kind::comm:
         if (miss && e.group == "dp") miss->bytes += e.bytes;  // the gather of a ZeRO-3 unit
-        if (e.group == "tp") out->push_back({ItemKind::tp_comm, comm::op_name(e.op), 0, e.bytes, 0, e.op});
+        if (e.group == "tp") {
+          // predict.tp_precision=activations: what kformer sums in fp32 the other systems move in bf16
+          const bool halved = costs.tp_halved && e.type == comm::DType::f32 && e.payload != comm::Payload::other;
+          out->push_back({ItemKind::tp_comm, comm::op_name(e.op), 0, halved ? e.bytes / 2 : e.bytes, 0, e.op, e.payload});
+        }
         if (e.group == "dp" && e.op == comm::OpKind::reduce_scatter)
           out->push_back({ItemKind::grad_scatter, "reduce_scatter", 0, e.bytes, 0, e.op});
         break;
@@ -96,7 +112,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   ChunkWork w;
   const ChunkLog any = describe_chunk(plan, chunk, false);
   const ChunkLog last = describe_chunk(plan, chunk, true);
-  const AttentionModel a = plan.settings.predict.attention;
+  const CallCosts a = call_costs(plan.settings);
   w.forward = work_items(p, any.forward.entries, &w.head_backward, a);
   w.backward = work_items(p, any.backward.entries, nullptr, a);
   w.weight = work_items(p, any.weight.entries, nullptr, a);

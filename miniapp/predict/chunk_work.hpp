@@ -30,7 +30,21 @@ struct WorkItem {
   double bytes = 0;  // tp_comm, grad_scatter: nccl-tests' size; require: its gather's, where it gathers
   int layer = 0;     // require, unit_done: the unit (-1 embedding, L final norm and head)
   comm::OpKind op = comm::OpKind::allreduce;  // tp_comm
+  comm::Payload payload = comm::Payload::other;  // tp_comm: what it carries
+  double half_us = 0;  // compute: a backward GEMM running both products, one product's time (else 0)
 };
+
+// How the costed software runs the calls kformer describes, where it differs from kformer (the
+// predict.* keys a system sets): whose attention kernels, dropout on their probabilities, and the
+// type of the TP collectives that carry activations.
+struct CallCosts {
+  AttentionModel attention = AttentionModel::kformer;
+  double attention_dropout = 0;  // batched_gemm attention only
+  bool tp_halved = false;        // a bf16 run's fp32 TP collectives of activations moved in bf16
+  explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false)
+      : attention(a), attention_dropout(dropout), tp_halved(halved) {}
+};
+CallCosts call_costs(const RunSettings& s);
 
 struct ChunkWork {
   // split_backward (zb-h1): `backward` is B, the input gradients, and `weight` is W, the weight
@@ -51,13 +65,11 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk);
 // A described list as items: kernels costed on `p`, TP calls, requires and units done. With
 // `head`, what runs inside the region kformer::head_backward goes there instead.
 std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<WorkEntry>& entries,
-                                 std::vector<WorkItem>* head = nullptr,
-                                 AttentionModel attention = AttentionModel::kformer);
+                                 std::vector<WorkItem>* head = nullptr, const CallCosts& costs = CallCosts());
 
 // A described kernel call's modelled time on `p` (before the profile's compute_scale); its
-// attention as `attention`'s kernels run it (predict.attention).
-double kernel_us(const MachineProfile& p, const kernels::KernelCall& call,
-                 AttentionModel attention = AttentionModel::kformer);
+// attention as `costs.attention`'s kernels run it (predict.attention).
+double kernel_us(const MachineProfile& p, const kernels::KernelCall& call, const CallCosts& costs = CallCosts());
 
 // Sum of the compute items' times of a list.
 double compute_us(const std::vector<WorkItem>& items);

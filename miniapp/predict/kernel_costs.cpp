@@ -82,13 +82,16 @@ double batched_attention_us(const MachineProfile& p, bool bf16, double score_byt
 }
 
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
-                           bool backward) {
+                           bool backward, double dropout) {
   const ComputeRates& r = p.rates(bf16);
   const double product = 2.0 * double(b) * h * t * t * hd;  // one of QK^T and PV over the full scores
   if (model == AttentionModel::flash)  // both products over the causal half: one product's FLOPs
     return p.launch_us + curve_us(r, backward ? 2.5 * product : product);
-  // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them.
-  return batched_attention_us(p, bf16, bf16 ? 2 : 4, b, t, h, hd, backward);
+  // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them;
+  // dropout on the probabilities a pass of its own each way (2 e + 1 bytes an element).
+  const double e = bf16 ? 2 : 4;
+  const double drop = dropout > 0 ? memory_us(p, "activation", double(b) * h * t * t * (2 * e + 1), bf16) : 0.0;
+  return drop + batched_attention_us(p, bf16, e, b, t, h, hd, backward);
 }
 
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {

@@ -32,11 +32,14 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 //   probabilities, 2 bytes an element in bf16, 4 in fp32; backward: the four products of the two
 //   gradients and the softmax's backward (reads the probabilities and their gradient, writes the
 //   scores'). Each product takes the longer of its FLOPs on the curve and its T*T matrix's bytes at
-//   the profile's copy bandwidth (batched_attention_us). Attention dropout is not charged.
+//   the profile's copy bandwidth (batched_attention_us). With dropout > 0 (predict.attention_dropout)
+//   the forward also runs a dropout pass over the probabilities (reads them, writes them and a 1-byte
+//   mask) and the backward one over their gradient (reads it and the mask, writes it), at the
+//   `activation` bandwidth: PyTorch's dropout kernels, which Megatron-LM's attention calls.
 // - flash (FlashAttention-2, PyTorch's SDPA): both products over the causal half, no T*T traffic;
 //   backward 2.5 times the forward's products (it recomputes the scores).
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
-                           bool backward);
+                           bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element
 // (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision).
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,

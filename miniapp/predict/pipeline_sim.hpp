@@ -60,6 +60,11 @@ struct PipelineSetup {
   // A TP all-gather runs beside the GEMM after it, a reduce-scatter beside the GEMM before it: only
   // what outlasts the GEMM is exposed (predict.tp_comm=overlapped, Megatron-Core's --tp-comm-overlap).
   bool tp_overlap = false;
+  // A column-parallel layer's input-gradient collective runs beside the weight-gradient half of the
+  // backward GEMM before it, and under sequence parallelism its input's all-gather for the weight
+  // gradient beside the input-gradient half of the one after it (predict.tp_input_grad=overlapped,
+  // Megatron-LM's asynchronous TP communication in the backward).
+  bool tp_input_grad = false;
 };
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);

@@ -78,6 +78,15 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
             << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
             << (cfg.predict.tp_comm == Overlap::overlapped ? ", TP collectives overlapped with their GEMMs" : "")
+            << (cfg.predict.tp_input_grad == Overlap::overlapped && cfg.predict.tp_comm != Overlap::overlapped
+                    ? ", input-gradient TP collectives beside the weight-gradient GEMMs"
+                    : "")
+            << (cfg.predict.tp_precision == TpPrecision::activations && cfg.bf16()
+                    ? ", TP collectives of activations in bf16"
+                    : "")
+            << (cfg.predict.attention_dropout > 0 && cfg.predict.attention == AttentionModel::batched_gemm
+                    ? ", attention dropout " + format_value(cfg.predict.attention_dropout)
+                    : std::string())
             << (cfg.predict.param_gather == Overlap::overlapped ? ", parameter gather beside the next forward" : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +

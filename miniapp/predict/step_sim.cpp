@@ -57,6 +57,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.one_stream = prof.one_stream;
   ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;
   ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
+  ps.tp_input_grad = cfg.predict.tp_input_grad == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
@@ -155,7 +156,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (; next[w] < list.size() && list[next[w]].kind != WorkEntry::Kind::comm; ++next[w]) {
       const WorkEntry& e = list[next[w]];
       const bool optimizer = e.group == "kformer::optimizer";
-      if (e.kind == WorkEntry::Kind::kernel) t[w] += kernel_us(prof, e.call, cfg.predict.attention);
+      if (e.kind == WorkEntry::Kind::kernel) t[w] += kernel_us(prof, e.call, call_costs(cfg));
       if (e.kind == WorkEntry::Kind::region_begin && optimizer) opt_start[w] = t[w];
       if (e.kind == WorkEntry::Kind::region_end && optimizer) opt[w] = t[w] - opt_start[w];
     }

@@ -1,6 +1,6 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
-// predict.pipeline_p2p, predict.grad_reduce and predict.grad_accumulate) as enums, with their
+// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
@@ -31,6 +31,8 @@ enum class Overlap { overlapped, serialized };
 enum class GradAccumulation { fused, fp32_pass, lp_pass };
 // predict.host: who issues the kernels and whether the host waits for each (chunk_work.hpp).
 enum class HostCost { kformer, eager, blocking };
+// predict.tp_precision: the type a TP collective of activations moves in a bf16 run (chunk_work.hpp).
+enum class TpPrecision { fp32, activations };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -71,6 +73,10 @@ struct Names<GradAccumulation> {
 template <>
 struct Names<HostCost> {
   static constexpr std::array<const char*, 3> list{"kformer", "eager", "blocking"};
+};
+template <>
+struct Names<TpPrecision> {
+  static constexpr std::array<const char*, 2> list{"fp32", "activations"};
 };
 template <>
 struct Names<AttentionKind> {

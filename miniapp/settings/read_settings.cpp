@@ -73,6 +73,9 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
   s.predict.grad_reduce = choice<Overlap>(cfg, "predict.grad_reduce");
   s.predict.tp_comm = choice<Overlap>(cfg, "predict.tp_comm");
+  s.predict.tp_input_grad = choice<Overlap>(cfg, "predict.tp_input_grad");
+  s.predict.tp_precision = choice<TpPrecision>(cfg, "predict.tp_precision");
+  s.predict.attention_dropout = cfg.f64("predict.attention_dropout");
   s.predict.param_gather = choice<Overlap>(cfg, "predict.param_gather");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.host = choice<HostCost>(cfg, "predict.host");

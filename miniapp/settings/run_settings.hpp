@@ -81,6 +81,9 @@ struct PredictSettings {
   Overlap pipeline_p2p = Overlap::overlapped;
   Overlap grad_reduce = Overlap::overlapped;
   Overlap tp_comm = Overlap::serialized;
+  Overlap tp_input_grad = Overlap::serialized;
+  TpPrecision tp_precision = TpPrecision::fp32;
+  double attention_dropout = 0;
   Overlap param_gather = Overlap::serialized;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;

@@ -155,6 +155,22 @@ std::vector<KeySpec> make_schema() {
              "--tp-comm-overlap through Transformer Engine: with sequence parallelism an all-gather is pipelined with "
              "the GEMM that reads it, a reduce-scatter with the GEMM that writes it; each such pair costs the longer "
              "of the two)"),
+      choice("predict.tp_input_grad", names_of<Overlap>(), "serialized",
+             "a column-parallel layer's input-gradient collective (all-reduce, or reduce-scatter under sequence "
+             "parallelism) as kformer predict models it: serialized (kformer's: after the layer's backward GEMMs) or "
+             "overlapped (Megatron-LM's since 2021, LinearWithGradAccumulationAndAsyncCommunication: started after "
+             "the input-gradient GEMM and run beside the weight-gradient GEMM, and under sequence parallelism the "
+             "input's all-gather for the weight gradient beside the input-gradient GEMM)"),
+      choice("predict.tp_precision", names_of<TpPrecision>(), "fp32",
+             "the type kformer predict costs a bf16 run's tensor-parallel collectives of activations in: fp32 "
+             "(kformer's: it sums the partial products in fp32) or activations (Megatron-LM's, DeepSpeed's, "
+             "Megatron-Core's, PyTorch's: the bf16 tensors of a bf16 model, half the bytes); the loss statistics and "
+             "parameter gradients stay fp32"),
+      real("predict.attention_dropout", 0, 0, 0.999,
+           "dropout probability on the attention probabilities that kformer predict costs with "
+           "predict.attention=batched_gemm: above 0, a pass over the T*T probabilities writing them and a 1-byte "
+           "mask, and one in the backward (Megatron-LM's --attention-dropout, 0.1 by default; kformer has no "
+           "dropout; flash kernels drop inside the kernel)"),
       choice("predict.param_gather", names_of<Overlap>(), "serialized",
              "ZeRO-1/2's parameter all-gather after the optimizer step as kformer predict models it: serialized "
              "(kformer's: the step ends when it ends) or overlapped (Megatron-Core's --overlap-param-gather: it runs "

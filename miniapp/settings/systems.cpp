@@ -17,6 +17,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        "Megatron-LM of 2021-22 (fused softmax attention, sends on the compute stream, one gradient reduction "
        "after the backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
+        {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
         {"predict.host", "eager"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (flash attention through Transformer Engine, "
@@ -27,12 +28,14 @@ const std::vector<SoftwareSystem>& software_systems() {
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
-        {"predict.grad_accumulate", "lp_pass"}, {"predict.host", "eager"}}},
+        {"predict.grad_accumulate", "lp_pass"}, {"predict.attention_dropout", "0.1"},
+        {"predict.host", "eager"}}},
       {"deepspeed-2022",
        "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (bf16 gradients widened into fp32 ones "
        "after each micro-batch)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
-        {"predict.grad_accumulate", "fp32_pass"}, {"predict.host", "eager"}}},
+        {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
+        {"predict.host", "eager"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward, SDPA flash attention, torch.distributed.pipelining's "
        "non-blocking sends)",

@@ -10,6 +10,7 @@
 // gather of the bf16 copy after the optimizer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -301,7 +302,7 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
   const double act = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
   const auto with = [&](kformer::AttentionModel m, bool backward) {
     c.backward = backward;
-    return kp::kernel_us(a100, c, m);
+    return kp::kernel_us(a100, c, kp::CallCosts(m));
   };
   const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
   EXPECT_NEAR(with(bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
@@ -331,7 +332,7 @@ TEST(PredictFeatures, AttentionProductsOverSmallHeadsTakeTheirMatricesBytes) {
   c.family = kformer::kernels::Family::attention;
   c.bf16 = true;
   c.shape = {8, 1024, 12, 12, 64, 0};
-  const double megatron = kp::kernel_us(h100, c, kformer::AttentionModel::batched_gemm);
+  const double megatron = kp::kernel_us(h100, c, kp::CallCosts(kformer::AttentionModel::batched_gemm));
   EXPECT_NEAR(megatron, 2 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 4, true), 1e-6);
   // kformer's own batched_gemm keeps its T*T matrices in the run's precision too: the same cost.
   const double own = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, false);
@@ -339,7 +340,7 @@ TEST(PredictFeatures, AttentionProductsOverSmallHeadsTakeTheirMatricesBytes) {
   c.backward = true;  // dP written in 2 bytes, three products reading 2, the softmax's 6
   const double own_bwd = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, true);
   EXPECT_NEAR(own_bwd, 4 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 6, true), 1e-6);
-  EXPECT_NEAR(kp::kernel_us(h100, c, kformer::AttentionModel::batched_gemm), own_bwd, 1e-6);
+  EXPECT_NEAR(kp::kernel_us(h100, c, kp::CallCosts(kformer::AttentionModel::batched_gemm)), own_bwd, 1e-6);
   // In fp32 every matrix is 4 bytes.
   c.bf16 = false, c.backward = false;
   const auto& r32 = h100.rates(false);
@@ -498,4 +499,139 @@ TEST(PredictFeatures, Bf16ZeroOneGathersTheBf16Copy) {
             << " ms in bf16" << std::endl;
   EXPECT_GT(fp32, 100);
   EXPECT_NEAR(bf16 / fp32, 0.5, 1e-6);
+}
+
+namespace {
+using kformer::comm::Payload;
+std::vector<Payload> tp_payloads(const std::vector<kp::WorkItem>& items, kformer::comm::OpKind op) {
+  std::vector<Payload> out;
+  for (const auto& i : of_kind(items, kp::ItemKind::tp_comm))
+    if (i.op == op) out.push_back(i.payload);
+  return out;
+}
+}  // namespace
+
+// What each TP call of the described step carries (comm::Payload, said at its call site), which
+// predict.tp_precision and predict.tp_input_grad read: a middle chunk at TP 2 reduces its
+// row-parallel outputs (activations) in the forward and its column-parallel layers' input
+// gradients in the backward; under sequence parallelism its backward gathers the output
+// gradients (activations) and the norms' outputs for the weight gradients, and reduce-scatters
+// the input gradients; the last chunk's loss statistics carry neither.
+TEST(PredictFeatures, DescribedTpCallsSayWhatTheyCarry) {
+  using Op = kformer::comm::OpKind;
+  const auto plain = middle_chunk("parallel.sequence_parallel=false");
+  EXPECT_EQ(tp_payloads(plain.forward, Op::allreduce), std::vector<Payload>(2, Payload::activations));
+  EXPECT_EQ(tp_payloads(plain.backward, Op::allreduce), std::vector<Payload>(2, Payload::input_gradient));
+  const auto sp = middle_chunk("parallel.sequence_parallel=true");
+  EXPECT_EQ(tp_payloads(sp.forward, Op::reduce_scatter), std::vector<Payload>(2, Payload::activations));
+  EXPECT_EQ(tp_payloads(sp.backward, Op::reduce_scatter), std::vector<Payload>(2, Payload::input_gradient));
+  const auto gathers = tp_payloads(sp.backward, Op::allgather);
+  EXPECT_EQ(std::count(gathers.begin(), gathers.end(), Payload::weight_input), 2);
+  EXPECT_EQ(std::count(gathers.begin(), gathers.end(), Payload::activations), 2);
+  for (const auto& i : of_kind(sp.forward, kp::ItemKind::tp_comm)) EXPECT_NE(i.payload, Payload::other) << i.name;
+
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2"});
+  const kp::ChunkWork last = kp::chunk_work(profile("perlmutter-a100-40gb"), pl, 3);
+  const auto stats = tp_payloads(last.forward, Op::allreduce);  // two blocks' outputs, then max and sums
+  ASSERT_EQ(stats.size(), 2 * std::size_t(pl.chunks[3].second) + 2);
+  EXPECT_EQ(stats[stats.size() - 2], Payload::other);
+  EXPECT_EQ(stats.back(), Payload::other);
+  EXPECT_EQ(tp_payloads(last.head_backward, Op::allreduce), std::vector<Payload>{Payload::input_gradient});
+}
+
+// predict.tp_precision=activations (Megatron-LM, DeepSpeed and PyTorch move a bf16 model's
+// activations in bf16; kformer sums its partial products in fp32): in a bf16 run each fp32 TP
+// all-reduce that carries activations (the blocks' outputs and input gradients) moves half the
+// bytes; the loss statistics, and the pipeline message's gather, already bf16, the same; an fp32
+// run is unchanged.
+TEST(PredictFeatures, TpPrecisionHalvesABf16RunsActivationCollectives) {
+  using Op = kformer::comm::OpKind;
+  // The bytes of the last chunk's TP calls of kind `op` that carry activations (or, with
+  // `other`, those that carry neither), over its forward, head and backward.
+  const auto tp_bytes = [](const std::vector<std::string>& settings, Op op, bool other = false) {
+    std::vector<std::string> o = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
+    o.insert(o.end(), settings.begin(), settings.end());
+    const kp::ChunkWork w = kp::chunk_work(profile("perlmutter-a100-40gb"), plan("tiny.yaml", o), 3);
+    double b = 0;
+    for (const auto* list : {&w.forward, &w.head_backward, &w.backward})
+      for (const auto& i : of_kind(*list, kp::ItemKind::tp_comm))
+        if (i.op == op && (i.payload == Payload::other) == other) b += i.bytes;
+    return b;
+  };
+  const std::vector<std::string> bf16 = {"train.precision=bf16"},
+                                 halved = {"train.precision=bf16", "predict.tp_precision=activations"};
+  EXPECT_GT(tp_bytes(bf16, Op::allreduce), 0);
+  EXPECT_NEAR(tp_bytes(halved, Op::allreduce), tp_bytes(bf16, Op::allreduce) / 2, 1e-6);
+  EXPECT_EQ(tp_bytes(halved, Op::allreduce, true), tp_bytes(bf16, Op::allreduce, true));  // max and sums
+  EXPECT_GT(tp_bytes(bf16, Op::allreduce, true), 0);
+  EXPECT_GT(tp_bytes(bf16, Op::allgather), 0);  // the received message's parts, in bf16 already
+  EXPECT_EQ(tp_bytes(halved, Op::allgather), tp_bytes(bf16, Op::allgather));
+  EXPECT_EQ(tp_bytes({"predict.tp_precision=activations"}, Op::allreduce), tp_bytes({}, Op::allreduce));
+}
+
+// predict.tp_input_grad=overlapped (Megatron-LM's asynchronous TP communication in the backward):
+// on one stage at TP 2 with 3 ms collectives, a backward of a 4 ms GEMM running both products, its
+// input gradient's all-reduce, a 0.25 ms norm, an all-gather of a weight input, a 1 ms GEMM of both
+// products, an all-reduce of activations, a weight-only GEMM (zb-h1's W: 0.5 ms) and an input
+// gradient's all-reduce after it. Serialized every call holds the stream (17.75 ms). Overlapped the
+// first all-reduce shows what outlasts the first GEMM's weight half (3 - 2 ms), the gather what
+// outlasts the next GEMM's input half (3 - 0.5 ms); the activations' all-reduce and the one after a
+// GEMM without its input half stay whole (15.25 ms).
+TEST(PredictFeatures, InputGradientCollectivesRunBesideTheOtherHalfOfTheirGemm) {
+  kp::MachineProfile p = slow_sends();
+  for (const char* call : {"allgather", "allreduce"}) p.intra_node.collectives[call] = {{3000, 0, 0}};
+  p.inter_node = p.intra_node;
+  const kp::NetworkCost net(p, {});
+  const auto backward = [&](bool overlap) {
+    kp::PipelineSetup s;
+    s.pp = 1, s.n_chunks = 1, s.microbatches = 1;
+    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 1, 1, 1);
+    s.programs.push_back(kformer::comm_program(sched[0], 1, 1));
+    s.gather_bytes.assign(1, {}), s.bucket_bytes.assign(1, {});
+    s.tp = {2, 1}, s.pp_group = {1, 1};
+    s.tp_input_grad = overlap;
+    const auto tp = [](kformer::comm::OpKind op, Payload what) {
+      return kp::WorkItem{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op, what};
+    };
+    const auto gemm = [](double us, bool both) { return kp::WorkItem{kp::ItemKind::compute, "matmul_backward", us, 0, 0,
+                                                                     kformer::comm::OpKind::allreduce, Payload::other,
+                                                                     both ? us / 2 : 0}; };
+    kp::ChunkWork w;
+    w.forward = {{kp::ItemKind::compute, "f", 1, 0, 0}};
+    w.backward = {gemm(4000, true), tp(kformer::comm::OpKind::allreduce, Payload::input_gradient),
+                  {kp::ItemKind::compute, "layernorm_backward", 250, 0, 0},
+                  tp(kformer::comm::OpKind::allgather, Payload::weight_input), gemm(1000, true),
+                  tp(kformer::comm::OpKind::allreduce, Payload::activations), gemm(500, false),
+                  tp(kformer::comm::OpKind::allreduce, Payload::input_gradient)};
+    s.chunks.push_back(w);
+    return kp::simulate_pipeline(s, net, false)[0].backward_us;
+  };
+  const double serialized = backward(false), overlapped = backward(true);
+  std::cout << "TP 2, a backward of 5.75 ms of kernels and four 3 ms calls: " << serialized / 1e3
+            << " ms serialized, " << overlapped / 1e3 << " ms with the input gradients' calls beside their GEMMs"
+            << std::endl;
+  EXPECT_NEAR(serialized, 17750, 1e-6);
+  EXPECT_NEAR(overlapped, 15250, 1e-6);
+}
+
+// predict.attention_dropout (Megatron-LM's --attention-dropout, 0.1 by default): with batched_gemm
+// attention a dropout pass over the T*T probabilities each way, reading them (bf16: 2 bytes),
+// writing them and a 1-byte mask, at the activation bandwidth; nothing at 0, nothing for flash
+// kernels (which drop inside the kernel) nor for kformer's own.
+TEST(PredictFeatures, AttentionDropoutIsAPassOverTheProbabilitiesEachWay) {
+  const auto a100 = profile("dgx-a100-80gb");
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  const double scores = 2.0 * 12 * 2048 * 2048;
+  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
+  for (bool backward : {false, true}) {
+    c.backward = backward;
+    const double pass = kp::memory_us(a100, "activation", scores * 5, true);
+    EXPECT_NEAR(kp::kernel_us(a100, c, kp::CallCosts(bg, 0.1)) - kp::kernel_us(a100, c, kp::CallCosts(bg)), pass, 1e-6);
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(bg, 0)), kp::kernel_us(a100, c, kp::CallCosts(bg)));
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(fl, 0.1)), kp::kernel_us(a100, c, kp::CallCosts(fl)));
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(kformer::AttentionModel::kformer, 0.1)), kp::kernel_us(a100, c));
+  }
 }

@@ -73,6 +73,10 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
                              Overlap::serialized);
   expect_round_trip<Overlap>("predict.param_gather", [](const RunSettings& s) { return s.predict.param_gather; }, {}, 1,
                              Overlap::serialized);
+  expect_round_trip<Overlap>("predict.tp_input_grad", [](const RunSettings& s) { return s.predict.tp_input_grad; }, {}, 1,
+                             Overlap::serialized);
+  expect_round_trip<TpPrecision>("predict.tp_precision", [](const RunSettings& s) { return s.predict.tp_precision; }, {},
+                                 1, TpPrecision::fp32);
   expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
   expect_round_trip<HostCost>("predict.host", [](const RunSettings& s) { return s.predict.host; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
@@ -146,6 +150,15 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(plain.predict.tp_comm, Overlap::serialized);  // kformer's TP calls hold its stream
   EXPECT_EQ(plain.predict.param_gather, Overlap::serialized);
   EXPECT_EQ(plain.predict.host, HostCost::kformer);
+  EXPECT_EQ(plain.predict.tp_input_grad, Overlap::serialized);
+  EXPECT_EQ(plain.predict.tp_precision, TpPrecision::fp32);  // kformer sums its TP partial products in fp32
+  EXPECT_EQ(plain.predict.attention_dropout, 0.0);            // kformer has no dropout
+  // Megatron-LM's attention drops its probabilities (--attention-dropout 0.1), as Megatron-DeepSpeed's
+  // does; only Megatron-LM runs the input gradients' collectives beside the weight-gradient GEMMs.
+  for (const char* sys : {"megatron-lm-2022", "deepspeed-2021", "deepspeed-2022"})
+    EXPECT_EQ(read({std::string("predict.system=") + sys}).predict.attention_dropout, 0.1) << sys;
+  EXPECT_EQ(read({"predict.system=megatron-lm-2022"}).predict.tp_input_grad, Overlap::overlapped);
+  EXPECT_EQ(read({"predict.system=deepspeed-2022"}).predict.tp_input_grad, Overlap::serialized);
   const RunSettings core = read({"predict.system=megatron-core"});
   EXPECT_EQ(core.predict.tp_comm, Overlap::overlapped);
   // Every other preset is an eager PyTorch program, unless the command line says otherwise.
