@@ -116,6 +116,17 @@ kp::PipelineSetup two_stages(bool tp_call) {
   return s;
 }
 
+// One stage of one chunk at TP 2, one micro-batch: its chunk's work left to the test.
+kp::PipelineSetup one_stage_at_tp2() {
+  kp::PipelineSetup s;
+  s.pp = 1, s.n_chunks = 1, s.microbatches = 1;
+  const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 1, 1, 1);
+  s.programs.push_back(kformer::comm_program(sched[0], 1, 1));
+  s.gather_bytes.assign(1, {}), s.bucket_bytes.assign(1, {});
+  s.tp = {2, 1}, s.pp_group = {1, 1};
+  return s;
+}
+
 }  // namespace
 
 TEST(PredictFeatures, Bf16GemmsTakeTheProfilesBf16Rate) {
@@ -361,12 +372,7 @@ TEST(PredictFeatures, TpCollectivesOverlappedShowWhatOutlastsTheirGemm) {
   p.inter_node = p.intra_node;
   const kp::NetworkCost net(p, {});
   const auto forward = [&](bool overlap) {
-    kp::PipelineSetup s;
-    s.pp = 1, s.n_chunks = 1, s.microbatches = 1;
-    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 1, 1, 1);
-    s.programs.push_back(kformer::comm_program(sched[0], 1, 1));
-    s.gather_bytes.assign(1, {}), s.bucket_bytes.assign(1, {});
-    s.tp = {2, 1}, s.pp_group = {1, 1};
+    kp::PipelineSetup s = one_stage_at_tp2();
     s.tp_overlap = overlap;
     kp::ChunkWork w;
     const auto tp = [](kformer::comm::OpKind op) { return kp::WorkItem{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op}; };
@@ -583,12 +589,7 @@ TEST(PredictFeatures, InputGradientCollectivesRunBesideTheOtherHalfOfTheirGemm) 
   p.inter_node = p.intra_node;
   const kp::NetworkCost net(p, {});
   const auto backward = [&](bool overlap) {
-    kp::PipelineSetup s;
-    s.pp = 1, s.n_chunks = 1, s.microbatches = 1;
-    const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 1, 1, 1);
-    s.programs.push_back(kformer::comm_program(sched[0], 1, 1));
-    s.gather_bytes.assign(1, {}), s.bucket_bytes.assign(1, {});
-    s.tp = {2, 1}, s.pp_group = {1, 1};
+    kp::PipelineSetup s = one_stage_at_tp2();
     s.tp_input_grad = overlap;
     const auto tp = [](kformer::comm::OpKind op, Payload what) {
       return kp::WorkItem{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op, what};
