@@ -16,7 +16,6 @@ CallCosts call_costs(const RunSettings& s) {
 }
 
 double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
-  const AttentionModel attention = costs.attention;
   const auto& s = c.shape;
   switch (c.family) {
     case kk::Family::gemm: {
@@ -24,8 +23,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
       return c.backward && s[3] != 3 ? full / 2 : full;  // one of the backward's two products
     }
     case kk::Family::attention:
-      if (attention != AttentionModel::kformer)
-        return system_attention_us(p, c.bf16, attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward,
+      if (costs.attention != AttentionModel::kformer)
+        return system_attention_us(p, c.bf16, costs.attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward,
                                    costs.attention_dropout);
       return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
                           int(s[3]), int(s[4]), c.backward);

@@ -138,36 +138,35 @@ class Sim {
     me.t += miss_us, timer += miss_us;
     return true;
   }
-  // The time the TP call items[k] holds the stream: all of it, or with tp_overlap what outlasts the
-  // GEMM it is pipelined with: an all-gather's, the first GEMM after it (its reader, or in the
+  // The first GEMM after items[k] (after) or before it, none across another TP call; nullptr if none.
+  static const WorkItem* gemm_beside(const std::vector<WorkItem>& items, std::size_t k, bool after) {
+    for (std::size_t j = k; after ? j + 1 < items.size() : j > 0;) {
+      j = after ? j + 1 : j - 1;
+      const WorkItem& i = items[j];
+      if (i.kind == ItemKind::tp_comm) return nullptr;
+      if (i.kind == ItemKind::compute && i.name.rfind("matmul", 0) == 0) return &i;
+    }
+    return nullptr;
+  }
+  // The time the TP call items[k] holds the stream: all of it, or what outlasts the GEMM it runs
+  // beside. With tp_overlap an all-gather's, the first GEMM after it (its reader, or in the
   // backward the input-gradient GEMM that Transformer Engine's bulk overlap runs it beside), a
-  // reduce-scatter's, the last GEMM before it (its writer); none across another TP call.
-  // With tp_input_grad (and not tp_overlap, which covers it), an input gradient's collective
-  // outlasting the other half of the backward GEMM before it, a weight input's gather that of the
-  // GEMM after it (a GEMM's whose backward runs both products; none across another TP call).
+  // reduce-scatter's, the last GEMM before it (its writer). Else with tp_input_grad an input
+  // gradient's collective, the other half of the backward GEMM before it, a weight input's gather
+  // that of the GEMM after it (a GEMM whose backward runs both products).
   double exposed_tp_us(const std::vector<WorkItem>& items, std::size_t k) const {
     const WorkItem& c = items[k];
     const double us = net_.call_us(c.op, c.bytes, s_.tp);
     if (s_.tp.size == 1) return us;
-    const bool input_grad = c.payload == comm::Payload::input_gradient, weight_input = c.payload == comm::Payload::weight_input;
-    if (s_.tp_input_grad && !s_.tp_overlap && (input_grad || weight_input)) {
-      for (std::size_t j = k; weight_input ? j + 1 < items.size() : j > 0;) {
-        j = weight_input ? j + 1 : j - 1;
-        const WorkItem& i = items[j];
-        if (i.kind == ItemKind::tp_comm) break;
-        if (i.kind == ItemKind::compute && i.name.rfind("matmul", 0) == 0)
-          return i.half_us > 0 ? std::max(0.0, us - i.half_us) : us;
-      }
-      return us;
+    if (s_.tp_overlap) {
+      const bool gather = c.op == comm::OpKind::allgather, scatter = c.op == comm::OpKind::reduce_scatter;
+      const WorkItem* g = gather || scatter ? gemm_beside(items, k, gather) : nullptr;
+      return g ? std::max(0.0, us - g->us) : us;
     }
-    if (!s_.tp_overlap) return us;
-    const bool gather = c.op == comm::OpKind::allgather, scatter = c.op == comm::OpKind::reduce_scatter;
-    if (!gather && !scatter) return us;
-    for (std::size_t j = k; gather ? j + 1 < items.size() : j > 0;) {
-      j = gather ? j + 1 : j - 1;
-      const WorkItem& i = items[j];
-      if (i.kind == ItemKind::tp_comm) break;
-      if (i.kind == ItemKind::compute && i.name.rfind("matmul", 0) == 0) return std::max(0.0, us - i.us);
+    const bool input_grad = c.payload == comm::Payload::input_gradient, weight_input = c.payload == comm::Payload::weight_input;
+    if (s_.tp_input_grad && (input_grad || weight_input)) {
+      const WorkItem* g = gemm_beside(items, k, weight_input);
+      return g && g->half_us > 0 ? std::max(0.0, us - g->half_us) : us;
     }
     return us;
   }
