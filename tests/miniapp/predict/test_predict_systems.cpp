@@ -1,0 +1,317 @@
+// How the published systems ran, as predict costs them (the predict.* keys a predict.system
+// preset sets; docs/predict.md, "Systems"): their attention kernels on the GEMM curve, with
+// dropout on the probabilities; TP collectives beside their GEMMs (Megatron-Core's overlap,
+// Megatron-LM's asynchronous input gradients) and in the activations' precision, read off what
+// each described TP call carries; sends that hold the next computation; a gradient reduction
+// after the backward; a parameter gather beside the next forward. Part of test_predict_features.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "platform/errors.hpp"
+#include "predict/chunk_work.hpp"
+#include "predict/kernel_costs.hpp"
+#include "predict/machine_profile.hpp"
+#include "predict/network_cost.hpp"
+#include "predict/pipeline_sim.hpp"
+#include "predict/step_sim.hpp"
+#include "predict_features_helpers.hpp"
+
+using namespace predict_features;
+
+// Attention as Megatron-LM runs it (batched_gemm): the two products over the full T*T scores,
+// each one batched GEMM on the profile's bf16 curve, plus the softmax's pass over the scores (2
+// bytes an element read and written) at the activation bandwidth; the backward four products and
+// three passes. FlashAttention's (flash): the causal half of the two products as one call on the
+// curve, the backward 2.5 times its FLOPs. Both against the curve written out here.
+TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto& r = a100.rates(true);
+  const double b = 2, t = 2048, h = 12, hd = 128, scores = b * h * t * t, product = 2 * scores * hd;
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  const double act = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
+  const auto with = [&](kformer::AttentionModel m, bool backward) {
+    c.backward = backward;
+    return kp::kernel_us(a100, c, kp::CallCosts(m));
+  };
+  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
+  EXPECT_NEAR(with(bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
+  EXPECT_NEAR(with(bg, true), 4 * curve_us(r, a100.launch_us, product) + a100.launch_us + 3 * 2 * scores / act, 1e-6);
+  EXPECT_NEAR(with(fl, false), curve_us(r, a100.launch_us, product), 1e-6);
+  EXPECT_NEAR(with(fl, true), curve_us(r, a100.launch_us, 2.5 * product), 1e-6);
+  // kformer's own kernel on this profile runs on the CUDA cores: far slower than either.
+  const double own = with(kformer::AttentionModel::kformer, false);
+  std::cout << "bf16 attention, B 2, T 2048, 12 heads of 128 on a DGX A100: kformer's " << own / 1e3
+            << " ms, Megatron-LM's batched GEMMs " << with(bg, false) / 1e3 << " ms, flash "
+            << with(fl, false) / 1e3 << " ms" << std::endl;
+  EXPECT_GT(own, 5 * with(bg, false));
+}
+
+// A batched product over a small head moves its T*T matrix for few FLOPs an element: at hd 64 in
+// bf16 on an H100 each product takes that matrix's bytes at the copy bandwidth, not its FLOPs on
+// the curve. kformer's own kernels.attention=batched_gemm keeps the scores and d(probabilities) in
+// fp32: its QK^T writes 4 bytes a score, its softmax reads 4 and writes 2, where Megatron-LM's
+// bf16 scores take 2 and 2 + 2 (the H200's -25% on the GPT-2 124M bf16 step became -11%).
+TEST(PredictFeatures, AttentionProductsOverSmallHeadsTakeTheirMatricesBytes) {
+  const auto h100 = profile("h100-sxm-80gb");
+  const auto& r = h100.rates(true);
+  const double b = 8, t = 1024, h = 12, hd = 64, scores = b * h * t * t, product = 2 * scores * hd;
+  const double copy = h100.copy_gbps * 1e3, L = h100.launch_us;  // bytes per us
+  ASSERT_GT(scores * 2 / copy, curve_us(r, 0, product)) << "the premise: bytes, not FLOPs, bound each product";
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {8, 1024, 12, 12, 64, 0};
+  const double megatron = kp::kernel_us(h100, c, kp::CallCosts(kformer::AttentionModel::batched_gemm));
+  EXPECT_NEAR(megatron, 2 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 4, true), 1e-6);
+  // kformer's own batched_gemm keeps its T*T matrices in the run's precision too: the same cost.
+  const double own = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, false);
+  EXPECT_NEAR(own, megatron, 1e-6);
+  c.backward = true;  // dP written in 2 bytes, three products reading 2, the softmax's 6
+  const double own_bwd = kp::attention_us(h100, true, "batched_gemm", 8, 1024, 12, 12, 64, true);
+  EXPECT_NEAR(own_bwd, 4 * (L + scores * 2 / copy) + kp::memory_us(h100, "activation", scores * 6, true), 1e-6);
+  EXPECT_NEAR(kp::kernel_us(h100, c, kp::CallCosts(kformer::AttentionModel::batched_gemm)), own_bwd, 1e-6);
+  // In fp32 every matrix is 4 bytes.
+  c.bf16 = false, c.backward = false;
+  const auto& r32 = h100.rates(false);
+  const double one32 = L + std::max(curve_us(r32, 0, product), scores * 4 / copy);
+  EXPECT_NEAR(kp::attention_us(h100, false, "batched_gemm", 8, 1024, 12, 12, 64, false),
+              2 * one32 + kp::memory_us(h100, "activation", scores * 8, false), 1e-6);
+}
+
+// TP collectives beside their GEMMs (predict.tp_comm=overlapped, Megatron-Core's --tp-comm-overlap):
+// on one stage at TP 2 whose forward is a 3 ms GEMM, its reduce-scatter (2 ms), a 0.5 ms kernel, an
+// all-gather (2 ms), a norm (0.25 ms), the 1 ms GEMM that reads it and an all-reduce (2 ms): serialized
+// every call holds the stream (10.75 ms); overlapped the reduce-scatter hides behind the GEMM before
+// it, the all-gather shows only what outlasts the first GEMM after it (1 ms), the all-reduce stays
+// whole (7.75 ms).
+TEST(PredictFeatures, TpCollectivesOverlappedShowWhatOutlastsTheirGemm) {
+  kp::MachineProfile p = slow_sends();
+  for (const char* call : {"reduce_scatter", "allgather", "allreduce"}) p.intra_node.collectives[call] = {{2000, 0, 0}};
+  p.inter_node = p.intra_node;
+  const kp::NetworkCost net(p, {});
+  const auto forward = [&](bool overlap) {
+    kp::PipelineSetup s = one_stage_at_tp2();
+    s.tp_overlap = overlap;
+    kp::ChunkWork w;
+    const auto tp = [](kformer::comm::OpKind op) { return kp::WorkItem{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op}; };
+    w.forward = {{kp::ItemKind::compute, "matmul_forward", 3000, 0, 0}, tp(kformer::comm::OpKind::reduce_scatter),
+                 {kp::ItemKind::compute, "residual_forward", 500, 0, 0}, tp(kformer::comm::OpKind::allgather),
+                 {kp::ItemKind::compute, "layernorm_forward", 250, 0, 0}, {kp::ItemKind::compute, "matmul_forward", 1000, 0, 0},
+                 tp(kformer::comm::OpKind::allreduce)};
+    w.backward = {{kp::ItemKind::compute, "b", 1, 0, 0}};
+    s.chunks.push_back(w);
+    return kp::simulate_pipeline(s, net, false)[0].forward_us;
+  };
+  const double serialized = forward(false), overlapped = forward(true);
+  std::cout << "TP 2, a forward of 4.75 ms of kernels and three 2 ms calls: " << serialized / 1e3 << " ms serialized, "
+            << overlapped / 1e3 << " ms with the calls beside their GEMMs" << std::endl;
+  EXPECT_NEAR(serialized, 10750, 1e-6);
+  EXPECT_NEAR(overlapped, 7750, 1e-6);
+}
+
+// Sends that hold the next computation (predict.pipeline_p2p=serialized): on 2 stages with 10 ms
+// sends and 1 ms forwards, the first stage's second forward starts only once the first forward's
+// send has ended, 10 ms after it was posted, where overlapped it starts at once (at 1 ms). The
+// pipeline cannot end sooner for it (here it ends no later either: the sends of the steady state
+// are on its critical path both ways).
+TEST(PredictFeatures, SerializedSendsHoldTheNextComputation) {
+  kp::MachineProfile p = slow_sends();
+  p.one_stream = false;
+  const kp::NetworkCost net(p, {});
+  const auto wall = [&](bool serial) {
+    kp::PipelineSetup s = two_stages(false);
+    s.serial_p2p = serial;
+    const auto st = kp::simulate_pipeline(s, net, true);
+    double second_forward = -1;  // when stage 0's forward of micro-batch 1 began
+    for (const auto& sp : st[0].spans)
+      if (!sp.comm && sp.name == "forward" && sp.micro == 1) second_forward = sp.start_us;
+    return std::make_pair(st[0].wall_us, second_forward);
+  };
+  const auto [overlapped, f1_overlapped] = wall(false);
+  const auto [serialized, f1_serialized] = wall(true);
+  std::cout << "2 stages, 10 ms sends: stage 0's second forward starts at " << f1_overlapped / 1e3 << " ms with "
+            << "its sends in flight, " << f1_serialized / 1e3 << " ms held by them; its pipeline ends at "
+            << overlapped / 1e3 << " and " << serialized / 1e3 << " ms" << std::endl;
+  EXPECT_NEAR(f1_overlapped, 1000, 1e-6);
+  EXPECT_NEAR(f1_serialized, 11000, 1e-6);
+  EXPECT_GE(serialized, overlapped - 1e-6);
+}
+
+// The gradient reduction after the backward (predict.grad_reduce=serialized): at dp=8 on a GPU
+// profile, whose NCCL reduces buckets while the last backward runs, the step takes longer, by at
+// most the reduction's whole time (the fp32 gradients' all-reduce, and a latency per bucket, one
+// per unit: the blocks, the embedding and the head), which is all overlapped could have hidden.
+TEST(PredictFeatures, AGradientReductionAfterTheBackwardHidesNothing) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto step = [&](const char* when) {
+    return kp::predict_step(plan("gpt3-small.yaml", {"predict.world=8", "parallel.dp=8", "train.precision=bf16",
+                                                     std::string("predict.grad_reduce=") + when}),
+                            a100, false)
+        .step_ms;
+  };
+  const double overlapped = step("overlapped"), serialized = step("serialized");
+  const kp::NetworkCost net(a100, {});
+  const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=8", "parallel.dp=8"});  // fp32, ZeRO 0
+  const double params = pl.memory.params / 4, buckets = pl.settings.model.n_layers + 2;
+  const auto ar = kformer::comm::OpKind::allreduce;
+  const double reduce_ms = (net.real_us(ar, 4 * params, {8, 1}) + buckets * net.real_us(ar, 0, {8, 1})) / 1e3;
+  std::cout << "gpt3-small at dp=8 in bf16: step " << overlapped << " ms with the reduction beside the backward, "
+            << serialized << " ms after it (the reduction alone " << reduce_ms << " ms)" << std::endl;
+  EXPECT_GT(serialized, overlapped);
+  EXPECT_LE(serialized - overlapped, reduce_ms);
+}
+
+// ZeRO's parameter all-gather beside the next forward (predict.param_gather=overlapped, Megatron-
+// Core's --overlap-param-gather): at dp=8 under ZeRO-1 in bf16 the step is shorter, by at most one
+// micro-batch's forward of the stage (what it runs beside).
+TEST(PredictFeatures, AParameterGatherBesideTheNextForwardHidesAtMostThatForward) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto step = [&](const char* how) {
+    return kp::predict_step(plan("gpt3-small.yaml", {"predict.world=8", "parallel.dp=8", "parallel.zero=1",
+                                                     "train.precision=bf16", std::string("predict.param_gather=") + how}),
+                            a100, false);
+  };
+  const kp::StepPrediction serialized = step("serialized"), overlapped = step("overlapped");
+  const double forward_ms = serialized.rank0.forward_ms / plan("gpt3-small.yaml", {"parallel.dp=8"}).settings.parallel.microbatches;
+  std::cout << "gpt3-small at dp=8, ZeRO-1, bf16: step " << serialized.step_ms << " ms with the parameter gather after "
+            << "the step, " << overlapped.step_ms << " ms beside the next forward (" << forward_ms << " ms)" << std::endl;
+  EXPECT_LT(overlapped.step_ms, serialized.step_ms);
+  EXPECT_LE(serialized.step_ms - overlapped.step_ms, forward_ms + 1e-9);
+}
+
+namespace {
+using kformer::comm::Payload;
+std::vector<Payload> tp_payloads(const std::vector<kp::WorkItem>& items, kformer::comm::OpKind op) {
+  std::vector<Payload> out;
+  for (const auto& i : of_kind(items, kp::ItemKind::tp_comm))
+    if (i.op == op) out.push_back(i.payload);
+  return out;
+}
+}  // namespace
+
+// What each TP call of the described step carries (comm::Payload, said at its call site), which
+// predict.tp_precision and predict.tp_input_grad read: a middle chunk at TP 2 reduces its
+// row-parallel outputs (activations) in the forward and its column-parallel layers' input
+// gradients in the backward; under sequence parallelism its backward gathers the output
+// gradients (activations) and the norms' outputs for the weight gradients, and reduce-scatters
+// the input gradients; the last chunk's loss statistics carry neither.
+TEST(PredictFeatures, DescribedTpCallsSayWhatTheyCarry) {
+  using Op = kformer::comm::OpKind;
+  const auto plain = middle_chunk("parallel.sequence_parallel=false");
+  EXPECT_EQ(tp_payloads(plain.forward, Op::allreduce), std::vector<Payload>(2, Payload::activations));
+  EXPECT_EQ(tp_payloads(plain.backward, Op::allreduce), std::vector<Payload>(2, Payload::input_gradient));
+  const auto sp = middle_chunk("parallel.sequence_parallel=true");
+  EXPECT_EQ(tp_payloads(sp.forward, Op::reduce_scatter), std::vector<Payload>(2, Payload::activations));
+  EXPECT_EQ(tp_payloads(sp.backward, Op::reduce_scatter), std::vector<Payload>(2, Payload::input_gradient));
+  const auto gathers = tp_payloads(sp.backward, Op::allgather);
+  EXPECT_EQ(std::count(gathers.begin(), gathers.end(), Payload::weight_input), 2);
+  EXPECT_EQ(std::count(gathers.begin(), gathers.end(), Payload::activations), 2);
+  for (const auto& i : of_kind(sp.forward, kp::ItemKind::tp_comm)) EXPECT_NE(i.payload, Payload::other) << i.name;
+
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2"});
+  const kp::ChunkWork last = kp::chunk_work(profile("perlmutter-a100-40gb"), pl, 3);
+  const auto stats = tp_payloads(last.forward, Op::allreduce);  // two blocks' outputs, then max and sums
+  ASSERT_EQ(stats.size(), 2 * std::size_t(pl.chunks[3].second) + 2);
+  EXPECT_EQ(stats[stats.size() - 2], Payload::other);
+  EXPECT_EQ(stats.back(), Payload::other);
+  EXPECT_EQ(tp_payloads(last.head_backward, Op::allreduce), std::vector<Payload>{Payload::input_gradient});
+}
+
+// predict.tp_precision=activations (Megatron-LM, DeepSpeed and PyTorch move a bf16 model's
+// activations in bf16; kformer sums its partial products in fp32): in a bf16 run each fp32 TP
+// all-reduce that carries activations (the blocks' outputs and input gradients) moves half the
+// bytes; the loss statistics, and the pipeline message's gather, already bf16, the same; an fp32
+// run is unchanged.
+TEST(PredictFeatures, TpPrecisionHalvesABf16RunsActivationCollectives) {
+  using Op = kformer::comm::OpKind;
+  // The bytes of the last chunk's TP calls of kind `op` that carry activations (or, with
+  // `other`, those that carry neither), over its forward, head and backward.
+  const auto tp_bytes = [](const std::vector<std::string>& settings, Op op, bool other = false) {
+    std::vector<std::string> o = {"predict.world=8", "parallel.pp=4", "parallel.tp=2"};
+    o.insert(o.end(), settings.begin(), settings.end());
+    const kp::ChunkWork w = kp::chunk_work(profile("perlmutter-a100-40gb"), plan("tiny.yaml", o), 3);
+    double b = 0;
+    for (const auto* list : {&w.forward, &w.head_backward, &w.backward})
+      for (const auto& i : of_kind(*list, kp::ItemKind::tp_comm))
+        if (i.op == op && (i.payload == Payload::other) == other) b += i.bytes;
+    return b;
+  };
+  const std::vector<std::string> bf16 = {"train.precision=bf16"},
+                                 halved = {"train.precision=bf16", "predict.tp_precision=activations"};
+  EXPECT_GT(tp_bytes(bf16, Op::allreduce), 0);
+  EXPECT_NEAR(tp_bytes(halved, Op::allreduce), tp_bytes(bf16, Op::allreduce) / 2, 1e-6);
+  EXPECT_EQ(tp_bytes(halved, Op::allreduce, true), tp_bytes(bf16, Op::allreduce, true));  // max and sums
+  EXPECT_GT(tp_bytes(bf16, Op::allreduce, true), 0);
+  EXPECT_GT(tp_bytes(bf16, Op::allgather), 0);  // the received message's parts, in bf16 already
+  EXPECT_EQ(tp_bytes(halved, Op::allgather), tp_bytes(bf16, Op::allgather));
+  EXPECT_EQ(tp_bytes({"predict.tp_precision=activations"}, Op::allreduce), tp_bytes({}, Op::allreduce));
+}
+
+// predict.tp_input_grad=overlapped (Megatron-LM's asynchronous TP communication in the backward):
+// on one stage at TP 2 with 3 ms collectives, a backward of a 4 ms GEMM running both products, its
+// input gradient's all-reduce, a 0.25 ms norm, an all-gather of a weight input, a 1 ms GEMM of both
+// products, an all-reduce of activations, a weight-only GEMM (zb-h1's W: 0.5 ms) and an input
+// gradient's all-reduce after it. Serialized every call holds the stream (17.75 ms). Overlapped the
+// first all-reduce shows what outlasts the first GEMM's weight half (3 - 2 ms), the gather what
+// outlasts the next GEMM's input half (3 - 0.5 ms); the activations' all-reduce and the one after a
+// GEMM without its input half stay whole (15.25 ms).
+TEST(PredictFeatures, InputGradientCollectivesRunBesideTheOtherHalfOfTheirGemm) {
+  kp::MachineProfile p = slow_sends();
+  for (const char* call : {"allgather", "allreduce"}) p.intra_node.collectives[call] = {{3000, 0, 0}};
+  p.inter_node = p.intra_node;
+  const kp::NetworkCost net(p, {});
+  const auto backward = [&](bool overlap) {
+    kp::PipelineSetup s = one_stage_at_tp2();
+    s.tp_input_grad = overlap;
+    const auto tp = [](kformer::comm::OpKind op, Payload what) {
+      return kp::WorkItem{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op, what};
+    };
+    const auto gemm = [](double us, bool both) { return kp::WorkItem{kp::ItemKind::compute, "matmul_backward", us, 0, 0,
+                                                                     kformer::comm::OpKind::allreduce, Payload::other,
+                                                                     both ? us / 2 : 0}; };
+    kp::ChunkWork w;
+    w.forward = {{kp::ItemKind::compute, "f", 1, 0, 0}};
+    w.backward = {gemm(4000, true), tp(kformer::comm::OpKind::allreduce, Payload::input_gradient),
+                  {kp::ItemKind::compute, "layernorm_backward", 250, 0, 0},
+                  tp(kformer::comm::OpKind::allgather, Payload::weight_input), gemm(1000, true),
+                  tp(kformer::comm::OpKind::allreduce, Payload::activations), gemm(500, false),
+                  tp(kformer::comm::OpKind::allreduce, Payload::input_gradient)};
+    s.chunks.push_back(w);
+    return kp::simulate_pipeline(s, net, false)[0].backward_us;
+  };
+  const double serialized = backward(false), overlapped = backward(true);
+  std::cout << "TP 2, a backward of 5.75 ms of kernels and four 3 ms calls: " << serialized / 1e3
+            << " ms serialized, " << overlapped / 1e3 << " ms with the input gradients' calls beside their GEMMs"
+            << std::endl;
+  EXPECT_NEAR(serialized, 17750, 1e-6);
+  EXPECT_NEAR(overlapped, 15250, 1e-6);
+}
+
+// predict.attention_dropout (Megatron-LM's --attention-dropout, 0.1 by default): with batched_gemm
+// attention a dropout pass over the T*T probabilities each way, reading them (bf16: 2 bytes),
+// writing them and a 1-byte mask, at the activation bandwidth; nothing at 0, nothing for flash
+// kernels (which drop inside the kernel) nor for kformer's own.
+TEST(PredictFeatures, AttentionDropoutIsAPassOverTheProbabilitiesEachWay) {
+  const auto a100 = profile("dgx-a100-80gb");
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  const double scores = 2.0 * 12 * 2048 * 2048;
+  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
+  for (bool backward : {false, true}) {
+    c.backward = backward;
+    const double pass = kp::memory_us(a100, "activation", scores * 5, true);
+    EXPECT_NEAR(kp::kernel_us(a100, c, kp::CallCosts(bg, 0.1)) - kp::kernel_us(a100, c, kp::CallCosts(bg)), pass, 1e-6);
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(bg, 0)), kp::kernel_us(a100, c, kp::CallCosts(bg)));
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(fl, 0.1)), kp::kernel_us(a100, c, kp::CallCosts(fl)));
+    EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(kformer::AttentionModel::kformer, 0.1)), kp::kernel_us(a100, c));
+  }
+}
