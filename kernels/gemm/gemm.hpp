@@ -54,8 +54,8 @@ enum class Op { N, T };  // op(A) = A or A^T
 
 // Whether gemm's `impl` on ExecSpace writes a bf16 C itself (with the bias, when there is one,
 // in its epilogue) rather than an fp32 C that a convert pass rounds. The vendor: oneDNN on the
-// host, with or without a bias; cuBLAS without one (cuBLASLt's bias epilogue takes the bias in
-// C's type, bf16). Never the native GEMM, which adds its K chunks into C.
+// host, with or without a bias; cuBLAS without one (with one, matmul_forward_stored asks cuBLASLt
+// for its bias epilogue first). Never the native GEMM, which adds its K chunks into C.
 template <class ExecSpace>
 bool gemm_writes_bf16(GemmImpl impl, bool with_bias) {
   if (impl != GemmImpl::vendor || !gemm_vendor_available<ExecSpace>()) return false;
@@ -71,8 +71,9 @@ bool gemm_writes_bf16(GemmImpl impl, bool with_bias) {
 // What gemm() does to C besides alpha op(A) op(B) + beta C: add bias(N) to every row (when bias
 // has extent N), then, when gelu has extent (M, N), write GELU of each result into it (float or
 // bf16, computed from the result rounded to gelu's type), C keeping the pre-activation for the
-// backward. The native GEMM does both in its epilogue (gemm_epilogue.hpp), the vendor one in
-// passes over C around the BLAS call.
+// backward. The native GEMM does both in its epilogue (gemm_epilogue.hpp); the vendor one in
+// cuBLASLt's epilogue under CUDA where it has an algorithm for the call (a GELU only into an fp32
+// output), else in passes over C around the BLAS call.
 template <class ExecSpace, class TAct = float>
 struct GemmEpilogue {
   DView<const float*, ExecSpace> bias;
@@ -148,6 +149,22 @@ void gemm_any(const ExecSpace& exec, GemmImpl impl, Op op_a, Op op_b, float alph
     return;
   }
   if (M == 0 || N == 0) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  // cuBLASLt adds the bias, and the GELU where its output is fp32 as C is, in its epilogue.
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    if (out.bias && beta == 0.0f && alpha == 1.0f && (!has_act || out.act32)) {
+      LtGemm g;
+      g.trans_a = ta, g.trans_b = tb, g.M = M, g.N = N, g.K = K;
+      g.ab = is_bf16 ? BlasType::bf16 : BlasType::f32, g.d = BlasType::f32;
+      g.a = a.data(), g.b = b.data(), g.lda = int(lda), g.ldb = int(ldb), g.bias = out.bias;
+      if (has_act)
+        g.epilogue = LtEpilogue::gelu_aux_bias, g.dp = out.act32, g.ldd = int(out.ldact), g.aux = c.data(), g.ldaux = ldc;
+      else
+        g.dp = c.data(), g.ldd = int(ldc);
+      if (cublaslt_gemm(exec, g)) return;
+    }
+  }
+#endif
   // The bias: with beta == 0, written into C first and the sgemm run with beta = 1, so that it
   // costs one write pass (the sgemm reads C where it writes it anyway) instead of a read-modify-
   // write pass over C after the sgemm; with beta != 0 (or K == 0), added after. The GELU last.
@@ -379,18 +396,73 @@ void matmul_forward_gelu(const ExecSpace& exec, GemmImpl impl, DView<float**, Ex
   gemm(exec, impl, Op::N, Op::T, 1.0f, x, w, 0.0f, y, GemmEpilogue<ExecSpace, bf16>{b, act});
 }
 
+#if defined(KOKKOS_ENABLE_CUDA)
+namespace detail {
+// matmul_forward_stored's cuBLASLt call: y = bf16(x W^T + b) with the fp32 bias in the epilogue,
+// or, with act, act = GELU of that sum and y beside it as the auxiliary output.
+template <class Y>
+LtGemm stored_lt_gemm(const Y& y, const Y& act, const DView<const bf16**, Kokkos::Cuda>& x,
+                      const DView<const bf16**, Kokkos::Cuda>& w, const DView<const float*, Kokkos::Cuda>& b) {
+  LtGemm g;
+  g.trans_b = true, g.M = int(y.extent(0)), g.N = int(y.extent(1)), g.K = int(x.extent(1));
+  g.ab = BlasType::bf16, g.d = BlasType::bf16;
+  g.a = x.data(), g.b = w.data(), g.lda = int(x.stride_0()), g.ldb = int(w.stride_0()), g.bias = b.data();
+  if (act.extent(0) != 0)
+    g.epilogue = LtEpilogue::gelu_aux_bias, g.dp = act.data(), g.ldd = int(act.stride_0()), g.aux = y.data(),
+    g.ldaux = std::int64_t(y.stride_0());
+  else
+    g.dp = y.data(), g.ldd = int(y.stride_0());
+  return g;
+}
+}  // namespace detail
+#endif
+
+// Whether matmul_forward_stored writes y (and act) through cuBLASLt's epilogue for these views:
+// the vendor GEMM under CUDA, a bias, shapes that agree, and an algorithm cuBLASLt has for them.
+template <class ExecSpace>
+bool stored_by_cublaslt(GemmImpl impl, const DView<bf16**, ExecSpace>& y, const DView<bf16**, ExecSpace>& act,
+                        const DView<const bf16**, ExecSpace>& x, const DView<const bf16**, ExecSpace>& w,
+                        const DView<const float*, ExecSpace>& b) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    if (impl != GemmImpl::vendor || b.extent(0) == 0 || !gemm_vendor_available<ExecSpace>() || described())
+      return false;
+    const bool has_act = act.extent(0) != 0;
+    if (x.extent(0) != y.extent(0) || w.extent(0) != y.extent(1) || w.extent(1) != x.extent(1) ||
+        b.extent(0) != y.extent(1) || (has_act && (act.extent(0) != y.extent(0) || act.extent(1) != y.extent(1))))
+      return false;
+    return detail::cublaslt_supports(detail::stored_lt_gemm(y, act, x, w, b));
+  }
+#endif
+  (void)impl, (void)y, (void)act, (void)x, (void)w, (void)b;
+  return false;
+}
+
 // A layer's output kept in bf16 (bf16 mixed precision): y(N, out) = bf16(x W^T + b), and, when
 // act has extent, act = gelu(y) in bf16 (the GPT MLP's first layer). Where the GEMM writes bf16
 // itself (gemm_writes_bf16: oneDNN on the host; cuBLAS for a layer without a bias) no fp32 C is
 // made: the GELU then reads y, the same bits the fused epilogue gives (it rounds the result
 // before the GELU). Elsewhere the fp32 y32 (N, out) takes the result and its epilogue, and a
-// convert pass rounds it into y.
+// convert pass rounds it into y. Under CUDA with a bias, cuBLASLt's epilogue writes y and act
+// where it has an algorithm for the shape: act is then the GELU of the fp32 sum, not of the
+// rounded y (within a bf16 rounding of it), and cuBLASLt's GELU is its own.
 template <class ExecSpace>
 void matmul_forward_stored(const ExecSpace& exec, GemmImpl impl, DView<bf16**, ExecSpace> y,
                            DView<float**, ExecSpace> y32, DView<bf16**, ExecSpace> act,
                            DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                            DView<const float*, ExecSpace> b = {}) {
   const bool has_act = act.extent(0) != 0;
+  if (stored_by_cublaslt<ExecSpace>(impl, y, act, x, w, b)) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      const Call call(has_act ? "matmul_forward_gelu" : "matmul_forward", [&] {
+        return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b));
+      });
+      detail::cublaslt_gemm(exec, detail::stored_lt_gemm(y, act, x, w, b));
+    }
+#endif
+    return;
+  }
   if (!gemm_writes_bf16<ExecSpace>(impl, b.extent(0) != 0) || x.extent(1) == 0) {
     if (has_act)
       matmul_forward_gelu(exec, impl, y32, act, x, w, b);

@@ -1,10 +1,12 @@
 // The vendor GEMM behind `kernels.gemm=vendor`: CBLAS (OpenBLAS) for host memory, cuBLAS on the
-// execution space's stream under CUDA; with bf16 operands, oneDNN's matmul on the host and
+// execution space's stream under CUDA (cuBLASLt where a bias or GELU goes in its epilogue); with bf16 operands, oneDNN's matmul on the host and
 // cublasGemmEx under CUDA. Row-major, like the rest of kformer. Non-template entry points,
 // compiled once in gemm_vendor.cpp so that no caller includes cblas.h/dnnl.hpp/cublas.
 #pragma once
 
 #include <Kokkos_Core.hpp>
+
+#include <cstdint>
 
 #include "bf16.hpp"
 #include "kformer_config.hpp"
@@ -69,9 +71,35 @@ void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool tran
                                float alpha, const bf16* a, int lda, const bf16* b, int ldb, float beta, float* c,
                                int ldc);
 // bf16 A and B, fp32 compute, C written in bf16 (rounded once): cublasGemmEx with a CUDA_R_16BF C.
-// No bias: cuBLASLt's bias epilogue takes the bias in C's type, which would round fp32 biases.
 void cublas_gemm_bf16_out(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, const bf16* a,
                           int lda, const bf16* b, int ldb, bf16* c, int ldc);
+
+// cuBLASLt's fused epilogues (gemm_cublaslt.cpp) on a row-major D(M,N) = op(A) op(B) + bias (no
+// beta): `bias`, D = sums + bias(n); `gelu_aux_bias`, aux = sums + bias(n) (the pre-activation the
+// backward reads) and D = GELU(aux) (cuBLASLt's tanh GELU of the fp32 value, then rounded to D's
+// type). The bias stays fp32 (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) where D is bf16. A and B are of
+// type ab, D and aux of type d; leading dimensions as stored.
+enum class LtEpilogue { bias, gelu_aux_bias };
+struct LtGemm {
+  bool trans_a = false, trans_b = false;
+  int M = 0, N = 0, K = 0;
+  BlasType ab = BlasType::f32, d = BlasType::f32;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* dp = nullptr;
+  int lda = 0, ldb = 0, ldd = 0;
+  LtEpilogue epilogue = LtEpilogue::bias;
+  const float* bias = nullptr;
+  void* aux = nullptr;  // gelu_aux_bias: (M, N) of type d, leading dimension ldaux (a multiple of 8)
+  std::int64_t ldaux = 0;
+};
+// Whether cuBLASLt has an algorithm for g on this GPU (its heuristic, asked once per shape, types,
+// epilogue and alignment); false for an empty GEMM, a missing bias, or an auxiliary leading
+// dimension cuBLASLt does not take.
+bool cublaslt_supports(const LtGemm& g);
+// Runs g on exec's stream and returns true, or returns false having run nothing where
+// cublaslt_supports(g) is false: the caller then runs the GEMM and its epilogue passes.
+bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g);
 #endif
 
 }  // namespace kformer::kernels::detail

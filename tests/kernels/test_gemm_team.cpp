@@ -7,7 +7,7 @@
 // (each element is summed in the same order by all of them). And the GELU epilogue of every
 // path (team, host shared packing, vendor): C unchanged by it, the activation bitwise
 // gelu_forward of the pre-activation (rounded to bf16 for a bf16 output) and matmul_forward_gelu
-// bitwise matmul_forward then gelu_forward.
+// bitwise matmul_forward then gelu_forward (close to it where cuBLASLt's epilogues run).
 #include <cstring>
 
 #include "activations.hpp"
@@ -190,10 +190,14 @@ TEST(GemmEpilogue, GeluIsBitwiseGeluForwardOfThePreactivation) {
   if (detail::cpu_has_avx512_bf16()) gelu_epilogue<GemmTiles<Exec>, bf16, bf16>(GemmImpl::native, "AVX512-BF16", rng);
 }
 
-// The layer: matmul_forward_gelu is matmul_forward then (rounding and) gelu_forward, bit for bit.
+// The layer: matmul_forward_gelu is matmul_forward then (rounding and) gelu_forward, bit for bit,
+// except for the vendor GEMM on a GPU: there cuBLASLt's epilogues (the bias; the bias and GELU,
+// `out` a multiple of 8 as its GELU output needs) and cuBLAS may sum in different orders, and
+// cuBLASLt's GELU is its own, so y is within the fp32 sums' error of matmul_forward's and act
+// close to gelu_forward of y.
 template <class T>
 void forward_gelu(GemmImpl impl, std::mt19937_64& rng) {
-  const int n = 97, in = 300, out = 130;
+  const int n = 97, in = 300, out = 136;
   View<T**> x("x", n, in), w("w", out, in), act("act", n, out);
   View<float**> y("y", n, out), y2("y2", n, out);
   View<float*> b("b", out);
@@ -201,6 +205,12 @@ void forward_gelu(GemmImpl impl, std::mt19937_64& rng) {
   ktest::poison(y), ktest::poison(y2), ktest::poison(act);
   matmul_forward_gelu(Exec(), impl, y, act, x, w, b);
   matmul_forward(Exec(), impl, y2, x, w, b);
+  if (impl == GemmImpl::vendor && !runs_on_host<Exec>) {
+    EXPECT_LT(ktest::rel_err(ktest::to_host(y), ktest::to_host(y2)), 1e-5);
+    const double tol = std::is_same<T, float>::value ? 2e-3 : 1e-2;
+    EXPECT_LT(ktest::rel_err(ktest::to_host(act), ktest::to_host(gelu_of<T>(y))), tol);
+    return;
+  }
   EXPECT_TRUE(same_bits(ktest::to_host(y), ktest::to_host(y2))) << to_string(impl);
   EXPECT_TRUE(same_bits(ktest::to_host(act), ktest::to_host(gelu_of<T>(y2)))) << to_string(impl);
 }
