@@ -136,8 +136,13 @@ bool aux_ld_ok(const LtGemm& g) {
 
 }  // namespace
 
+bool& cublaslt_epilogues_on() {
+  static bool on = true;
+  return on;
+}
+
 bool cublaslt_supports(const LtGemm& g) {
-  if (g.M == 0 || g.N == 0 || g.K == 0 || g.bias == nullptr || !aux_ld_ok(g)) return false;
+  if (!cublaslt_epilogues_on() || g.M == 0 || g.N == 0 || g.K == 0 || g.bias == nullptr || !aux_ld_ok(g)) return false;
   return plan_for(g).ok;
 }
 
@@ -155,6 +160,10 @@ bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g) {
   return true;
 }
 #else
+bool& cublaslt_epilogues_on() {
+  static bool on = false;  // no cuBLAS in this build
+  return on;
+}
 bool cublaslt_supports(const LtGemm&) { return false; }
 bool cublaslt_gemm(const Kokkos::Cuda&, const LtGemm&) { return false; }
 #endif

@@ -94,12 +94,15 @@ struct LtGemm {
   std::int64_t ldaux = 0;
 };
 // Whether cuBLASLt has an algorithm for g on this GPU (its heuristic, asked once per shape, types,
-// epilogue and alignment); false for an empty GEMM, a missing bias, or an auxiliary leading
-// dimension cuBLASLt does not take.
+// epilogue and alignment); false for an empty GEMM, a missing bias, an auxiliary leading
+// dimension cuBLASLt does not take, or cublaslt_epilogues_on() false.
 bool cublaslt_supports(const LtGemm& g);
 // Runs g on exec's stream and returns true, or returns false having run nothing where
 // cublaslt_supports(g) is false: the caller then runs the GEMM and its epilogue passes.
 bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g);
+// Whether to use cuBLASLt's epilogues at all (default true); the kernel bench sets it false to
+// time the passes they replace, tests to run both.
+bool& cublaslt_epilogues_on();
 #endif
 
 }  // namespace kformer::kernels::detail
