@@ -1,6 +1,7 @@
 // cuBLASLt's fused epilogues behind the vendor GEMM under CUDA (gemm_vendor.hpp, LtGemm): the
 // bias, or the bias and GELU with the pre-activation kept as the auxiliary output, added in the
-// GEMM's own epilogue instead of passes over C after it. One plan per shape, types, epilogue and
+// GEMM's own epilogue instead of passes over C after it; in the backward, the GELU's gradient and
+// the column sums that are the bias gradient. One plan per shape, types, epilogue and
 // operand alignment: the descriptors and the algorithm cuBLASLt's heuristic returns, or the fact
 // that it returned none (the caller then runs the GEMM and its passes as before).
 #include "gemm_vendor.hpp"
@@ -84,15 +85,17 @@ Plan make_plan(const LtGemm& g) {
   const cublasOperation_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "set TRANSA");
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "set TRANSB");
-  const cublasLtEpilogue_t epi =
-      g.epilogue == LtEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const cublasLtEpilogue_t epi = g.epilogue == LtEpilogue::bias            ? CUBLASLT_EPILOGUE_BIAS
+                                 : g.epilogue == LtEpilogue::gelu_aux_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                           : CUBLASLT_EPILOGUE_DGELU_BGRAD;
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-  const std::int32_t bias_type = CUDA_R_32F;  // kformer's biases are fp32 in every precision
+  // kformer's biases are fp32 in every precision; the bias gradient comes in D's type.
+  const std::int32_t bias_type = g.epilogue == LtEpilogue::dgelu_bgrad ? std::int32_t(d) : std::int32_t(CUDA_R_32F);
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)),
         "set BIAS_DATA_TYPE");
   // The pointers go in before the heuristic, which reads their alignment (set again per call).
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), "set BIAS");
-  if (g.epilogue == LtEpilogue::gelu_aux_bias) {
+  if (g.epilogue != LtEpilogue::bias) {
     check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)),
           "set AUX_POINTER");
     check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.ldaux, sizeof(g.ldaux)),
@@ -131,7 +134,7 @@ const Plan& plan_for(const LtGemm& g) {
 
 // What cuBLASLt's GELU epilogues require of the auxiliary matrix's leading dimension.
 bool aux_ld_ok(const LtGemm& g) {
-  return g.epilogue != LtEpilogue::gelu_aux_bias || (g.aux != nullptr && g.ldaux % 8 == 0 && g.ldaux >= g.N);
+  return g.epilogue == LtEpilogue::bias || (g.aux != nullptr && g.ldaux % 8 == 0 && g.ldaux >= g.N);
 }
 
 }  // namespace
@@ -150,7 +153,7 @@ bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g) {
   if (!cublaslt_supports(g)) return false;
   const Plan& p = plan_for(g);
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), "set BIAS");
-  if (g.epilogue == LtEpilogue::gelu_aux_bias)
+  if (g.epilogue != LtEpilogue::bias)
     check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)),
           "set AUX_POINTER");
   const float alpha = 1.0f, beta = 0.0f;

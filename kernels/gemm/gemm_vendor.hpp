@@ -74,12 +74,14 @@ void cublas_gemm_bf16_rowmajor(const Kokkos::Cuda& exec, bool trans_a, bool tran
 void cublas_gemm_bf16_out(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int M, int N, int K, const bf16* a,
                           int lda, const bf16* b, int ldb, bf16* c, int ldc);
 
-// cuBLASLt's fused epilogues (gemm_cublaslt.cpp) on a row-major D(M,N) = op(A) op(B) + bias (no
-// beta): `bias`, D = sums + bias(n); `gelu_aux_bias`, aux = sums + bias(n) (the pre-activation the
+// cuBLASLt's fused epilogues (gemm_cublaslt.cpp) on a row-major D(M,N) = op(A) op(B) (no beta):
+// `bias`, D = sums + bias(n); `gelu_aux_bias`, aux = sums + bias(n) (the pre-activation the
 // backward reads) and D = GELU(aux) (cuBLASLt's tanh GELU of the fp32 value, then rounded to D's
-// type). The bias stays fp32 (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) where D is bf16. A and B are of
-// type ab, D and aux of type d; leading dimensions as stored.
-enum class LtEpilogue { bias, gelu_aux_bias };
+// type); `dgelu_bgrad`, D = sums * GELU'(aux) (aux: the pre-activation, read) and bias(n) = the
+// column sums of D, written in D's type (overwritten, not added). The forward's bias stays fp32
+// (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) where D is bf16. A and B are of type ab, D and aux of type
+// d; leading dimensions as stored.
+enum class LtEpilogue { bias, gelu_aux_bias, dgelu_bgrad };
 struct LtGemm {
   bool trans_a = false, trans_b = false;
   int M = 0, N = 0, K = 0;
@@ -89,8 +91,8 @@ struct LtGemm {
   void* dp = nullptr;
   int lda = 0, ldb = 0, ldd = 0;
   LtEpilogue epilogue = LtEpilogue::bias;
-  const float* bias = nullptr;
-  void* aux = nullptr;  // gelu_aux_bias: (M, N) of type d, leading dimension ldaux (a multiple of 8)
+  const void* bias = nullptr;  // N floats read (bias, gelu_aux_bias), or N of type d written (dgelu_bgrad)
+  void* aux = nullptr;         // the GELU epilogues: (M, N) of type d, leading dimension ldaux (a multiple of 8)
   std::int64_t ldaux = 0;
 };
 // Whether cuBLASLt has an algorithm for g on this GPU (its heuristic, asked once per shape, types,

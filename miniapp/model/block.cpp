@@ -9,6 +9,7 @@
 #include "comm/views.hpp"
 #include "convert.hpp"
 #include "layernorm.hpp"
+#include "matmul_backward_gelu.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
@@ -172,11 +173,13 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
   const DV<float*> none;
   // MLP: dx is the gradient of x_out = x_mid + mlp(x_mid); it is replicated over TP.
   if (d_.gpt) {
-    kk::matmul_backward(exec, k_.gemm, s.d_act, p_.dw(at(BlockTensor::proj)), p_.dv(at(BlockTensor::proj_b)),
-                        as_input(exec, dx, ts.dy), t.act, W<T>(BlockTensor::proj));
-    kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::fc)), p_.dv(at(BlockTensor::fc_b)), ts.d_mlp_in,
-                        t.ln2, W<T>(BlockTensor::fc));
+    // FC2 through the GELU in one call, which may add FC1's bias gradient itself (cuBLASLt's epilogue)
+    const bool fc_bias_added =
+        kk::matmul_backward_gelu(exec, k_.gemm, ts.d_mlp_in, p_.dv(at(BlockTensor::fc_b)), s.d_act,
+                                 p_.dw(at(BlockTensor::proj)), p_.dv(at(BlockTensor::proj_b)), as_input(exec, dx, ts.dy),
+                                 t.act, W<T>(BlockTensor::proj), t.mlp_in);
+    kk::matmul_backward(exec, k_.gemm, s.d_ln, p_.dw(at(BlockTensor::fc)), fc_bias_added ? none : p_.dv(at(BlockTensor::fc_b)),
+                        ts.d_mlp_in, t.ln2, W<T>(BlockTensor::fc));
     tp_allreduce(s.d_ln, comm::Payload::input_gradient);
     kk::layernorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), s.d_ln, a.x_mid,
                            p_.v(at(BlockTensor::ln2_w)), a.mean2, a.rstd2);

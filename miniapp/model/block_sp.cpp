@@ -16,6 +16,7 @@
 #include "model/block_typed.hpp"
 #include "comm/views.hpp"
 #include "layernorm.hpp"
+#include "matmul_backward_gelu.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
@@ -94,21 +95,31 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
                                                        comm::CallSite::carrying(comm::Payload::input_gradient)); };
   // A projection's backward (dy: its output gradient, in: its input): whole, or only its input
   // half (zb-h1's B, Block::backward_input; W adds the weight and bias gradients later).
+  // `bias`: whether the layer's bias gradient is still to be added (GPT's).
   const auto project = [&](const DV<float**>& d_in, BlockTensor w, int count, BlockTensor bias, const DV<T**>& dy,
-                           const DV<T**>& in) {
+                           const DV<T**>& in, bool with_bias) {
     if (input_only)
       block_typed::matmul_backward_input(k_.gemm, d_in, dy, W<T>(w, count));
     else
-      kk::matmul_backward(exec, k_.gemm, d_in, p_.dw(at(w), count), d_.gpt ? p_.dv(at(bias), count) : none, dy,
+      kk::matmul_backward(exec, k_.gemm, d_in, p_.dw(at(w), count), with_bias ? p_.dv(at(bias), count) : none, dy,
                           in, W<T>(w, count));
   };
-  // MLP: the gradient of x_out = x_mid + mlp(x_mid), this rank's rows of it in dx.
-  project(s.d_act, d_.gpt ? BlockTensor::proj : BlockTensor::down, 1, BlockTensor::proj_b, gather_grad(dx), t.act);
-  if (d_.gpt) kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
-  else kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
+  // MLP: the gradient of x_out = x_mid + mlp(x_mid), this rank's rows of it in dx. GPT's FC2
+  // backward goes through the GELU in one call, which may add FC1's bias gradient itself.
+  bool fc_bias_added = false;
+  if (d_.gpt && !input_only) {
+    fc_bias_added = kk::matmul_backward_gelu(exec, k_.gemm, ts.d_mlp_in, p_.dv(at(BlockTensor::fc_b)), s.d_act,
+                                             p_.dw(at(BlockTensor::proj)), p_.dv(at(BlockTensor::proj_b)),
+                                             gather_grad(dx), t.act, W<T>(BlockTensor::proj), t.mlp_in);
+  } else {
+    project(s.d_act, d_.gpt ? BlockTensor::proj : BlockTensor::down, 1, BlockTensor::proj_b, gather_grad(dx), t.act,
+            d_.gpt);
+    if (d_.gpt) kk::gelu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
+    else kk::swiglu_backward(exec, ts.d_mlp_in, t.mlp_in, s.d_act);
+  }
   gather_norm(t.ln2);
   project(s.d_ln, d_.gpt ? BlockTensor::fc : BlockTensor::gate, d_.gpt ? 1 : 2, BlockTensor::fc_b, ts.d_mlp_in,
-          ts.gathered);
+          ts.gathered, d_.gpt && !fc_bias_added);
   scatter(s.d_ln);
   if (d_.gpt)
     kk::layernorm_backward(exec, d_norm, p_.dv(at(BlockTensor::ln2_w)), p_.dv(at(BlockTensor::ln2_b)), d_part, a.x_mid,
@@ -119,7 +130,7 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
   kk::residual_forward(exec, d_mid, dx, d_norm);
 
   // attention
-  project(s.d_att_out, BlockTensor::wo, 1, BlockTensor::wo_b, gather_grad(d_mid), t.att_out);
+  project(s.d_att_out, BlockTensor::wo, 1, BlockTensor::wo_b, gather_grad(d_mid), t.att_out, d_.gpt);
   kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
   kk::attention_backward(exec, btw(ts.d_qkv, d_), att, btw(as_input(exec, s.d_att_out, ts.d_att_out), d_),
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
