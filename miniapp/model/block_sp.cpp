@@ -95,7 +95,7 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
                                                        comm::CallSite::carrying(comm::Payload::input_gradient)); };
   // A projection's backward (dy: its output gradient, in: its input): whole, or only its input
   // half (zb-h1's B, Block::backward_input; W adds the weight and bias gradients later).
-  // `bias`: whether the layer's bias gradient is still to be added (GPT's).
+  // with_bias: whether the layer's bias gradient is to be added here (GPT's, unless added already).
   const auto project = [&](const DV<float**>& d_in, BlockTensor w, int count, BlockTensor bias, const DV<T**>& dy,
                            const DV<T**>& in, bool with_bias) {
     if (input_only)
@@ -136,7 +136,7 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
                          btw(t.qkv, d_), btw(t.att_out, d_), d_.Hl, d_.KVl);
   if (!d_.gpt) kk::rope_backward(exec, btw(ts.d_qkv, d_), btw(ts.d_qkv, d_), d_.Hl + d_.KVl, d_.hd, 0);
   gather_norm(t.ln1);
-  project(s.d_ln, BlockTensor::wq, 3, BlockTensor::wq_b, ts.d_qkv, ts.gathered);
+  project(s.d_ln, BlockTensor::wq, 3, BlockTensor::wq_b, ts.d_qkv, ts.gathered, d_.gpt);
   scatter(s.d_ln);
   if (d_.gpt)
     kk::layernorm_backward(exec, d_norm, p_.dv(at(BlockTensor::ln1_w)), p_.dv(at(BlockTensor::ln1_b)), d_part, x_in,
