@@ -36,18 +36,25 @@ bool matmul_backward_gelu_any(const ExecSpace& exec, GemmImpl impl, DView<T**, E
       g.a = dy.data(), g.b = w.data(), g.lda = int(dy.stride_0()), g.ldb = int(w.stride_0());
       g.dp = d_pre.data(), g.ldd = int(d_pre.stride_0()), g.epilogue = LtEpilogue::dgelu_bgrad;
       g.aux = const_cast<T*>(pre.data()), g.ldaux = std::int64_t(pre.stride_0());
-      g.bias = db_pre.data();  // for the heuristic's alignment only: the sums go to a workspace
+      g.bias = db_pre.data();  // the heuristic's first look; the sums go to a workspace
       if (cublaslt_supports(g)) {
         matmul_backward_any<ExecSpace, T>(exec, impl, DView<float**, ExecSpace>(), dw, db, dy, act, w);
-        auto workspace = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(f));
-        T* const sums = reinterpret_cast<T*>(workspace.first);
-        g.bias = sums;
-        cublaslt_gemm(exec, g);
-        Kokkos::parallel_for(
-            "kformer::bias_gradient_from_epilogue", Kokkos::RangePolicy<ExecSpace>(exec, 0, f),
-            KOKKOS_LAMBDA(const int j) { db_pre(j) += float(sums[j]); });
-        release_workspace(exec);
-        return true;
+        bool fused = false;
+        {
+          auto workspace = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(f));
+          T* const sums = reinterpret_cast<T*>(workspace.first);
+          g.bias = sums;  // another alignment may want another plan: cublaslt_gemm asks again
+          fused = cublaslt_gemm(exec, g);
+          if (fused)
+            Kokkos::parallel_for(
+                "kformer::bias_gradient_from_epilogue", Kokkos::RangePolicy<ExecSpace>(exec, 0, f),
+                KOKKOS_LAMBDA(const int j) { db_pre(j) += float(sums[j]); });
+          release_workspace(exec);
+        }
+        if (fused) return true;
+        gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, d_act);  // FC2's input gradient, unfused
+        gelu_backward(exec, d_pre, pre, d_act);
+        return false;
       }
     }
   }
