@@ -76,7 +76,7 @@ else
   step_args=(--shape gpt2 --steps 10 --warmup 3 --rounds 2)
   sdpa_args=(--dtypes "fp32,bf16" --reps 20 --warmup 5)
   filters=('^attention_bf16(_bwd)?/[a-z_]+/T(1024|2048)(/hd128)?/min_time'
-           '^(gemm|gemm_bf16|gemm_bf16_stored|matmul_bwd)/(native|vendor)/2048x[0-9x]+/min_time'
+           '^(gemm|gemm_bf16|gemm_bf16_stored|matmul_bwd|matmul_bwd_gelu)/(native|vendor)/2048x[0-9x]+/min_time'
            '^attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
            '^((bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?|probe_one_lane|probe_per_tensor|adamw)/')
 fi

@@ -16,6 +16,7 @@
 // gemm_bf16_stored/vendor/<shape>: see register_cases.
 // gemm_gelu/<impl>/<tokens>x<in>x<out> (GPT FC1 shape) is matmul_forward_gelu, the GELU fused into
 // the GEMM's epilogue, against matmul_forward then gelu_forward: the gain of the fusion.
+// matmul_bwd_gelu/vendor/<shape> (GPT FC2 shape): see register_cases.
 #include <Kokkos_Random.hpp>
 
 #include <set>
@@ -24,6 +25,7 @@
 #include "activations.hpp"
 #include "ceilings.hpp"
 #include "gemm.hpp"
+#include "matmul_backward_gelu.hpp"
 
 namespace kformer::bench {
 namespace {
@@ -181,6 +183,27 @@ void register_cases() {
                    4.0 * (double(n) * in + double(in) * out + 2.0 * n * out),
                    Reference{[&] { l.forward_gelu(impl, act, false); }, flops});
         }, gemm_min_time(flops_of(n, in, out)));
+      // matmul_bwd_gelu/vendor/<GPT FC2 shape>: FC2's backward through the GELU in bf16 with FC1's
+      // bias gradient (kernels::matmul_backward_gelu, then bias_backward where it did not add that
+      // itself), against the same with cuBLASLt's epilogues off (matmul_backward, gelu_backward,
+      // bias_backward): on a GPU the dGELU + bias-gradient epilogue's gain; elsewhere one path twice.
+      if (impl == GemmImpl::vendor && n == 2048 && in == 3072 && out == 768)
+        add_case("matmul_bwd_gelu/vendor/" + shape, [=](benchmark::State& state) {
+          using kernels::bf16;
+          V<bf16**> dy("dy", n, out), act("act", n, in), w("w", out, in), pre("pre", n, in), d_pre("d_pre", n, in);
+          V<float**> d_act("d_act", n, in), dw("dw", out, in);
+          V<float*> db("db", out), db_pre("db_pre", in);
+          Kokkos::deep_copy(dy, bf16(0.01f)), Kokkos::deep_copy(act, bf16(0.5f)), Kokkos::deep_copy(w, bf16(0.02f));
+          Kokkos::deep_copy(pre, bf16(0.3f));
+          const auto step = [&] {
+            if (!kernels::matmul_backward_gelu(Exec(), impl, d_pre, db_pre, d_act, dw, db, V<const bf16**>(dy),
+                                               V<const bf16**>(act), V<const bf16**>(w), V<const bf16**>(pre)))
+              kernels::bias_backward(Exec(), db_pre, V<const bf16**>(d_pre));
+          };
+          const double flops = 4.0 * n * in * out;
+          run_case(state, step, flops, 2.0 * (2.0 * n * out + double(out) * in + 3.0 * n * in) + 8.0 * out * in,
+                   Reference{[&] { without_cublaslt(step); }, flops});
+        }, gemm_min_time(4.0 * n * in * out));
       add_case(std::string("matmul_bwd/") + kernels::to_string(impl) + "/" + shape, [=](benchmark::State& state) {
         Linear l(n, in, out);
         Kokkos::deep_copy(l.y, 0.01f);
