@@ -452,17 +452,16 @@ void matmul_forward_stored(const ExecSpace& exec, GemmImpl impl, DView<bf16**, E
                            DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                            DView<const float*, ExecSpace> b = {}) {
   const bool has_act = act.extent(0) != 0;
-  if (stored_by_cublaslt<ExecSpace>(impl, y, act, x, w, b)) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    if (stored_by_cublaslt<ExecSpace>(impl, y, act, x, w, b)) {
       const Call call(has_act ? "matmul_forward_gelu" : "matmul_forward", [&] {
         return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b));
       });
-      detail::cublaslt_gemm(exec, detail::stored_lt_gemm(y, act, x, w, b));
-    }
-#endif
-    return;
+      if (detail::cublaslt_gemm(exec, detail::stored_lt_gemm(y, act, x, w, b))) return;
+    }  // else (refused at launch) as without cuBLASLt
   }
+#endif
   if (!gemm_writes_bf16<ExecSpace>(impl, b.extent(0) != 0) || x.extent(1) == 0) {
     if (has_act)
       matmul_forward_gelu(exec, impl, y32, act, x, w, b);

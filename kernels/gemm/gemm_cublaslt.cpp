@@ -124,7 +124,7 @@ Plan make_plan(const LtGemm& g) {
   return p;
 }
 
-const Plan& plan_for(const LtGemm& g) {
+Plan& plan_for(const LtGemm& g) {
   static std::map<Key, Plan> plans;  // one GEMM stream, one thread: no lock
   const Key k = key_of(g);
   auto it = plans.find(k);
@@ -151,15 +151,19 @@ bool cublaslt_supports(const LtGemm& g) {
 
 bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g) {
   if (!cublaslt_supports(g)) return false;
-  const Plan& p = plan_for(g);
+  Plan& p = plan_for(g);
   check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)), "set BIAS");
   if (g.epilogue != LtEpilogue::bias)
     check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)),
           "set AUX_POINTER");
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasLtMatmul(lt_handle(), p.op, &alpha, g.b, p.la, g.a, p.lb, &beta, g.dp, p.ld, g.dp, p.ld, &p.algo,
-                       lt_workspace(), kWorkspaceBytes, exec.cuda_stream()),
-        "cublasLtMatmul");
+  const cublasStatus_t st = cublasLtMatmul(lt_handle(), p.op, &alpha, g.b, p.la, g.a, p.lb, &beta, g.dp, p.ld, g.dp,
+                                          p.ld, &p.algo, lt_workspace(), kWorkspaceBytes, exec.cuda_stream());
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // the heuristic's algorithm refused at launch: never again
+    p.ok = false;
+    return false;
+  }
+  check(st, "cublasLtMatmul");
   return true;
 }
 #else

@@ -100,7 +100,8 @@ struct LtGemm {
 // dimension cuBLASLt does not take, or cublaslt_epilogues_on() false.
 bool cublaslt_supports(const LtGemm& g);
 // Runs g on exec's stream and returns true, or returns false having run nothing where
-// cublaslt_supports(g) is false: the caller then runs the GEMM and its epilogue passes.
+// cublaslt_supports(g) is false or cuBLASLt refuses the launch (CUBLAS_STATUS_NOT_SUPPORTED; the
+// plan is then dropped): the caller then runs the GEMM and its epilogue passes.
 bool cublaslt_gemm(const Kokkos::Cuda& exec, const LtGemm& g);
 // Whether to use cuBLASLt's epilogues at all (default true); the kernel bench sets it false to
 // time the passes they replace, tests to run both.
