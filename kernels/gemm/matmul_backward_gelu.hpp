@@ -24,44 +24,36 @@ bool matmul_backward_gelu_any(const ExecSpace& exec, GemmImpl impl, DView<T**, E
                               DView<float**, ExecSpace> dw, DView<float*, ExecSpace> db, DView<const T**, ExecSpace> dy,
                               DView<const T**, ExecSpace> act, DView<const T**, ExecSpace> w,
                               DView<const T**, ExecSpace> pre) {
+  bool fused = false;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
     const int n = int(dy.extent(0)), out = int(dy.extent(1)), f = int(w.extent(1));
     if (impl == GemmImpl::vendor && gemm_vendor_available<ExecSpace>() && !described() && int(db_pre.extent(0)) == f &&
         int(w.extent(0)) == out && int(d_pre.extent(0)) == n && int(d_pre.extent(1)) == f &&
         pre.extent(0) == d_pre.extent(0) && pre.extent(1) == d_pre.extent(1)) {
+      // The epilogue's column sums go to the GEMM workspace, released before matmul_backward below
+      // takes it for FC2's bias gradient.
+      auto workspace = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(f));
+      T* const sums = reinterpret_cast<T*>(workspace.first);
       LtGemm g;
       g.M = n, g.N = f, g.K = out;
       g.ab = g.d = std::is_same<T, bf16>::value ? BlasType::bf16 : BlasType::f32;
       g.a = dy.data(), g.b = w.data(), g.lda = int(dy.stride_0()), g.ldb = int(w.stride_0());
       g.dp = d_pre.data(), g.ldd = int(d_pre.stride_0()), g.epilogue = LtEpilogue::dgelu_bgrad;
-      g.aux = const_cast<T*>(pre.data()), g.ldaux = std::int64_t(pre.stride_0());
-      g.bias = db_pre.data();  // the heuristic's first look; the sums go to a workspace
-      if (cublaslt_supports(g)) {
-        matmul_backward_any<ExecSpace, T>(exec, impl, DView<float**, ExecSpace>(), dw, db, dy, act, w);
-        bool fused = false;
-        {
-          auto workspace = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(f));
-          T* const sums = reinterpret_cast<T*>(workspace.first);
-          g.bias = sums;  // another alignment may want another plan: cublaslt_gemm asks again
-          fused = cublaslt_gemm(exec, g);
-          if (fused)
-            Kokkos::parallel_for(
-                "kformer::bias_gradient_from_epilogue", Kokkos::RangePolicy<ExecSpace>(exec, 0, f),
-                KOKKOS_LAMBDA(const int j) { db_pre(j) += float(sums[j]); });
-          release_workspace(exec);
-        }
-        if (fused) return true;
-        gemm(exec, impl, Op::N, Op::N, 1.0f, dy, w, 0.0f, d_act);  // FC2's input gradient, unfused
-        gelu_backward(exec, d_pre, pre, d_act);
-        return false;
-      }
+      g.aux = const_cast<T*>(pre.data()), g.ldaux = std::int64_t(pre.stride_0()), g.bias = sums;
+      fused = cublaslt_gemm(exec, g);
+      if (fused)
+        Kokkos::parallel_for(
+            "kformer::bias_gradient_from_epilogue", Kokkos::RangePolicy<ExecSpace>(exec, 0, f),
+            KOKKOS_LAMBDA(const int j) { db_pre(j) += float(sums[j]); });
+      release_workspace(exec);
     }
   }
 #endif
-  matmul_backward_any<ExecSpace, T>(exec, impl, d_act, dw, db, dy, act, w);
-  gelu_backward(exec, d_pre, pre, d_act);
-  return false;
+  // FC2's weight and bias gradients, and where the epilogue did not run, its input gradient and the GELU's.
+  matmul_backward_any<ExecSpace, T>(exec, impl, fused ? DView<float**, ExecSpace>() : d_act, dw, db, dy, act, w);
+  if (!fused) gelu_backward(exec, d_pre, pre, d_act);
+  return fused;
 }
 }  // namespace detail
 
