@@ -45,9 +45,11 @@ double model_flops_per_token(const ModelShape& s, int seq_len) {
   return 6 * matmul_params + 12.0 * s.n_layers * seq_len * Q;
 }
 
-double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention) {
-  const double attention_forward = 4.0 * s.n_layers * seq_len * double(s.n_heads) * s.head_dim;
-  if (mode == Recompute::full) return 2 * s.n_layers * block_matmul_params(s) + attention_forward;
+double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention,
+                                 int full_layers) {
+  const double attention_layer = 4.0 * seq_len * double(s.n_heads) * s.head_dim;
+  const double attention_forward = s.n_layers * attention_layer;
+  if (mode == Recompute::full) return full_layers * (2 * block_matmul_params(s) + attention_layer);
   if (mode == Recompute::selective && kernels::keeps_probabilities(attention)) return attention_forward;
   return 0;
 }

@@ -42,7 +42,9 @@ double closed_form_flops_per_token(const ModelShape& s, int seq_len);
 // model TFLOP/s per rank is this over the iteration's tokens, divided by the world's ranks.
 double model_flops_per_token(const ModelShape& s, int seq_len);
 // In the same convention, what train.recompute re-runs per token (hardware FLOPs beside the
-// model's): the blocks' forward (full), naive attention's QK^T and AV (selective).
-double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention);
+// model's): the forward of the `full_layers` blocks full recomputation re-runs (all of them, or
+// train.recompute_layers of each chunk), naive attention's QK^T and AV (selective).
+double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention,
+                                 int full_layers);
 
 }  // namespace kformer

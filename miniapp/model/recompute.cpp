@@ -30,11 +30,17 @@ void Block::recompute_scores(BlockActs& a, BlockScratch& s) const {
     refill_scores(d_, a.f, s.d_att_out);
 }
 
-void Stage::set_recompute(Recompute r) {
+Recompute Stage::mode_of(int block) const {
+  if (recompute_ != Recompute::full) return recompute_;
+  return block < full_blocks_ ? Recompute::full : Recompute::none;
+}
+
+void Stage::set_recompute(Recompute r, int full_blocks) {
   if (!slots_.empty()) throw std::logic_error("Stage::set_recompute after the first micro-batch");
   recompute_ = r;
+  full_blocks_ = r == Recompute::full ? full_blocks : 0;
   const MemoryKindScope kind(MemoryKind::activations);  // what the recomputation re-fills, as the slots' own
-  if (r == Recompute::full) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
+  if (full_blocks_ > 0) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
   if (r == Recompute::selective && kk::keeps_probabilities(k_.attention)) {
     if (k_.bf16)
       scores16_ = scratch<kk::bf16****>("att_recomputed_bf16", d_.B, d_.Hl, d_.T, d_.T);
@@ -44,7 +50,7 @@ void Stage::set_recompute(Recompute r) {
 }
 
 BlockActs Stage::make_acts(int block) {
-  if (recompute_ == Recompute::full) {  // the block's output of its own, the rest shared
+  if (mode_of(block) == Recompute::full) {  // the block's output of its own, the rest shared
     BlockActs a = *work_;
     // bf16: the last block's output is read only within its forward call (sent as out16, or the
     // head's input), and its backward re-runs it: one buffer of the chunk's (Slot).
@@ -64,12 +70,13 @@ BlockActs Stage::make_acts(int block) {
 
 BlockActs& Stage::for_backward(int i, Slot& s) {
   const DV<float**> x_in = i ? s.acts[i - 1].x_out : s.x_in;
-  if (recompute_ == Recompute::full) {  // re-run the forward into the shared set (its own x_out)
+  const Recompute mode = mode_of(i);
+  if (mode == Recompute::full) {  // re-run the forward into the shared set (its own x_out)
     p_.require(c_.first_layer + i);
     blocks_[i].forward(x_in, *work_, scratch_);
     return *work_;
   }
-  if (recompute_ == Recompute::selective) blocks_[i].recompute_scores(s.acts[i], scratch_);
+  if (mode == Recompute::selective) blocks_[i].recompute_scores(s.acts[i], scratch_);
   return s.acts[i];
 }
 

@@ -4,7 +4,10 @@
 // block's backward (the fused attention keeps only its row statistics and recomputes scores in
 // every backward, so there selective keeps what none keeps). full: only each block's output
 // (the next block's input); the block's forward re-runs into one stage-wide set of buffers right
-// before its backward. The extra forward work is counted apart (hardware vs model FLOPs).
+// before its backward; with train.recompute_layers=N only the chunk's first N blocks do, the
+// others keeping everything (Megatron-LM's block method; torchtitan's selective layer policy
+// costs the same with N = half the blocks). The extra forward work is counted apart (hardware vs
+// model FLOPs).
 #pragma once
 
 #include "settings/choices.hpp"  // enum class Recompute

@@ -291,7 +291,7 @@ void Stage::backward(int micro, const std::function<void(int)>& on_unit_done) {
 
 Flops Stage::flops() const {
   Flops f;
-  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_), f.recompute += recompute_flops(d_, recompute_, k_.attention);
+  for (int l = 0; l < c_.n_layers; ++l) f += block_flops(d_), f.recompute += recompute_flops(d_, mode_of(l), k_.attention);
   if (c_.last()) f += head_flops(d_.N(), d_.C, Vl_);
   return f;
 }

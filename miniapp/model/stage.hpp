@@ -58,8 +58,10 @@ class Stage {
   comm::Op message(bool forward, bool send, int micro, int peer);
   void release(int micro);                  // the slot may be reused
 
-  // train.recompute (recompute.cpp); set before the first micro-batch.
-  void set_recompute(Recompute r);
+  // train.recompute (recompute.cpp); set before the first micro-batch. Under full, the chunk's
+  // first `full_blocks` blocks re-run their forward (train.recompute_layers) and the rest keep
+  // everything, as under none.
+  void set_recompute(Recompute r, int full_blocks);
   // zb-h1: W runs apart from B (the first chunk's W reads its dx); set before the first micro-batch.
   void set_split_backward(bool on) { split_backward_ = on; }
   // output.phase_timing: fence after each forward and backward call, so that forward_ms and
@@ -105,7 +107,8 @@ class Stage {
   // bf16 slot memory (Slot): which buffers are the chunk's, shared by its slots.
   bool shares_input() const { return k_.bf16 && !c_.first(); }
   bool shares_dx() const { return k_.bf16 && !c_.last() && !(c_.first() && split_backward_); }
-  bool shares_last_output() const { return k_.bf16 && recompute_ == Recompute::full; }
+  bool shares_last_output() const { return k_.bf16 && mode_of(c_.n_layers - 1) == Recompute::full; }
+  Recompute mode_of(int block) const;          // what block's backward gets: recompute_ or none
   void widen_input(Slot& s);  // shares_input(): x_in from in16 (before the forward and the backward)
   BlockActs& for_backward(int i, Slot& s);     // block i's activations, recomputed as the mode says
   DV<const std::int32_t*> inputs(const Slot& s) const;   // (N) of the packed tokens
@@ -172,6 +175,7 @@ class Stage {
   DV<double*> loss_sums_;  // the trainer's (set_loss_sums), else the last chunk's own, made at its first loss
   bool phase_timing_ = false;
   Recompute recompute_ = Recompute::none;
+  int full_blocks_ = 0;              // full: how many of the chunk's blocks (the first) re-run
   std::unique_ptr<BlockActs> work_;  // full: the buffers every block's forward shares
   DV<float****> scores_;             // selective, naive attention: the probabilities, recomputed
   DV<kernels::bf16****> scores16_;   // the same in bf16

@@ -25,4 +25,10 @@ RunPlan with_gemm(RunPlan plan, kernels::GemmImpl impl) {
   return plan;
 }
 
+int fully_recomputed_layers(const RunPlan& plan) {
+  int n = 0;
+  for (const auto& chunk : plan.chunks) n += plan.settings.train.full_recompute_blocks(chunk.second);
+  return n;
+}
+
 }  // namespace kformer

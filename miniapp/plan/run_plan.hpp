@@ -36,6 +36,10 @@ struct RunPlan {
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
 };
 
+// The blocks full recomputation re-runs over the whole model (train.recompute_layers of each chunk,
+// or all): the report's and predict's hardware FLOPs.
+int fully_recomputed_layers(const RunPlan& plan);
+
 // Everything but `memory` (left empty): what the deck fuzzer checks, which has no Kokkos to
 // describe a step with. Throws std::invalid_argument for settings validation would have refused
 // (a schedule that cannot take the micro-batches).

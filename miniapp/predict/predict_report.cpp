@@ -21,7 +21,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   // Model FLOPs as a run reports them (model/flops.hpp: Megatron-LM's and PaLM's convention).
   const double model_all = model_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens);
   const double recompute_all = recompute_flops_per_token(plan.shape, cfg.train.seq_len, cfg.train.recompute,
-                                                         plan.attention) * double(tokens);
+                                                         plan.attention, fully_recomputed_layers(plan)) *
+                               double(tokens);
   const double model_rank = model_all / (double(tp) * pp * dp);
   IterationRecord r;
   r.iteration = 1, r.total = 1, r.global_batch = cfg.train.global_batch;

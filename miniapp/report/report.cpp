@@ -59,7 +59,8 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
   // Model FLOPs as Megatron-LM and PaLM count them (model/flops.hpp), over the world's ranks.
   const double model_all = model_flops_per_token(plan.shape, cfg.train.seq_len) * double(tokens);
   const double recompute_all = recompute_flops_per_token(plan.shape, cfg.train.seq_len, cfg.train.recompute,
-                                                         plan.attention) * double(tokens);
+                                                         plan.attention, fully_recomputed_layers(plan)) *
+                               double(tokens);
   nlohmann::json summary = summarize(recs, model_all / world.size(), tokens);
   const double achieved = summary["model_tflops_per_rank"].get<double>();
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };

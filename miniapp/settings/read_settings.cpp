@@ -35,7 +35,7 @@ RunSettings read_settings(const Config& cfg) {
       {"model.n_kv_heads", &m.n_kv_heads}, {"model.ffn_dim", &m.ffn_dim}, {"model.vocab_size", &m.vocab_size},
       {"model.max_seq_len", &m.max_seq_len}, {"train.steps", &t.steps}, {"train.global_batch", &t.global_batch},
       {"train.micro_batch", &t.micro_batch}, {"train.seq_len", &t.seq_len}, {"train.warmup", &t.warmup},
-      {"train.max_nan", &t.max_nan}, {"train.stop_at", &t.stop_at}, {"parallel.tp", &p.tp}, {"parallel.pp", &p.pp},
+      {"train.max_nan", &t.max_nan}, {"train.stop_at", &t.stop_at}, {"train.recompute_layers", &t.recompute_layers}, {"parallel.tp", &p.tp}, {"parallel.pp", &p.pp},
       {"parallel.dp", &p.dp}, {"parallel.zero", &p.zero}, {"parallel.microbatches", &p.microbatches},
       {"parallel.virtual_stages", &p.virtual_stages}, {"checkpoint.every", &s.checkpoint.every},
       {"output.log_every", &o.log_every}, {"straggler.rank", &s.straggler.rank}};

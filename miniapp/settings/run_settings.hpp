@@ -27,6 +27,13 @@ struct TrainSettings {
   std::uint64_t seed = 0;
   Precision precision = Precision::fp32;
   Recompute recompute = Recompute::none;
+  int recompute_layers = 0;  // train.recompute_layers: with full, the first N blocks of a chunk; 0 = all
+
+  // How many of a chunk's blocks re-run their forward before their backward (train.recompute=full).
+  int full_recompute_blocks(int chunk_layers) const {
+    if (recompute != Recompute::full) return 0;
+    return recompute_layers > 0 && recompute_layers < chunk_layers ? recompute_layers : chunk_layers;
+  }
 };
 
 struct ParallelSettings {

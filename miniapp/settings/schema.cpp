@@ -66,6 +66,10 @@ std::vector<KeySpec> make_schema() {
              "activation recomputation: selective recomputes the naive or batched_gemm attention's"
              " probabilities in backward, "
              "full keeps only each block's input and re-runs its forward"),
+      integer("train.recompute_layers", 0, 0, 1 << 20,
+              "with train.recompute=full: recompute only the first N blocks of each model chunk, the others keep "
+              "all their activations (Megatron-LM's --recompute-method block; torchtitan's selective layer "
+              "checkpointing of every 2nd block is N = half the chunk's blocks); 0 = every block"),
       integer("train.max_nan", 5, 1, kInt, "stop after this many non-finite iterations in a row"),
       integer("train.stop_at", 0, 0, kInt,
               "stop after this iteration, as a walltime would (checkpoint saved); 0 = run to train.steps"),

@@ -114,6 +114,10 @@ void validate_layout(Config& cfg, int world) {
     require(tokens % tp == 0, "parallel.sequence_parallel=true needs train.micro_batch*train.seq_len (" + s(tokens) +
                                   ") to be a multiple of parallel.tp=" + s(tp) + ": each TP rank holds an equal share");
   }
+  require(cfg.i64("train.recompute_layers") == 0 || cfg.str("train.recompute") == "full",
+          "train.recompute_layers=" + s(cfg.i64("train.recompute_layers")) + " chooses the blocks train.recompute=full "
+          "re-runs, but train.recompute=" + cfg.str("train.recompute") + ": set train.recompute=full or drop "
+          "train.recompute_layers");
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");

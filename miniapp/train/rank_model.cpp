@@ -18,7 +18,7 @@ std::unique_ptr<RankModel> build_rank_model(const RunPlan& plan, RankPlace at, R
   for (int c = at.pp; c < S; c += pp) {
     m.stages.push_back(std::make_unique<Stage>(shape, cfg.train.micro_batch, cfg.train.seq_len, k, *m.params,
                                                groups.tp, ChunkSpec{c, S, chunks[c].first, chunks[c].second}));
-    m.stages.back()->set_recompute(cfg.train.recompute);
+    m.stages.back()->set_recompute(cfg.train.recompute, cfg.train.full_recompute_blocks(chunks[c].second));
     m.stages.back()->set_split_backward(splits_backward(cfg.parallel.schedule));
     m.stages.back()->set_phase_timing(cfg.output.phase_timing);
   }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Activation recomputation (train.recompute): the same gradients bit for bit (one-rank exports of
-# iteration 1 byte-identical to train.recompute=none, both families, both attention kernels, in
-# fp32 and in bf16 mixed precision); the same losses on 4-rank layouts with it on (tp, pp, zb-h1)
-# as on one rank without (in bf16 too, against the one-rank bf16 run); and the activation memory measured from the allocated buffers of a reduced GPT-3 Small (12 layers, 12
-# heads, d_model 768/4, 256 tokens): full <= 0.35 of none, selective below none, and the
-# recomputed work reported as hardware FLOPs beside the model FLOPs.
+# Activation recomputation (train.recompute, and train.recompute_layers for full on some blocks):
+# the same gradients bit for bit (one-rank exports of iteration 1 byte-identical to
+# train.recompute=none, both families, both attention kernels, in fp32 and in bf16 mixed
+# precision); the same losses on 4-rank layouts with it on (tp, pp, zb-h1) as on one rank without
+# (in bf16 too, against the one-rank bf16 run); and the activation memory measured from the
+# allocated buffers of a reduced GPT-3 Small (12 layers, 12 heads, d_model 768/4, 256 tokens): full
+# <= 0.35 of none, selective below none, full on half the blocks between full and none, and the
+# recomputed work reported as hardware FLOPs beside the model FLOPs (half of full's for half the blocks).
 #   recompute_test.sh KFORMER SOURCE_DIR [MPIEXEC "MPIEXEC_FLAGS"]
 set -u
 kformer=$1; src=$2; mpiexec=${3:-}; mpiflags=${4:-}
@@ -12,6 +14,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # kernels.gemm=native: the runs are compared bit for bit, and auto could take another GEMM in each.
 deck=$src/input/tiny.yaml
 fails=0
+# half: full recomputation of the first 2 of the 4 blocks (the first 6 of 12 on the small model)
+declare -A modes=([none]="train.recompute=none" [selective]="train.recompute=selective" [full]="train.recompute=full"
+                  [half]="train.recompute=full train.recompute_layers=2")
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for precision in fp32 bf16; do
@@ -20,11 +25,12 @@ for precision in fp32 bf16; do
       fam=(model.family="$family" kernels.attention="$attention" train.precision="$precision")
       [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
       run=$precision-$family-$attention
-      for mode in none selective full; do
-        "$kformer" "$deck" kernels.gemm=native train.steps=1 "${fam[@]}" train.recompute=$mode output.export="$tmp/$run-$mode.st" \
+      for mode in none selective full half; do
+        # shellcheck disable=SC2086  # a mode is one or two keys
+        "$kformer" "$deck" kernels.gemm=native train.steps=1 "${fam[@]}" ${modes[$mode]} output.export="$tmp/$run-$mode.st" \
           >"$tmp/export.log" 2>&1 || { fail "$run $mode did not run"; tail -3 "$tmp/export.log"; }
       done
-      for mode in selective full; do
+      for mode in selective full half; do
         if cmp -s "$tmp/$run-none.st" "$tmp/$run-$mode.st"; then
           echo "ok   $precision $family $attention recompute=$mode: parameters, gradients and batch of iteration 1 bitwise equal to none"
         else
@@ -38,13 +44,15 @@ done
 # Memory and FLOPs on a reduced GPT-3 Small.
 small=(model.n_layers=12 model.d_model=192 model.n_heads=12 model.max_seq_len=256 train.seq_len=256
        train.micro_batch=1 train.global_batch=1 train.steps=1)
-for mode in none selective full; do
-  "$kformer" "$deck" kernels.gemm=native "${small[@]}" train.recompute=$mode output.json="$tmp/small-$mode.json" >"$tmp/small.log" 2>&1 ||
+for mode in none selective full half; do
+  [ $mode = half ] && modes[half]="train.recompute=full train.recompute_layers=6"
+  # shellcheck disable=SC2086  # a mode is one or two keys
+  "$kformer" "$deck" kernels.gemm=native "${small[@]}" ${modes[$mode]} output.json="$tmp/small-$mode.json" >"$tmp/small.log" 2>&1 ||
     { fail "small recompute=$mode did not run"; tail -3 "$tmp/small.log"; }
 done
 /usr/bin/python3 - "$tmp" <<'PY' || fails=$((fails + 1))
 import json, sys
-r = {m: json.load(open(f"{sys.argv[1]}/small-{m}.json"))["summary"] for m in ("none", "selective", "full")}
+r = {m: json.load(open(f"{sys.argv[1]}/small-{m}.json"))["summary"] for m in ("none", "selective", "full", "half")}
 act = {m: r[m]["memory"]["activation_bytes_measured"] for m in r}
 ok = True
 def check(cond, what):
@@ -62,6 +70,12 @@ check(0 < fl["full"]["recompute_per_iteration_rank"] < model / 3,
 check(0 < fl["selective"]["recompute_per_iteration_rank"] < fl["full"]["recompute_per_iteration_rank"],
       "selective recomputes less than full")
 check(all(fl[m]["counted_per_iteration_rank"] == model for m in r), "model FLOPs do not depend on recompute")
+# train.recompute_layers=6 of 12: the same blocks' forward as full on half of them, and memory between.
+for conv in ("recompute_per_iteration_rank", "recompute_per_iteration_all_ranks"):
+    check(abs(fl["half"][conv] - fl["full"][conv] / 2) <= 1e-9 * fl["full"][conv],
+          f"full on 6 of 12 blocks recomputes half of full's FLOPs ({conv})")
+check(act["full"] < act["half"] < act["none"],
+      f"full on 6 of 12 blocks keeps {act['half'] / act['none']:.3f} of none's activations (between full's and none's)")
 h = r["full"]["hfu"] / r["full"]["mfu"]
 # HFU and MFU in the field's convention (docs/figures.md): the whole model's FLOPs, recomputation beside them.
 f = fl["full"]
@@ -77,7 +91,8 @@ PY
 # gradient norm within same_training.py's bounds (bf16 against the one-rank bf16 run).
 fp32_layouts=("train.recompute=full parallel.tp=2 parallel.pp=2" "train.recompute=selective parallel.tp=4"
               "train.recompute=selective parallel.pp=4 parallel.schedule=zb-h1"
-              "train.recompute=full parallel.pp=2 parallel.dp=2 parallel.zero=3")
+              "train.recompute=full parallel.pp=2 parallel.dp=2 parallel.zero=3"
+              "train.recompute=full train.recompute_layers=1 parallel.tp=2 parallel.pp=2")
 bf16_layouts=("train.recompute=full parallel.tp=2 parallel.pp=2"
               "train.recompute=selective parallel.tp=2 parallel.dp=2 parallel.zero=3")
 if [ -n "$mpiexec" ]; then

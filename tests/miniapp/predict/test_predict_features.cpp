@@ -97,6 +97,30 @@ TEST(PredictFeatures, FullRecomputeAddsOneForwardToTheBackward) {
   EXPECT_EQ(sum(full.forward, kp::ItemKind::compute), fwd);  // the forward itself is unchanged
 }
 
+// train.recompute_layers=1 on chunks of two blocks: the backward re-runs one block's forward, half
+// of what full recomputation of both adds, its TP calls included; the forward is unchanged.
+TEST(PredictFeatures, RecomputeLayersReRunsOnlyTheFirstBlocks) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto chunk = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> s = {"predict.world=4", "parallel.pp=2", "parallel.tp=2"};
+    s.insert(s.end(), extra.begin(), extra.end());
+    return kp::chunk_work(a100, plan("tiny.yaml", s), 0);
+  };
+  const kp::ChunkWork none = chunk({"train.recompute=none"}), full = chunk({"train.recompute=full"}),
+                      one = chunk({"train.recompute=full", "train.recompute_layers=1"});
+  const auto added = [&](const kp::ChunkWork& w) {
+    return sum(w.backward, kp::ItemKind::compute) - sum(none.backward, kp::ItemKind::compute);
+  };
+  EXPECT_GT(added(full), 0);
+  EXPECT_NEAR(added(one), added(full) / 2, 1e-9 * added(full));
+  EXPECT_EQ(2 * (block_tp_calls(one.backward).size() - block_tp_calls(none.backward).size()),
+            block_tp_calls(full.backward).size() - block_tp_calls(none.backward).size());
+  EXPECT_EQ(sum(one.forward, kp::ItemKind::compute), sum(none.forward, kp::ItemKind::compute));
+  // recompute_layers at or above the chunk's blocks is full recomputation
+  EXPECT_EQ(sum(chunk({"train.recompute=full", "train.recompute_layers=2"}).backward, kp::ItemKind::compute),
+            sum(full.backward, kp::ItemKind::compute));
+}
+
 // A pass over the chunk's gradients after each micro-batch's backward (predict.grad_accumulate):
 // DeepSpeed's BF16_Optimizer widens each bf16 gradient (2 bytes read, 4 written) and adds it to
 // the fp32 one (8 read, 4 written), two calls per tensor; autograd's accumulation in bf16 reads 4

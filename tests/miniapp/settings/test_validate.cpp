@@ -94,6 +94,8 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       {{"parallel.stage_layers=2,0,2", "parallel.pp=3", "train.global_batch=6"}, 3, "entry 1 is 0"},
       {{"train.seq_len=64"}, 1, "train.seq_len=64 exceeds model.max_seq_len=32"},
       {{"straggler.rank=4"}, 4, "straggler.rank=4"},
+      {{"train.recompute_layers=2"}, 1, "train.recompute_layers=2 chooses the blocks train.recompute=full re-runs"},
+      {{"train.recompute_layers=2", "train.recompute=selective"}, 1, "train.recompute=selective: set train.recompute=full"},
   };
   for (const auto& k : cases) {
     Config c = tiny();

@@ -51,12 +51,16 @@ TEST(Flops, TheFieldsConventionCountsTheWholeAttentionSquare) {
     EXPECT_NEAR(model - closed_form_flops_per_token(s, 32), attention, 1e-9 * model) << family;
     // Full recomputation re-runs the blocks' forward: a third of their model FLOPs (the head's 6 V C is not re-run).
     const double blocks = model - 6.0 * s.vocab_padded * s.d_model;
-    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::full, kernels::AttentionKind::naive), blocks / 3, 1e-9 * model);
+    const int L = s.n_layers;
+    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::full, kernels::AttentionKind::naive, L), blocks / 3, 1e-9 * model);
+    // train.recompute_layers: only the blocks re-run count, each a layer's share.
+    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::full, kernels::AttentionKind::naive, 1), blocks / 3 / L,
+                1e-9 * model);
     // Selective (naive attention): QK^T and AV forward, a sixth of the attention term's 12.
-    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::naive),
+    EXPECT_NEAR(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::naive, 0),
                 4.0 * s.n_layers * 32 * s.n_heads * s.head_dim, 1e-9 * model);
-    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::fused), 0.0);
-    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::none, kernels::AttentionKind::naive), 0.0);
+    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::selective, kernels::AttentionKind::fused, 0), 0.0);
+    EXPECT_EQ(recompute_flops_per_token(s, 32, Recompute::none, kernels::AttentionKind::naive, 0), 0.0);
   }
 }
 
