@@ -62,12 +62,21 @@ ParamStore::ParamStore(const std::vector<ParamSpec>& specs, int tp, int tp_rank,
     }
     vectors_ = device_buffer<float*>("kformer::vectors", n);
   }
-  std::int64_t largest = 0;
-  for (const auto& u : units_) largest = std::max(largest, u.size);
+  std::int64_t largest = 0, most_vectors = 0;
+  if (sharded_ && bf16_) vector_at_.assign(slots_.size(), -1);
+  for (const auto& u : units_) {
+    largest = std::max(largest, u.size);
+    if (!sharded_ || !bf16_) continue;
+    std::int64_t n = 0;  // bf16 ZeRO-3: the unit's 1-D tensors, packed in slot order
+    for (std::size_t i = u.first_slot; i < u.first_slot + u.n_slots; ++i) {
+      if (slots_[i].cols == 1) vector_at_[i] = n, n += slots_[i].rows;
+    }
+    most_vectors = std::max(most_vectors, n);
+  }
   if (sharded_) {
     pool_.resize(std::min(kPoolSize, units_.size()));
-    for (auto& g : pool_) {
-      g.buf = device_buffer<float*>("kformer::gathered_params", largest);
+    for (auto& g : pool_) {  // bf16: the unit in bf16, and its vectors widened to fp32
+      g.buf = device_buffer<float*>("kformer::gathered_params", bf16_ ? most_vectors : largest);
       if (bf16_) g.buf16 = device_buffer<kernels::bf16*>("kformer::gathered_params_bf16", largest);
     }
   }
@@ -100,6 +109,7 @@ float* ParamStore::unit_values(std::size_t u) const {
   if (masters_sharded_)
     throw std::logic_error("kformer: layer " + std::to_string(units_[u].layer) +
                            " has no whole fp32 values: bf16 under ZeRO-1/2 keeps the masters as shards");
+  // bf16 under ZeRO-3: what this returns is the unit's vectors, packed (value_ptr)
   if (!sharded_) return values_.data() + units_[u].offset;
   for (auto& g : pool_)
     if (g.valid && g.unit == u) return g.buf.data();
@@ -126,11 +136,16 @@ void ParamStore::require(int layer) const {
     dp_->allgather(shard_values(u), victim->buf.data(), n, comm::DType::f32);
   } else {
     // FSDP in mixed precision gathers the bf16 copies (half the traffic, as torch's FSDP with a
-    // bf16 param_dtype); the fp32 buffer gets them widened for the norms and biases.
+    // bf16 param_dtype), which the GEMMs and the embedding read; the norms and biases are read in
+    // fp32, widened into the small buffer beside it.
     dp_->allgather(values16_.data() + units_[u].offset / shards_, victim->buf16.data(), n, comm::DType::bf16);
     Exec exec;
-    const auto all = std::make_pair(std::int64_t(0), units_[u].size);
-    kernels::convert(exec, Kokkos::subview(victim->buf, all), Kokkos::subview(victim->buf16, all));
+    for (std::size_t i = units_[u].first_slot; i < units_[u].first_slot + units_[u].n_slots; ++i) {
+      if (vector_at_[i] < 0) continue;
+      const std::int64_t at = vector_at_[i], rows = slots_[i].rows, from = slots_[i].offset - units_[u].offset;
+      kernels::convert(exec, Kokkos::subview(victim->buf, std::make_pair(at, at + rows)),
+                       Kokkos::subview(victim->buf16, std::make_pair(from, from + rows)));
+    }
   }
   *victim = {u, true, clock_, victim->buf, victim->buf16};
 }
@@ -222,6 +237,11 @@ float* ParamStore::value_ptr(ParamRef first) const {
     if (vector_at_[first.slot] < 0)
       throw std::logic_error("kformer: " + s.spec.name + " is read in fp32, but bf16 under ZeRO-1/2 holds it in bf16 only");
     return vectors_.data() + vector_at_[first.slot];
+  }
+  if (sharded_ && bf16_) {
+    if (vector_at_[first.slot] < 0)
+      throw std::logic_error("kformer: " + s.spec.name + " is read in fp32, but bf16 under ZeRO-3 gathers it in bf16 only");
+    return unit_values(s.unit) + vector_at_[first.slot];
   }
   return unit_values(s.unit) + (s.offset - units_[s.unit].offset);
 }

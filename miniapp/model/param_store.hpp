@@ -25,6 +25,8 @@
 // shard of them; the whole model is its bf16 copy, all-gathered in bf16 after each step
 // (allgather_values), and the vectors (norm weights, biases) are read in fp32 from a small
 // buffer widened from that copy, as the ZeRO-3 gathers widen theirs. The embedding is read in bf16.
+// bf16 under ZeRO-3 likewise reads every matrix in bf16 (matrices_bf16_only()): a gathered unit is
+// held in bf16, as FSDP's bf16 param_dtype holds it, and only its vectors are widened.
 #pragma once
 
 #include <map>
@@ -93,6 +95,9 @@ class ParamStore {
   bool values_sharded() const { return sharded_; }
   // bf16 with ZeRO-1/2 over dp > 1: fp32 masters as shards, the whole model in bf16 (above).
   bool masters_sharded() const { return masters_sharded_; }
+  // The matrices are read in bf16 only (w16): masters_sharded(), and bf16 under ZeRO-3, whose
+  // gathers keep a unit in bf16 and only its vectors in fp32.
+  bool matrices_bf16_only() const { return masters_sharded_ || (sharded_ && bf16_); }
 
   DV<float*> grads() const { return grads_; }  // the flat layout, or this rank's shards (grads_sharded())
   bool grads_sharded() const { return grads_sharded_; }
@@ -185,13 +190,15 @@ class ParamStore {
   // see grad_shards.cpp.
   bool reduce_at_once_ = false;
   DV<float*> vectors_;                   // masters_sharded_: the 1-D tensors, widened from values16_
-  std::vector<std::int64_t> vector_at_;  // per slot: its place in vectors_, or -1
+  // per slot: its place in vectors_ (masters_sharded_), or in its gathered unit's fp32 vectors
+  // (bf16 under ZeRO-3); -1 for a matrix
+  std::vector<std::int64_t> vector_at_;
 
   struct Gathered {
     std::size_t unit = 0;
     bool valid = false;
     long last_use = 0;
-    DV<float*> buf;
+    DV<float*> buf;            // the gathered unit in fp32; bf16 stores: its vectors only, packed
     DV<kernels::bf16*> buf16;  // bf16 stores: the gathered unit in bf16
   };
   mutable std::vector<Gathered> pool_;

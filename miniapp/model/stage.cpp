@@ -160,7 +160,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
       // The position table is replicated: one TP rank adds it, so the all-reduce counts it once.
       const bool positions = s_.gpt && tp_rank_ == 0;
       const DV<float**> embedded = d_.sp > 1 ? scratch_.gathered : s.x_in;  // (N,C), summed over TP to x_in
-      if (p_.masters_sharded())  // the tables exist in bf16 only
+      if (p_.matrices_bf16_only())  // the tables are held in bf16 only
         kk::embedding_forward(exec, embedded, inputs(s), p_.w16(tokens_), v0_,
                               positions ? p_.w16(positions_) : DV<kk::bf16**>(), T);
       else
