@@ -12,7 +12,8 @@ namespace kk = kernels;
 
 CallCosts call_costs(const RunSettings& s) {
   return CallCosts(s.predict.attention, s.predict.attention_dropout,
-                   s.bf16() && s.predict.tp_precision == TpPrecision::activations);
+                   s.bf16() && s.predict.tp_precision == TpPrecision::activations,
+                   s.predict.gather_copy == GatherCopy::copy_out);
 }
 
 double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
@@ -74,6 +75,12 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
         break;
       case WorkEntry::Kind::region_end:
         if (e.group == "kformer::head_backward") out = &items;
+        if (e.group == "kformer::require" && miss && costs.copy_out) {
+          // FSDP2's foreach_all_gather_copy_out: every gathered byte read and written into the
+          // parameters' own tensors, on the compute stream before the unit runs
+          const char* copy = p.memory_gbps.count("copy") ? "copy" : "residual";
+          miss->us += memory_us(p, copy, 2 * miss->bytes) * p.compute_scale;
+        }
         if (e.group == "kformer::require") miss = nullptr;
         break;
     }

@@ -19,7 +19,8 @@
 
 namespace kformer::predict {
 
-// require: us is what a miss computes besides the gather (bf16: widening the gathered unit);
+// require: us is what a miss computes besides the gather (bf16: widening the gathered unit's
+// vectors; with predict.gather_copy=copy_out, FSDP2's copy of the gathered bytes);
 // grad_scatter: ZeRO-3's reduce-scatter of a unit's gradient, posted as a data-parallel bucket.
 enum class ItemKind { compute, tp_comm, require, unit_done, grad_scatter };
 
@@ -35,14 +36,16 @@ struct WorkItem {
 };
 
 // How the costed software runs the calls kformer describes, where it differs from kformer (the
-// predict.* keys a system sets): whose attention kernels, dropout on their probabilities, and the
-// type of the TP collectives that carry activations.
+// predict.* keys a system sets): whose attention kernels, dropout on their probabilities, the
+// type of the TP collectives that carry activations, and a copy after each ZeRO-3 gather.
 struct CallCosts {
   AttentionModel attention = AttentionModel::kformer;
   double attention_dropout = 0;  // batched_gemm attention only
   bool tp_halved = false;        // a bf16 run's fp32 TP collectives of activations moved in bf16
-  explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false)
-      : attention(a), attention_dropout(dropout), tp_halved(halved) {}
+  bool copy_out = false;         // predict.gather_copy=copy_out: a gather's bytes read and written again
+  explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
+                     bool copied = false)
+      : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied) {}
 };
 CallCosts call_costs(const RunSettings& s);
 

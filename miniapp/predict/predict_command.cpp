@@ -88,6 +88,9 @@ int run_predict(const std::vector<std::string>& args) {
                     ? ", attention dropout " + format_value(cfg.predict.attention_dropout)
                     : std::string())
             << (cfg.predict.param_gather == Overlap::overlapped ? ", parameter gather beside the next forward" : "")
+            << (cfg.predict.gather_copy == GatherCopy::copy_out && plan.numerics.shards_values
+                    ? ", each ZeRO-3 gather copied out into the parameters"
+                    : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"

@@ -1,6 +1,7 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
-// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision) as enums, with their
+// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision,
+// predict.gather_copy) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
@@ -33,6 +34,8 @@ enum class GradAccumulation { fused, fp32_pass, lp_pass };
 enum class HostCost { kformer, eager, blocking };
 // predict.tp_precision: the type a TP collective of activations moves in a bf16 run (chunk_work.hpp).
 enum class TpPrecision { fp32, activations };
+// predict.gather_copy: what follows a ZeRO-3 unit's all-gather on the compute stream (chunk_work.hpp).
+enum class GatherCopy { none, copy_out };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -77,6 +80,10 @@ struct Names<HostCost> {
 template <>
 struct Names<TpPrecision> {
   static constexpr std::array<const char*, 2> list{"fp32", "activations"};
+};
+template <>
+struct Names<GatherCopy> {
+  static constexpr std::array<const char*, 2> list{"none", "copy_out"};
 };
 template <>
 struct Names<AttentionKind> {

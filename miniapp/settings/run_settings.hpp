@@ -92,6 +92,7 @@ struct PredictSettings {
   TpPrecision tp_precision = TpPrecision::fp32;
   double attention_dropout = 0;
   Overlap param_gather = Overlap::serialized;
+  GatherCopy gather_copy = GatherCopy::none;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;
 };

@@ -179,6 +179,11 @@ std::vector<KeySpec> make_schema() {
              "ZeRO-1/2's parameter all-gather after the optimizer step as kformer predict models it: serialized "
              "(kformer's: the step ends when it ends) or overlapped (Megatron-Core's --overlap-param-gather: it runs "
              "beside the next iteration's first forward, whose modules wait for their buckets)"),
+      choice("predict.gather_copy", names_of<GatherCopy>(),
+             "what follows each ZeRO-3 (FSDP) all-gather on the compute stream as kformer predict models it: none "
+             "(kformer's: the bf16 unit is gathered into the buffer the GEMMs read) or copy_out (FSDP2's "
+             "foreach_all_gather_copy_out: the gathered bytes copied into each parameter's own tensor, read and "
+             "written once, before the unit's forward or backward runs)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

@@ -37,9 +37,9 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
         {"predict.host", "eager"}}},
       {"torchtitan",
-       "torchtitan (FSDP2 reduce-scatters in the backward, SDPA flash attention, torch.distributed.pipelining's "
-       "non-blocking sends)",
-       {{"predict.attention", "flash"}, {"predict.host", "eager"}}},
+       "torchtitan (FSDP2 reduce-scatters in the backward and copies each all-gather out into the parameters, SDPA "
+       "flash attention, torch.distributed.pipelining's non-blocking sends)",
+       {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, the host's "
        "per-layer time where the profile has it)",

@@ -315,3 +315,34 @@ TEST(PredictFeatures, AttentionDropoutIsAPassOverTheProbabilitiesEachWay) {
     EXPECT_EQ(kp::kernel_us(a100, c, kp::CallCosts(kformer::AttentionModel::kformer, 0.1)), kp::kernel_us(a100, c));
   }
 }
+
+// predict.gather_copy=copy_out (the torchtitan preset): FSDP2 copies each all-gather's output into
+// the parameters' own tensors on the compute stream, so a ZeRO-3 unit's miss costs its gathered
+// bytes read and written once more at the profile's copy rate, written out here from its bytes;
+// nothing else changes, and a deck without ZeRO-3 has no gather to copy.
+TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const std::vector<std::string> fsdp = {"predict.world=4", "parallel.dp=4", "parallel.zero=3", "train.precision=bf16",
+                                         "model.n_layers=2"};
+  const auto chunk = [&](std::vector<std::string> o, const std::string& copy) {
+    o.push_back("predict.gather_copy=" + copy);
+    return kp::chunk_work(a100, plan("tiny.yaml", o), 0);
+  };
+  const kp::ChunkWork none = chunk(fsdp, "none"), copied = chunk(fsdp, "copy_out");
+  const auto misses = [](const kp::ChunkWork& w) { return of_kind(w.forward, kp::ItemKind::require); };
+  ASSERT_EQ(misses(none).size(), misses(copied).size());
+  int gathered = 0;
+  for (std::size_t k = 0; k < misses(none).size(); ++k) {
+    const kp::WorkItem a = misses(none)[k], b = misses(copied)[k];
+    EXPECT_EQ(a.bytes, b.bytes);
+    const double pass = kp::memory_us(a100, a100.memory_gbps.count("copy") ? "copy" : "residual", 2 * a.bytes) *
+                        a100.compute_scale;
+    EXPECT_NEAR(b.us - a.us, a.bytes > 0 ? pass : 0.0, 1e-9 * (1 + pass));
+    gathered += a.bytes > 0;
+  }
+  EXPECT_GT(gathered, 0);
+  EXPECT_EQ(sum(copied.forward, kp::ItemKind::compute), sum(none.forward, kp::ItemKind::compute));
+  const std::vector<std::string> dp = {"predict.world=4", "parallel.dp=4", "train.precision=bf16", "model.n_layers=2"};
+  EXPECT_EQ(sum(chunk(dp, "copy_out").backward, kp::ItemKind::compute),
+            sum(chunk(dp, "none").backward, kp::ItemKind::compute));
+}
