@@ -74,6 +74,20 @@ inline double rel_err(const std::vector<double>& got, const std::vector<double>&
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
+// ||got - ref|| over ||scale||: the error against the size of the terms a result is made of,
+// where the result itself may cancel to near zero.
+inline double err_against(const std::vector<double>& got, const std::vector<double>& ref,
+                          const std::vector<double>& scale) {
+  if (got.size() != ref.size() || got.size() != scale.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += scale[i] * scale[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
 // Calls f(shape) with shape an std::integral_constant of the host and then the GPU work shape
 // (kernels/work_shape.hpp), under a SCOPED_TRACE naming it: the GPU shape's thread layout runs
 // on the host too, against the same references as the shape the backend uses. On a GPU backend
