@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "platform/errors.hpp"
 #include "model/flops.hpp"
+#include "model/model_spec.hpp"
 #include "plan/memory.hpp"
 #include "train/metrics.hpp"
 #include "model/optimizer.hpp"
@@ -143,6 +145,21 @@ TEST(Memory, ShardingShrinksTheEstimateAndTheLimitNamesWhatFits) {
   EXPECT_LT(z3.params, z0.params);
   EXPECT_GT(deck({"train.micro_batch=4", "train.global_batch=8"}).memory.activations,
             deck({"train.micro_batch=2"}).memory.activations);
+  // In bf16 a rank holds its shard as fp32 master and bf16 copy (6 S bytes) and a pool of three
+  // gathered units in bf16 with their vectors widened (3 (2 L + 4 V)); in fp32 4 S and 3 x 4 L, so
+  // 1.5 x fp32's - bf16's = 12 (L - V), L the largest unit and V the most vector elements of one
+  // (both in elements, units padded to the 4 shards). Holding each gathered unit in fp32 as well
+  // (6 L) would make it 0.
+  const RunPlan z3_32 = deck({"parallel.zero=3", "model.n_layers=8"}, 4);
+  const MemoryEstimate z3_16 = deck({"parallel.zero=3", "model.n_layers=8", "train.precision=bf16"}, 4).memory;
+  std::map<int, std::int64_t> unit, vectors;
+  for (const auto& t : rank_params(z3_32.shape, z3_32.chunks, 1, 0)) {
+    unit[t.layer] += t.local_size(1);
+    if (t.cols == 1) vectors[t.layer] += t.local_size(1);
+  }
+  std::int64_t L = 0, V = 0;
+  for (const auto& [layer, n] : unit) L = std::max(L, (n + 3) / 4 * 4), V = std::max(V, vectors[layer]);
+  EXPECT_DOUBLE_EQ(1.5 * z3_32.memory.params - z3_16.params, 12.0 * double(L - V));
   // A limit between the micro-batch 1 and 8 estimates: the message names the largest that fits.
   const double mb1 = deck({"train.micro_batch=1"}).memory.total();
   const double mb8 = deck({"train.micro_batch=8"}).memory.total();
