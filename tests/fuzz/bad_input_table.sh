@@ -166,6 +166,7 @@ train.steps=2147483647 train.global_batch=1048576 train.micro_batch=1 model.max_
 model.d_model=1048576 model.vocab_size=16777216
 memory.limit_gb=0.0001
 comm.backend=nccl
+train.recompute_layers=2
 EOF
 
 # --- token files (data.source), opened before training -------------------------------------
