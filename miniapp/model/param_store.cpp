@@ -139,13 +139,8 @@ void ParamStore::require(int layer) const {
     // bf16 param_dtype), which the GEMMs and the embedding read; the norms and biases are read in
     // fp32, widened into the small buffer beside it.
     dp_->allgather(values16_.data() + units_[u].offset / shards_, victim->buf16.data(), n, comm::DType::bf16);
-    Exec exec;
-    for (std::size_t i = units_[u].first_slot; i < units_[u].first_slot + units_[u].n_slots; ++i) {
-      if (vector_at_[i] < 0) continue;
-      const std::int64_t at = vector_at_[i], rows = slots_[i].rows, from = slots_[i].offset - units_[u].offset;
-      kernels::convert(exec, Kokkos::subview(victim->buf, std::make_pair(at, at + rows)),
-                       Kokkos::subview(victim->buf16, std::make_pair(from, from + rows)));
-    }
+    const ParamUnit& unit = units_[u];
+    widen_vectors(unit.first_slot, unit.first_slot + unit.n_slots, victim->buf, victim->buf16, unit.offset);
   }
   *victim = {u, true, clock_, victim->buf, victim->buf16};
 }
@@ -202,7 +197,7 @@ void ParamStore::allgather_values() const {
       const std::int64_t n = units_[u].size / shards_, at = units_[u].offset;
       dp_->allgather(values16_.data() + at + shard_rank_ * n, values16_.data() + at, n, comm::DType::bf16);
     }
-    widen_vectors();
+    widen_vectors(0, slots_.size(), vectors_, values16_, 0);
     return;
   }
   for (std::size_t u = 0; u < units_.size(); ++u)  // in place: this rank's shard is at its offset
@@ -221,13 +216,14 @@ std::pair<std::int64_t, std::int64_t> ParamStore::block(ParamRef first, int coun
   return {s.offset, rows};
 }
 
-void ParamStore::widen_vectors() const {
+void ParamStore::widen_vectors(std::size_t first, std::size_t last, const DV<float*>& to,
+                               const DV<kernels::bf16*>& from, std::int64_t base) const {
   Exec exec;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
+  for (std::size_t i = first; i < last; ++i) {
     if (vector_at_[i] < 0) continue;
-    const std::int64_t at = vector_at_[i], n = slots_[i].rows, from = slots_[i].offset;
-    kernels::convert(exec, Kokkos::subview(vectors_, std::make_pair(at, at + n)),
-                     Kokkos::subview(values16_, std::make_pair(from, from + n)));
+    const std::int64_t at = vector_at_[i], n = slots_[i].rows, src = slots_[i].offset - base;
+    kernels::convert(exec, Kokkos::subview(to, std::make_pair(at, at + n)),
+                     Kokkos::subview(from, std::make_pair(src, src + n)));
   }
 }
 
@@ -291,7 +287,7 @@ void ParamStore::initialize(std::uint64_t seed) {
       kernels::convert(exec, Kokkos::subview(values16_, std::make_pair(unit.offset, unit.offset + unit.size)),
                        as_vector(base, unit.size));
   }
-  if (masters_sharded_) widen_vectors();
+  if (masters_sharded_) widen_vectors(0, slots_.size(), vectors_, values16_, 0);
   exec.fence();
 }
 

@@ -171,7 +171,11 @@ class ParamStore {
   const ParamSlot& at(ParamRef r) const;        // throws for an invalid handle
   std::pair<std::int64_t, std::int64_t> block(ParamRef first, int count) const;  // offset, rows
   float* value_ptr(ParamRef first) const;
-  void widen_vectors() const;  // masters_sharded(): the fp32 vectors from the bf16 copy
+  // The 1-D tensors of slots [first, last) widened from `from` (holding the layout from element
+  // `base`) into `to` at vector_at_: masters_sharded()'s vectors from the bf16 copy, or a bf16
+  // ZeRO-3 gather's from the gathered unit.
+  void widen_vectors(std::size_t first, std::size_t last, const DV<float*>& to, const DV<kernels::bf16*>& from,
+                     std::int64_t base) const;
   float* grad_ptr(ParamRef first) const;
 
   std::vector<ParamSlot> slots_;

@@ -16,6 +16,13 @@ CallCosts call_costs(const RunSettings& s) {
                    s.predict.gather_copy == GatherCopy::copy_out);
 }
 
+namespace {
+// An element-wise stream of a family the profile may not have measured: the residual add's rate then.
+double stream_us(const MachineProfile& p, const char* family, double bytes, bool bf16 = false) {
+  return memory_us(p, p.memory_gbps.count(family) ? family : "residual", bytes, bf16);
+}
+}  // namespace
+
 double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
   const auto& s = c.shape;
   switch (c.family) {
@@ -31,10 +38,8 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
                           int(s[3]), int(s[4]), c.backward);
     case kk::Family::convert:
     case kk::Family::copy:
-    case kk::Family::reduction: {  // element-wise streams: the residual add's rate unless measured
-      const char* f = kk::family_name(c.family);
-      return memory_us(p, p.memory_gbps.count(f) ? f : "residual", c.bytes, c.bf16);
-    }
+    case kk::Family::reduction:  // element-wise streams: the residual add's rate unless measured
+      return stream_us(p, kk::family_name(c.family), c.bytes, c.bf16);
     default: return memory_us(p, kk::family_name(c.family), c.bytes, c.bf16);
   }
 }
@@ -78,8 +83,7 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
         if (e.group == "kformer::require" && miss && costs.copy_out) {
           // FSDP2's foreach_all_gather_copy_out: every gathered byte read and written into the
           // parameters' own tensors, on the compute stream before the unit runs
-          const char* copy = p.memory_gbps.count("copy") ? "copy" : "residual";
-          miss->us += memory_us(p, copy, 2 * miss->bytes) * p.compute_scale;
+          miss->us += stream_us(p, "copy", 2 * miss->bytes) * p.compute_scale;
         }
         if (e.group == "kformer::require") miss = nullptr;
         break;
@@ -137,7 +141,6 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
     // is split (zb-h1) it follows W, which writes the weight gradients.
     const int pp = plan.settings.parallel.pp;
     const bool fp32 = plan.settings.predict.grad_accumulate == GradAccumulation::fp32_pass;
-    const char* widen = p.memory_gbps.count("convert") ? "convert" : "residual";
     WorkItem pass{ItemKind::compute, "grad_accumulate"};
     for (const auto& t : rank_params(s, plan.chunks, pp, chunk % pp)) {
       const bool mine = t.layer < 0 ? c.first() || c.last()
@@ -147,7 +150,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
       const double n = double(t.local_size(s.tp));
       // fp32_pass: hp.add_(lp.grad.to(fp32)): a widening (2 bytes read, 4 written) and an add (4 + 4
       // read, 4 written); lp_pass: grad += new in bf16 (2 + 2 read, 2 written).
-      pass.us += fp32 ? memory_us(p, widen, 6 * n) + memory_us(p, "residual", 12 * n) : memory_us(p, "residual", 6 * n);
+      pass.us += fp32 ? stream_us(p, "convert", 6 * n) + memory_us(p, "residual", 12 * n) : memory_us(p, "residual", 6 * n);
     }
     pass.us *= p.compute_scale;
     const bool split = !w.weight.empty();

@@ -44,8 +44,8 @@ done
 # Memory and FLOPs on a reduced GPT-3 Small.
 small=(model.n_layers=12 model.d_model=192 model.n_heads=12 model.max_seq_len=256 train.seq_len=256
        train.micro_batch=1 train.global_batch=1 train.steps=1)
+modes[half]="train.recompute=full train.recompute_layers=6"  # 6 of the small model's 12 blocks
 for mode in none selective full half; do
-  [ $mode = half ] && modes[half]="train.recompute=full train.recompute_layers=6"
   # shellcheck disable=SC2086  # a mode is one or two keys
   "$kformer" "$deck" kernels.gemm=native "${small[@]}" ${modes[$mode]} output.json="$tmp/small-$mode.json" >"$tmp/small.log" 2>&1 ||
     { fail "small recompute=$mode did not run"; tail -3 "$tmp/small.log"; }
