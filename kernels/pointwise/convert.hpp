@@ -49,6 +49,34 @@ void copy(const ExecSpace& exec, const DstView& dst, const SrcView& src) {
   Kokkos::deep_copy(exec, dst, src);
 }
 
+// dst(:, dst_col + c) = src(:, src_col + c) for c < cols, two row-major matrices of the same rows,
+// rounded to nearest even where dst is bf16 and src float (as convert): the column blocks a fused
+// projection's output packs side by side ([Q | K | V], [gate | up]), kept apart or put back. Its
+// bytes are the blocks' own, not the matrices'.
+template <class ExecSpace, class DstView, class SrcView>
+void copy_columns(const ExecSpace& exec, const DstView& dst, int dst_col, const SrcView& src, int src_col, int cols) {
+  using TD = elem_t<DstView>;
+  using TS = elem_t<SrcView>;
+  const std::int64_t rows = std::int64_t(src.extent(0)), n = cols;
+  const Call call("copy_columns", [&] {
+    return KernelCall{std::is_same<TD, TS>::value ? Family::copy : Family::convert,
+                      holds_bf16<DstView> || holds_bf16<SrcView>, false,
+                      double(rows) * double(n) * double(sizeof(TD) + sizeof(TS))};
+  });
+  if (call.described()) return;
+  if (std::int64_t(dst.extent(0)) != rows || dst_col + n > std::int64_t(dst.extent(1)) ||
+      src_col + n > std::int64_t(src.extent(1)))
+    throw std::invalid_argument("copy_columns: the column blocks do not fit the matrices");
+  TD* d = dst.data();
+  const TS* s = src.data();
+  const std::int64_t dw = dst.extent(1), sw = src.extent(1), d0 = dst_col, s0 = src_col;
+  Kokkos::parallel_for(
+      "kformer::copy_columns", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * n), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t r = i / n, c = i % n;
+        d[r * dw + d0 + c] = TD(float(s[r * sw + s0 + c]));
+      });
+}
+
 // dst = src between the host and the device, waiting for the copy (the blocking
 // Kokkos::deep_copy): a step's one readback (its loss and gradient norm), host values staged
 // for a reduction (DeviceReduce).

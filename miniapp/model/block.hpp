@@ -29,6 +29,7 @@ struct TypedActs {
   DV<T**> att_out;                         // (N, Hl*hd)
   kernels::AttentionState<Exec, T> att;
   DV<T**> mlp_in, act;                     // (N, Fl or 2Fl), (N, Fl)
+  DV<T**> qv, gate;  // train.recompute=op: Q and V side by side (N,(Hl+KVl)hd), the gate's output (N,Fl)
 };
 
 // What one block keeps from its forward for its backward (one micro-batch in flight). The
@@ -42,6 +43,9 @@ struct BlockActs {
   // allocated set's att.att is left empty for the stage to point at the buffer it recomputes them into.
   BlockActs(const BlockDims& d, kernels::AttentionKind kind, const kernels::AttentionState<Exec>& shared, bool bf16,
             bool scores = true);
+  // train.recompute=op (recompute_op.cpp): a copy of the stage's shared set given what a block keeps of
+  // its own: its output, attention output and state (probabilities or row statistics), qv and gate.
+  void own_op_buffers(const BlockDims& d, bool bf16);
 };
 
 // Gradient buffers a backward reads as GEMM inputs, typed like TypedActs. In fp32 they alias
@@ -87,6 +91,14 @@ class Block {
   // Selective recompute (recompute.cpp): refills the naive attention's probabilities from the kept qkv, as the
   // forward computed them (its output goes to s.d_att_out, or s.h.d_att_out in bf16, which the backward overwrites).
   void recompute_scores(BlockActs& a, BlockScratch& s) const;
+  // train.recompute=op (recompute_op.cpp, llama blocks; torchtitan's selective op policy): after the
+  // forward, which wrote into the stage's shared buffers, keep Q and V (packed QKV's outer blocks) and
+  // the gate's output in a's own qv and gate (its attention output and state are its own already);
+  // before the backward, re-run the rest of the forward from x_in into the shared buffers: the norms,
+  // K (its rows of the packed weight) and its RoPE, the output projection (and its TP all-reduce), the
+  // residual, up and SwiGLU, the same values as the forward's.
+  void keep_for_recompute(BlockActs& a) const;
+  void recompute_op(const DV<float**>& x_in, BlockActs& a, BlockScratch& s) const;
   // This block's tensor `t` in the store (invalid where the family has none).
   ParamRef tensor(BlockTensor t) const { return at(t); }
 
@@ -101,6 +113,10 @@ class Block {
                         const DV<float**>& dx) const;
   template <class T>
   void backward_weight_t(const BlockActs& a, const TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
+  template <class T>
+  void keep_for_recompute_t(TypedActs<T>& t) const;
+  template <class T>
+  void recompute_op_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>& t, BlockScratch& s, TypedScratch<T>& ts) const;
   template <class T>
   DV<T**> W(BlockTensor t, int count = 1) const {  // a GEMM's weight in its precision
     return p_.wt<T>(at(t), count);

@@ -17,6 +17,8 @@ double recompute_flops(const BlockDims& d, Recompute mode, kernels::AttentionKin
   if (mode == Recompute::full) return block_flops(d).forward;
   if (mode == Recompute::selective && kernels::keeps_probabilities(attention))
     return 2.0 * d.B * d.Hl * double(d.T) * d.T * d.hd;
+  if (mode == Recompute::op)  // K, the output projection and up
+    return 2.0 * d.N() * d.C * (double(d.KVl) * d.hd + d.q_width() + d.Fl);
   return 0;
 }
 
@@ -51,6 +53,8 @@ double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mod
   const double attention_forward = s.n_layers * attention_layer;
   if (mode == Recompute::full) return full_layers * (2 * block_matmul_params(s) + attention_layer);
   if (mode == Recompute::selective && kernels::keeps_probabilities(attention)) return attention_forward;
+  if (mode == Recompute::op)  // K, the output projection and up of every block
+    return 2.0 * s.n_layers * s.d_model * (double(s.n_kv_heads) * s.head_dim + double(s.n_heads) * s.head_dim + s.ffn_dim);
   return 0;
 }
 

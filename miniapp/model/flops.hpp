@@ -27,7 +27,8 @@ struct Flops {
 Flops block_flops(const BlockDims& d);
 // What one block's recomputation re-runs per micro-batch: its whole forward (full), the naive
 // attention's QK^T and AV (selective; 0 with the fused attention, whose backward recomputes the
-// scores under every mode, as the model FLOPs of flash attention leave out).
+// scores under every mode, as the model FLOPs of flash attention leave out), its K, output and up
+// projections (op).
 double recompute_flops(const BlockDims& d, Recompute mode, kernels::AttentionKind attention);
 // The LM head (N tokens, the rank's vocab_padded/tp rows).
 Flops head_flops(std::int64_t tokens, int d_model, int vocab_rows);
@@ -43,7 +44,8 @@ double closed_form_flops_per_token(const ModelShape& s, int seq_len);
 double model_flops_per_token(const ModelShape& s, int seq_len);
 // In the same convention, what train.recompute re-runs per token (hardware FLOPs beside the
 // model's): the forward of the `full_layers` blocks full recomputation re-runs (all of them, or
-// train.recompute_layers of each chunk), naive attention's QK^T and AV (selective).
+// train.recompute_layers of each chunk), naive attention's QK^T and AV (selective), every block's
+// K, output and up projections (op).
 double recompute_flops_per_token(const ModelShape& s, int seq_len, Recompute mode, kernels::AttentionKind attention,
                                  int full_layers);
 

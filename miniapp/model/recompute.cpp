@@ -40,7 +40,9 @@ void Stage::set_recompute(Recompute r, int full_blocks) {
   recompute_ = r;
   full_blocks_ = r == Recompute::full ? full_blocks : 0;
   const MemoryKindScope kind(MemoryKind::activations);  // what the recomputation re-fills, as the slots' own
-  if (full_blocks_ > 0) work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16);
+  // full and op: the buffers the blocks' forwards share (op's blocks keep their attention's own)
+  if (full_blocks_ > 0 || r == Recompute::op)
+    work_ = std::make_unique<BlockActs>(d_, k_.attention, scratch_.att, k_.bf16, r != Recompute::op);
   if (r == Recompute::selective && kk::keeps_probabilities(k_.attention)) {
     if (k_.bf16)
       scores16_ = scratch<kk::bf16****>("att_recomputed_bf16", d_.B, d_.Hl, d_.T, d_.T);
@@ -62,6 +64,11 @@ BlockActs Stage::make_acts(int block) {
     }
     return a;
   }
+  if (mode_of(block) == Recompute::op) {  // the shared set but for what the block keeps
+    BlockActs a = *work_;
+    a.own_op_buffers(d_, k_.bf16);
+    return a;
+  }
   BlockActs a(d_, k_.attention, scratch_.att, k_.bf16, !scores_.data() && !scores16_.data());
   if (scores_.data()) a.f.att.att = scores_;
   if (scores16_.data()) a.h.att.att = scores16_;
@@ -77,6 +84,7 @@ BlockActs& Stage::for_backward(int i, Slot& s) {
     return *work_;
   }
   if (mode == Recompute::selective) blocks_[i].recompute_scores(s.acts[i], scratch_);
+  if (mode == Recompute::op) blocks_[i].recompute_op(x_in, s.acts[i], scratch_);
   return s.acts[i];
 }
 
@@ -86,7 +94,7 @@ std::int64_t Stage::activation_bytes() const {
     if (v.data()) held[v.data()] = std::int64_t(v.span()) * std::int64_t(sizeof(typename std::decay_t<decltype(v)>::value_type));
   };
   const auto add_typed = [&](const auto& t) {  // TypedActs<float> or <bf16>: the one allocated counts
-    for (const auto* v : {&t.ln1, &t.ln2, &t.qkv, &t.att_out, &t.mlp_in, &t.act}) add(*v);
+    for (const auto* v : {&t.ln1, &t.ln2, &t.qkv, &t.att_out, &t.mlp_in, &t.act, &t.qv, &t.gate}) add(*v);
     add(t.att.att);
     add(t.att.lse);
   };

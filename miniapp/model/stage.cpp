@@ -176,6 +176,7 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
     for (int i = 0; i < c_.n_layers; ++i) {
       p_.require(c_.first_layer + i);
       blocks_[i].forward(i ? s.acts[i - 1].x_out : s.x_in, s.acts[i], scratch_);
+      if (mode_of(i) == Recompute::op) blocks_[i].keep_for_recompute(s.acts[i]);
     }
     if (c_.last())
       head_forward(s);

@@ -97,8 +97,8 @@ namespace {
 // predict.host: eager PyTorch's host time for the chunk's layers (the profile's eager_host). Eager,
 // the host runs ahead of the device as long as it is faster, so a pass takes the longer of its
 // kernels and its host time: the difference, where the host is slower, is one more item.
-// Blocking, the host waits for every kernel, so the host time adds. Full recomputation runs the
-// forward of the blocks it re-runs again inside the backward. Nothing where the profile has no
+// Blocking, the host waits for every kernel, so the host time adds. Full and op recomputation run
+// the forward of the blocks they re-run again inside the backward. Nothing where the profile has no
 // figure for it.
 void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg, int layers) {
   if (!p.eager_host.costs(cfg.predict.host)) return;
@@ -107,7 +107,7 @@ void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg
   const double layer_forward = blocking ? h.blocking_layer_forward_us : h.layer_forward_us;
   const double forward = layers * layer_forward;
   const double backward = layers * (blocking ? h.blocking_layer_backward_us : h.layer_backward_us) +
-                          cfg.train.full_recompute_blocks(layers) * layer_forward;
+                          cfg.train.rerun_forward_blocks(layers) * layer_forward;
   const auto add = [&](std::vector<WorkItem>& list, double host_us) {
     if (list.empty()) return;
     const double extra = blocking ? host_us : std::max(0.0, host_us - compute_us(list));

@@ -18,7 +18,7 @@ namespace kformer {
 enum class Family { gpt, llama };
 enum class Precision { fp32, bf16 };  // train.precision and parallel.grad_reduce_dtype
 // Activation recomputation (train.recompute): see recompute.hpp for what each keeps.
-enum class Recompute { none, selective, full };
+enum class Recompute { none, selective, full, op };
 enum class ScheduleKind { one_f_one_b, gpipe, interleaved, zb_h1 };
 enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before start-up resolves auto
 // kernels.attention before start-up resolves auto: the kernels::AttentionKind values after `automatic`, in order.
@@ -51,7 +51,7 @@ struct Names<Precision> {
 };
 template <>
 struct Names<Recompute> {
-  static constexpr std::array<const char*, 3> list{"none", "selective", "full"};
+  static constexpr std::array<const char*, 4> list{"none", "selective", "full", "op"};
 };
 template <>
 struct Names<ScheduleKind> {

@@ -34,6 +34,12 @@ struct TrainSettings {
     if (recompute != Recompute::full) return 0;
     return recompute_layers > 0 && recompute_layers < chunk_layers ? recompute_layers : chunk_layers;
   }
+  // How many of a chunk's blocks run their forward code again before their backward: full's, and
+  // under op every block (torchtitan's checkpoint re-runs the block, the kept outputs returned from
+  // its cache): an eager host's time for a forward each (predict.host).
+  int rerun_forward_blocks(int chunk_layers) const {
+    return recompute == Recompute::op ? chunk_layers : full_recompute_blocks(chunk_layers);
+  }
 };
 
 struct ParallelSettings {

@@ -65,7 +65,9 @@ std::vector<KeySpec> make_schema() {
       choice("train.recompute", names_of<Recompute>(),
              "activation recomputation: selective recomputes the naive or batched_gemm attention's"
              " probabilities in backward, "
-             "full keeps only each block's input and re-runs its forward"),
+             "full keeps only each block's input and re-runs its forward, "
+             "op (llama; torchtitan's selective op policy) keeps the outputs of Q, V, attention and the gate and "
+             "re-runs the norms, the K, output and up projections, RoPE and SwiGLU"),
       integer("train.recompute_layers", 0, 0, 1 << 20,
               "with train.recompute=full: recompute only the first N blocks of each model chunk, the others keep "
               "all their activations (Megatron-LM's --recompute-method block; torchtitan's selective layer "

@@ -118,6 +118,17 @@ void validate_layout(Config& cfg, int world) {
           "train.recompute_layers=" + s(cfg.i64("train.recompute_layers")) + " chooses the blocks train.recompute=full "
           "re-runs, but train.recompute=" + cfg.str("train.recompute") + ": set train.recompute=full or drop "
           "train.recompute_layers");
+  if (cfg.str("train.recompute") == "op") {
+    require(cfg.str("model.family") == "llama",
+            "train.recompute=op is torchtitan's policy for Llama blocks (it re-runs the K and up projections): set "
+            "model.family=llama, or train.recompute=selective or full for gpt");
+    require(cfg.str("parallel.sequence_parallel") != "true" || cfg.i64("parallel.tp") == 1,
+            "train.recompute=op with parallel.sequence_parallel=true is not built: use train.recompute=full, or "
+            "parallel.sequence_parallel=false");
+    require(cfg.str("parallel.schedule") != "zb-h1",
+            "train.recompute=op with parallel.schedule=zb-h1 is not built (the deferred weight gradients read what op "
+            "re-runs): use train.recompute=selective or parallel.schedule=1f1b");
+  }
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");

@@ -167,6 +167,7 @@ model.d_model=1048576 model.vocab_size=16777216
 memory.limit_gb=0.0001
 comm.backend=nccl
 train.recompute_layers=2
+train.recompute=op
 EOF
 
 # --- token files (data.source), opened before training -------------------------------------

@@ -16,7 +16,7 @@ deck=$src/input/tiny.yaml
 fails=0
 # half: full recomputation of the first 2 of the 4 blocks (the first 6 of 12 on the small model)
 declare -A modes=([none]="train.recompute=none" [selective]="train.recompute=selective" [full]="train.recompute=full"
-                  [half]="train.recompute=full train.recompute_layers=2")
+                  [half]="train.recompute=full train.recompute_layers=2" [op]="train.recompute=op")
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for precision in fp32 bf16; do
@@ -25,12 +25,14 @@ for precision in fp32 bf16; do
       fam=(model.family="$family" kernels.attention="$attention" train.precision="$precision")
       [ "$family" = llama ] && fam+=(model.n_heads=8 model.n_kv_heads=4)
       run=$precision-$family-$attention
-      for mode in none selective full half; do
+      ours=(selective full half)
+      [ "$family" = llama ] && ours+=(op)  # torchtitan's selective op policy: llama blocks only
+      for mode in none "${ours[@]}"; do
         # shellcheck disable=SC2086  # a mode is one or two keys
         "$kformer" "$deck" kernels.gemm=native train.steps=1 "${fam[@]}" ${modes[$mode]} output.export="$tmp/$run-$mode.st" \
           >"$tmp/export.log" 2>&1 || { fail "$run $mode did not run"; tail -3 "$tmp/export.log"; }
       done
-      for mode in selective full half; do
+      for mode in "${ours[@]}"; do
         if cmp -s "$tmp/$run-none.st" "$tmp/$run-$mode.st"; then
           echo "ok   $precision $family $attention recompute=$mode: parameters, gradients and batch of iteration 1 bitwise equal to none"
         else
@@ -87,6 +89,33 @@ check(fl["none"]["recompute_per_iteration_all_ranks"] == 0 < fl["selective"]["re
 sys.exit(0 if ok else 1)
 PY
 
+# op on a reduced Llama (GQA, 12 blocks): the block keeps Q, V, the attention's output and row
+# statistics and the gate, so with the fused attention between full's activations and none's; it
+# re-runs K, the output projection and up of every block: 2 L C (KV + Q + F) FLOPs a token.
+llama_small=("${small[@]}" model.family=llama model.n_kv_heads=4 kernels.attention=fused)
+for mode in none op full; do
+  "$kformer" "$deck" kernels.gemm=native "${llama_small[@]}" train.recompute=$mode output.json="$tmp/llama-$mode.json" \
+    >"$tmp/small.log" 2>&1 || { fail "small llama recompute=$mode did not run"; tail -3 "$tmp/small.log"; }
+done
+/usr/bin/python3 - "$tmp" <<'PY' || fails=$((fails + 1))
+import json, sys
+r = {m: json.load(open(f"{sys.argv[1]}/llama-{m}.json")) for m in ("none", "op", "full")}
+act = {m: r[m]["summary"]["memory"]["activation_bytes_measured"] for m in r}
+m = r["op"]["config"]["model"]
+L, C, H, KV, F, T = (m[k] for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"))
+hd = C // H
+tokens = r["op"]["config"]["train"]["global_batch"] * r["op"]["config"]["train"]["seq_len"]
+want = 2 * L * C * (KV * hd + H * hd + F) * tokens
+fl = r["op"]["summary"]["flops"]
+ok = act["full"] < act["op"] < act["none"]
+print(("ok   " if ok else "FAIL ") + f"op keeps {act['op'] / act['none']:.3f} of none's activations (full {act['full'] / act['none']:.3f})")
+for conv in ("recompute_per_iteration_rank", "recompute_per_iteration_all_ranks"):
+    good = abs(fl[conv] - want) <= 1e-9 * want
+    print(("ok   " if good else "FAIL ") + f"op recomputes {fl[conv]:.0f} FLOPs ({conv}), 2 L C (KV + Q + F) per token: {want:.0f}")
+    ok = ok and good
+sys.exit(0 if ok else 1)
+PY
+
 # Layouts with recompute on against one rank without, in each precision: every iteration's loss and
 # gradient norm within same_training.py's bounds (bf16 against the one-rank bf16 run).
 fp32_layouts=("train.recompute=full parallel.tp=2 parallel.pp=2" "train.recompute=selective parallel.tp=4"
@@ -106,6 +135,15 @@ if [ -n "$mpiexec" ]; then
       "$kformer" "$deck" kernels.gemm=native train.steps=10 "${fam[@]}" output.json="$one" >"$tmp/one.log" 2>&1 ||
         { fail "$precision $family one-rank run"; continue; }
       for layout in "${layouts[@]}"; do
+        # shellcheck disable=SC2086  # the flags and the layout are lists
+        "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" kernels.gemm=native train.steps=10 "${fam[@]}" $layout output.json="$tmp/l.json" \
+          >"$tmp/l.log" 2>&1 || { fail "$precision $family $layout did not run"; tail -3 "$tmp/l.log"; continue; }
+        /usr/bin/python3 "$src/tests/miniapp/same_training.py" "$one" "$tmp/l.json" "$precision $family $layout" \
+          --precision "$precision" || fails=$((fails + 1))
+      done
+      [ "$family" = llama ] || continue
+      # op on TP (the output projection's all-reduce re-run) with PP, and under ZeRO-3 (gathered weights)
+      for layout in "train.recompute=op parallel.tp=2 parallel.pp=2" "train.recompute=op parallel.dp=2 parallel.pp=2 parallel.zero=3"; do
         # shellcheck disable=SC2086  # the flags and the layout are lists
         "$mpiexec" -n 4 $mpiflags "$kformer" "$deck" kernels.gemm=native train.steps=10 "${fam[@]}" $layout output.json="$tmp/l.json" \
           >"$tmp/l.log" 2>&1 || { fail "$precision $family $layout did not run"; tail -3 "$tmp/l.log"; continue; }

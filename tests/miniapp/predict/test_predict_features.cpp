@@ -121,6 +121,45 @@ TEST(PredictFeatures, RecomputeLayersReRunsOnlyTheFirstBlocks) {
             sum(full.backward, kp::ItemKind::compute));
 }
 
+// train.recompute=op (torchtitan's selective op policy): each block's backward is preceded by three
+// forward GEMMs, K (N x KVl hd x C), the output projection (N x C x Hl hd) and up (N x Fl x C), at
+// the profile's curve, and the output projection's TP all-reduce, one TP call a block where full
+// recomputation re-runs two; the forward copies Q, V and the gate out of the packed outputs.
+TEST(PredictFeatures, OpRecomputeReRunsKOutputAndUpProjections) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const std::vector<std::string> llama = {"predict.world=4", "parallel.pp=2", "parallel.tp=2", "model.family=llama",
+                                          "model.n_kv_heads=2"};
+  const auto chunk = [&](const char* mode) {
+    auto s = llama;
+    s.push_back(std::string("train.recompute=") + mode);
+    return kp::chunk_work(a100, plan("tiny.yaml", s), 0);
+  };
+  const kp::ChunkWork none = chunk("none"), op = chunk("op"), full = chunk("full");
+  const auto named = [](const std::vector<kp::WorkItem>& items, const std::string& name) {
+    std::vector<double> us;
+    for (const auto& i : items)
+      if (i.kind == kp::ItemKind::compute && i.name == name) us.push_back(i.us);
+    std::sort(us.begin(), us.end());
+    return us;
+  };
+  const auto d = plan("tiny.yaml", llama).dims;
+  const int blocks = 2;
+  std::vector<double> want;
+  for (int b = 0; b < blocks; ++b)
+    for (double n : {double(d.KVl) * d.hd, double(d.C), double(d.Fl)})
+      want.push_back(curve_us(a100.fp32, a100.launch_us, 2.0 * d.N() * n * (n == d.C ? d.q_width() : d.C)));
+  std::sort(want.begin(), want.end());
+  const std::vector<double> got = named(op.backward, "matmul_forward");
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * want[i]);
+  EXPECT_TRUE(named(none.backward, "matmul_forward").empty());
+  EXPECT_EQ(block_tp_calls(op.backward).size() - block_tp_calls(none.backward).size(), std::size_t(blocks));
+  EXPECT_EQ(block_tp_calls(full.backward).size() - block_tp_calls(none.backward).size(), std::size_t(2 * blocks));
+  EXPECT_LT(sum(op.backward, kp::ItemKind::compute), sum(full.backward, kp::ItemKind::compute));
+  EXPECT_EQ(named(op.forward, "copy_columns").size(), std::size_t(3 * blocks));
+  EXPECT_TRUE(named(none.forward, "copy_columns").empty());
+}
+
 // A pass over the chunk's gradients after each micro-batch's backward (predict.grad_accumulate):
 // DeepSpeed's BF16_Optimizer widens each bf16 gradient (2 bytes read, 4 written) and adds it to
 // the fp32 one (8 read, 4 written), two calls per tensor; autograd's accumulation in bf16 reads 4

@@ -96,6 +96,11 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       {{"straggler.rank=4"}, 4, "straggler.rank=4"},
       {{"train.recompute_layers=2"}, 1, "train.recompute_layers=2 chooses the blocks train.recompute=full re-runs"},
       {{"train.recompute_layers=2", "train.recompute=selective"}, 1, "train.recompute=selective: set train.recompute=full"},
+      {{"train.recompute=op"}, 1, "train.recompute=op is torchtitan's policy for Llama blocks"},
+      {{"train.recompute=op", "model.family=llama", "parallel.tp=2", "parallel.sequence_parallel=true"}, 2,
+       "train.recompute=op with parallel.sequence_parallel=true is not built"},
+      {{"train.recompute=op", "model.family=llama", "parallel.pp=2", "parallel.schedule=zb-h1"}, 2,
+       "train.recompute=op with parallel.schedule=zb-h1 is not built"},
   };
   for (const auto& k : cases) {
     Config c = tiny();
