@@ -15,7 +15,9 @@ void rmsnorm_forward(const ExecSpace& exec, const OutView& out,
                      const DView<float*, ExecSpace>& rstd, const XView& x,
                      const DView<const float*, ExecSpace>& weight, float eps = 1e-5f) {
   const Call call("rmsnorm_forward", [&] {
-    return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, rstd, x, weight)};
+    KernelCall c{Family::norm, holds_bf16<OutView>, false, bytes_of(out, rstd, x, weight)};
+    c.shape = {std::int64_t(x.extent(0)), std::int64_t(x.extent(1)), 0, 0, 0, 0};  // rows, channels
+    return c;
   });
   if (call.described()) return;
   detail::norm_forward<S>(exec, out, DView<float*, ExecSpace>(), rstd, x, weight,
@@ -30,6 +32,7 @@ void rmsnorm_backward(const ExecSpace& exec, const DxView& dx,
                       const DView<const float*, ExecSpace>& rstd) {
   const Call call("rmsnorm_backward", [&] {
     KernelCall c{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dout, x, weight, rstd)};
+    c.shape = {std::int64_t(x.extent(0)), std::int64_t(x.extent(1)), 0, 0, 0, 0};  // rows, channels
     c.kept[0] = {"kformer::norm_dparams", detail::norm_partials_bytes(x.extent(0), x.extent(1))};
     return c;
   });

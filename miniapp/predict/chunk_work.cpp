@@ -2,6 +2,7 @@
 #include "predict/chunk_work.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "model/flops.hpp"
 #include "model/model_spec.hpp"
@@ -13,7 +14,7 @@ namespace kk = kernels;
 CallCosts call_costs(const RunSettings& s) {
   return CallCosts(s.predict.attention, s.predict.attention_dropout,
                    s.bf16() && s.predict.tp_precision == TpPrecision::activations,
-                   s.predict.gather_copy == GatherCopy::copy_out);
+                   s.predict.gather_copy == GatherCopy::copy_out, s.predict.rmsnorm == NormKernels::eager);
 }
 
 namespace {
@@ -36,6 +37,10 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
                                    costs.attention_dropout);
       return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
                           int(s[3]), int(s[4]), c.backward);
+    case kk::Family::norm:
+      if (costs.eager_rmsnorm && std::string(c.name).rfind("rmsnorm", 0) == 0)
+        return eager_rmsnorm_us(p, s[0], s[1], c.backward);
+      return memory_us(p, kk::family_name(c.family), c.bytes, c.bf16);
     case kk::Family::convert:
     case kk::Family::copy:
     case kk::Family::reduction:  // element-wise streams: the residual add's rate unless measured

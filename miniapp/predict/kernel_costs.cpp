@@ -94,6 +94,13 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
   return drop + batched_attention_us(p, bf16, e, b, t, h, hd, backward);
 }
 
+double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t channels, bool backward) {
+  const double elements = double(rows) * double(channels);
+  const int kernels = backward ? 14 : 8;
+  const double bytes_per_element = backward ? 92 : 36;
+  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
+}
+
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {
   const auto f = p.bf16.memory_gbps.find(family);
   const double gbps = bf16 && f != p.bf16.memory_gbps.end() ? f->second : p.memory_gbps.at(family);

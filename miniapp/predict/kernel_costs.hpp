@@ -44,6 +44,16 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
 // (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision).
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
                             bool backward);
+// An RMSNorm of rows x channels as eager PyTorch runs torchtitan's RMSNorm module (predict.rmsnorm=eager;
+// torchtitan/models/norms.py: output = (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x)
+// * weight), each operator a kernel over the activations, at the profile's `activation` bandwidth.
+// Forward, 8 kernels and 36 bytes an element: the widening (2 read, 4 written), pow (4, 4), mean (4),
+// the eps and rsqrt (a row's each), the product (4, 4), the narrowing (4, 2), the weight (2, 2).
+// Backward, autograd's formula for each, 14 kernels and 92 bytes an element: the weight's two
+// products and its sum over the rows (4, 6, 2), the widening back (6), the product's two (8, 12) and
+// the sum over the channels (4), rsqrt's (a row's), mean's expansion (4), pow's x.pow(1), its
+// doubling and product (8, 8, 12), the two gradients of x added (12), the narrowing back (6).
+double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t channels, bool backward);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);

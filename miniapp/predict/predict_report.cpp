@@ -104,6 +104,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"attention_dropout", cfg.predict.attention_dropout},
             {"param_gather", name_of(cfg.predict.param_gather)},
             {"gather_copy", name_of(cfg.predict.gather_copy)},
+            {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", prof.eager_host.costs(cfg.predict.host)},

@@ -36,6 +36,9 @@ enum class HostCost { kformer, eager, blocking };
 enum class TpPrecision { fp32, activations };
 // predict.gather_copy: what follows a ZeRO-3 unit's all-gather on the compute stream (chunk_work.hpp).
 enum class GatherCopy { none, copy_out };
+// predict.rmsnorm: how the costed software runs an RMSNorm: one kernel each way, or eager
+// PyTorch's operators one by one (kernel_costs.hpp).
+enum class NormKernels { fused, eager };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -84,6 +87,10 @@ struct Names<TpPrecision> {
 template <>
 struct Names<GatherCopy> {
   static constexpr std::array<const char*, 2> list{"none", "copy_out"};
+};
+template <>
+struct Names<NormKernels> {
+  static constexpr std::array<const char*, 2> list{"fused", "eager"};
 };
 template <>
 struct Names<AttentionKind> {

@@ -186,6 +186,12 @@ std::vector<KeySpec> make_schema() {
              "(kformer's: the bf16 unit is gathered into the buffer the GEMMs read) or copy_out (FSDP2's "
              "foreach_all_gather_copy_out: the gathered bytes copied into each parameter's own tensor, read and "
              "written once, before the unit's forward or backward runs)"),
+      choice("predict.rmsnorm", names_of<NormKernels>(),
+             "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
+             "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "
+             "norm_type = \"rmsnorm\", as eager PyTorch runs it: the widening to fp32, pow, mean, rsqrt, the "
+             "products, the narrowing and the weight each a kernel over the activations, and autograd's backward "
+             "of each); a run's configuration, not a system's, so no preset sets it"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

@@ -346,3 +346,42 @@ TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
   EXPECT_EQ(sum(chunk(dp, "copy_out").backward, kp::ItemKind::compute),
             sum(chunk(dp, "none").backward, kp::ItemKind::compute));
 }
+
+// predict.rmsnorm=eager (torchtitan's RMSNorm module as eager PyTorch runs it): every RMSNorm call,
+// forward and backward, the blocks' and the final one, costs its operators' kernels and bytes
+// (kernel_costs.hpp: 8 kernels and 36 bytes an element forward, 14 and 92 backward), written out
+// here from the rows and channels; every other call costs what it does fused; gpt's LayerNorm is
+// not an RMSNorm and keeps its cost.
+TEST(PredictFeatures, AnEagerRmsNormCostsItsOperatorsKernelsAndBytes) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto chunk = [&](const std::string& family, const std::string& norm) {
+    return kp::chunk_work(a100, plan("tiny.yaml", {"model.family=" + family, "predict.rmsnorm=" + norm}), 0);
+  };
+  const kp::ChunkWork fused = chunk("llama", "fused"), eager = chunk("llama", "eager");
+  const auto d = plan("tiny.yaml", {"model.family=llama"}).dims;
+  const double elements = double(d.rows()) * d.C, rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
+  const auto want = [&](int kernels, double bytes) { return (kernels * a100.launch_us + bytes * elements / rate) * a100.compute_scale; };
+  int norms = 0;
+  const std::vector<std::pair<const std::vector<kp::WorkItem>*, const std::vector<kp::WorkItem>*>> pairs = {
+      {&fused.forward, &eager.forward}, {&fused.head_backward, &eager.head_backward}, {&fused.backward, &eager.backward}};
+  for (const auto& [lists, eager_list] : pairs) {
+    const auto& other = *eager_list;
+    ASSERT_EQ(lists->size(), other.size());
+    for (std::size_t i = 0; i < lists->size(); ++i) {
+      const kp::WorkItem &a = (*lists)[i], &b = other[i];
+      ASSERT_EQ(a.name, b.name);
+      if (a.name == "rmsnorm_forward" || a.name == "rmsnorm_backward") {
+        const bool backward = a.name == "rmsnorm_backward";
+        EXPECT_NEAR(b.us, backward ? want(14, 92) : want(8, 36), 1e-9 * b.us) << a.name;
+        EXPECT_GT(b.us, a.us) << a.name;
+        ++norms;
+      } else {
+        EXPECT_EQ(a.us, b.us) << a.name;
+      }
+    }
+  }
+  EXPECT_EQ(norms, 2 * (2 * 4 + 1));  // forward and backward of two norms a block, four blocks, the final norm
+  // (the final norm's backward in the head's backward, which the last chunk runs in its forward call)
+  EXPECT_EQ(sum(chunk("gpt", "eager").forward, kp::ItemKind::compute),
+            sum(chunk("gpt", "fused").forward, kp::ItemKind::compute));
+}
