@@ -2,7 +2,7 @@
 #include "predict/chunk_work.hpp"
 
 #include <algorithm>
-#include <string>
+#include <cstring>
 
 #include "model/flops.hpp"
 #include "model/model_spec.hpp"
@@ -26,6 +26,8 @@ double stream_us(const MachineProfile& p, const char* family, double bytes, bool
 
 double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
   const auto& s = c.shape;
+  if (costs.eager_rmsnorm && c.family == kk::Family::norm && std::strncmp(c.name, "rmsnorm", 7) == 0)
+    return eager_rmsnorm_us(p, s[0], s[1], c.backward);  // the other norms at the family's rate, below
   switch (c.family) {
     case kk::Family::gemm: {
       const double full = gemm_us(p, c.bf16, int(s[0]), int(s[1]), int(s[2]), c.backward);
@@ -37,10 +39,6 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
                                    costs.attention_dropout);
       return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
                           int(s[3]), int(s[4]), c.backward);
-    case kk::Family::norm:
-      if (costs.eager_rmsnorm && std::string(c.name).rfind("rmsnorm", 0) == 0)
-        return eager_rmsnorm_us(p, s[0], s[1], c.backward);
-      return memory_us(p, kk::family_name(c.family), c.bytes, c.bf16);
     case kk::Family::convert:
     case kk::Family::copy:
     case kk::Family::reduction:  // element-wise streams: the residual add's rate unless measured
