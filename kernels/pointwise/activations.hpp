@@ -89,7 +89,9 @@ void gelu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& in
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class InView>
 void swiglu_forward(const ExecSpace& exec, const OutView& out, const InView& inp) {
   const Call call("swiglu_forward", [&] {
-    return KernelCall{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)};
+    KernelCall c{Family::activation, holds_bf16<InView>, false, bytes_of(out, inp)};
+    c.shape = {std::int64_t(out.extent(0)), std::int64_t(out.extent(1)), 0, 0, 0, 0};  // rows, F
+    return c;
   });
   if (call.described()) return;
   using TO = elem_t<OutView>;
@@ -130,7 +132,9 @@ KOKKOS_INLINE_FUNCTION void swiglu_grads(float a, float u, float g, float& d_gat
 template <Shape S = Shape::natural, class ExecSpace, class DinpView, class InView, class DoutView>
 void swiglu_backward(const ExecSpace& exec, const DinpView& dinp, const InView& inp, const DoutView& dout) {
   const Call call("swiglu_backward", [&] {
-    return KernelCall{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)};
+    KernelCall c{Family::activation, holds_bf16<InView>, true, bytes_of(dinp, inp, dout)};
+    c.shape = {std::int64_t(dout.extent(0)), std::int64_t(dout.extent(1)), 0, 0, 0, 0};  // rows, F
+    return c;
   });
   if (call.described()) return;
   using TD = elem_t<DinpView>;

@@ -110,6 +110,7 @@ void rope_forward(const ExecSpace& exec, const OutView& out, const InView& inp, 
                   double theta = 10000.0) {
   const Call call("rope_forward", [&] {
     KernelCall c{Family::rope, holds_bf16<OutView>, false, bytes_of(out, inp)};
+    c.shape = {std::int64_t(inp.extent(0)) * std::int64_t(inp.extent(1)), n_rot_heads, head_dim, 0, 0, 0};  // rows, heads, hd
     c.kept[0] = {"kformer::rope_table", detail::rope_table_bytes(pos_offset + int(inp.extent(1)), head_dim)};
     return c;
   });
@@ -123,6 +124,7 @@ void rope_backward(const ExecSpace& exec, const DinpView& dinp, const DoutView& 
                    double theta = 10000.0) {
   const Call call("rope_backward", [&] {
     KernelCall c{Family::rope, holds_bf16<DinpView>, true, bytes_of(dinp, dout)};
+    c.shape = {std::int64_t(dout.extent(0)) * std::int64_t(dout.extent(1)), n_rot_heads, head_dim, 0, 0, 0};
     c.kept[0] = {"kformer::rope_table", detail::rope_table_bytes(pos_offset + int(dout.extent(1)), head_dim)};
     return c;
   });

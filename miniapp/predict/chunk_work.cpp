@@ -14,7 +14,8 @@ namespace kk = kernels;
 CallCosts call_costs(const RunSettings& s) {
   return CallCosts(s.predict.attention, s.predict.attention_dropout,
                    s.bf16() && s.predict.tp_precision == TpPrecision::activations,
-                   s.predict.gather_copy == GatherCopy::copy_out, s.predict.rmsnorm == NormKernels::eager);
+                   s.predict.gather_copy == GatherCopy::copy_out, s.predict.rmsnorm == Fusion::eager,
+                   s.predict.pointwise == Fusion::eager);
 }
 
 namespace {
@@ -28,17 +29,24 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
   const auto& s = c.shape;
   if (costs.eager_rmsnorm && c.family == kk::Family::norm && std::strncmp(c.name, "rmsnorm", 7) == 0)
     return eager_rmsnorm_us(p, s[0], s[1], c.backward);  // the other norms at the family's rate, below
+  if (costs.eager_pointwise && c.family == kk::Family::rope) return eager_rope_us(p, c.bf16, double(s[0]) * s[1] * s[2]);
+  if (costs.eager_pointwise && c.family == kk::Family::activation && std::strncmp(c.name, "swiglu", 6) == 0)
+    return eager_swiglu_us(p, c.bf16, double(s[0]) * s[1], c.backward);
   switch (c.family) {
     case kk::Family::gemm: {
       const double full = gemm_us(p, c.bf16, int(s[0]), int(s[1]), int(s[2]), c.backward);
       return c.backward && s[3] != 3 ? full / 2 : full;  // one of the backward's two products
     }
-    case kk::Family::attention:
+    case kk::Family::attention: {
+      // torchtitan's repeat_kv: the K and V heads copied out for SDPA (which took no GQA then)
+      const double repeat =
+          costs.eager_pointwise ? eager_repeat_kv_us(p, c.bf16, double(s[0]) * s[1], int(s[2]), int(s[3]), int(s[4])) : 0;
       if (costs.attention != AttentionModel::kformer)
-        return system_attention_us(p, c.bf16, costs.attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]), c.backward,
-                                   costs.attention_dropout);
-      return attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]), int(s[2]),
-                          int(s[3]), int(s[4]), c.backward);
+        return repeat + system_attention_us(p, c.bf16, costs.attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]),
+                                            c.backward, costs.attention_dropout);
+      return repeat + attention_us(p, c.bf16, name_of(static_cast<AttentionKind>(s[5])), int(s[0]), int(s[1]),
+                                   int(s[2]), int(s[3]), int(s[4]), c.backward);
+    }
     case kk::Family::convert:
     case kk::Family::copy:
     case kk::Family::reduction:  // element-wise streams: the residual add's rate unless measured

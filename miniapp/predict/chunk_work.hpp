@@ -44,9 +44,11 @@ struct CallCosts {
   bool tp_halved = false;        // a bf16 run's fp32 TP collectives of activations moved in bf16
   bool copy_out = false;         // predict.gather_copy=copy_out: a gather's bytes read and written again
   bool eager_rmsnorm = false;    // predict.rmsnorm=eager: an RMSNorm as eager PyTorch's operators
+  bool eager_pointwise = false;  // predict.pointwise=eager: RoPE, repeated K/V heads, SwiGLU as the same
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
-                     bool copied = false, bool eager_norm = false)
-      : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied), eager_rmsnorm(eager_norm) {}
+                     bool copied = false, bool eager_norm = false, bool eager_ops = false)
+      : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied), eager_rmsnorm(eager_norm),
+        eager_pointwise(eager_ops) {}
 };
 CallCosts call_costs(const RunSettings& s);
 

@@ -101,6 +101,24 @@ double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t
   return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
 }
 
+double eager_rope_us(const MachineProfile& p, bool bf16, double elements) {
+  const int kernels = bf16 ? 2 * 3 : 2;  // Q and K each: widen, product, narrow (fp32: the product alone)
+  const double bytes_per_element = bf16 ? (2 + 4) + (4 + 4) + (4 + 2) : 4 + 4;
+  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
+}
+
+double eager_repeat_kv_us(const MachineProfile& p, bool bf16, double rows, int h, int kv, int hd) {
+  if (kv >= h) return 0;
+  const double e = bf16 ? 2 : 4;
+  return p.launch_us + memory_us(p, "activation", 2 * rows * hd * (kv + h) * e);  // K and V
+}
+
+double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool backward) {
+  const double e = bf16 ? 2 : 4;
+  const int kernels = backward ? 3 : 2;
+  return (kernels - 1) * p.launch_us + memory_us(p, "activation", (backward ? 9 : 5) * e * elements);
+}
+
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {
   const auto f = p.bf16.memory_gbps.find(family);
   const double gbps = bf16 && f != p.bf16.memory_gbps.end() ? f->second : p.memory_gbps.at(family);

@@ -54,6 +54,22 @@ double batched_attention_us(const MachineProfile& p, bool bf16, double score_byt
 // the sum over the channels (4), rsqrt's (a row's), mean's expansion (4), pow's x.pow(1), its
 // doubling and product (8, 8, 12), the two gradients of x added (12), the narrowing back (6).
 double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t channels, bool backward);
+// torchtitan's Llama block as eager PyTorch runs it (predict.pointwise=eager; torchtitan/models/llama/
+// model.py at 395a52627), each operator a kernel over the activations of e bytes an element (2 in
+// bf16), at the profile's `activation` bandwidth:
+// - RoPE of Q and K (apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, view_as_real,
+//   type_as): per tensor the widening (e read, 4 written), the complex product (4, 4) and the
+//   narrowing (4, e), three kernels and 20 bytes an element in bf16; in fp32 the product alone.
+//   Backward: autograd's of each, the same kernels and bytes. `elements`: the rotated ones, Q's and K's.
+double eager_rope_us(const MachineProfile& p, bool bf16, double elements);
+// - repeat_kv (GQA, kv < h heads): x[:, :, :, None].expand(...).reshape(...) copies K and V out to
+//   h heads (kv read, h written); backward: expand's, a sum over the repeats (h read, kv written).
+//   Two kernels each way; nothing where kv == h.
+double eager_repeat_kv_us(const MachineProfile& p, bool bf16, double rows, int h, int kv, int hd);
+// - SwiGLU (FeedForward: w2(silu(w1(x)) * w3(x))) over rows x F: silu (e, e) and the product (2e, e),
+//   two kernels and 5e bytes an element; backward autograd's: the product's two gradients (2e, e
+//   each) and silu_backward (2e, e), three kernels and 9e bytes an element.
+double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool backward);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);

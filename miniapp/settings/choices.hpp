@@ -36,9 +36,10 @@ enum class HostCost { kformer, eager, blocking };
 enum class TpPrecision { fp32, activations };
 // predict.gather_copy: what follows a ZeRO-3 unit's all-gather on the compute stream (chunk_work.hpp).
 enum class GatherCopy { none, copy_out };
-// predict.rmsnorm: how the costed software runs an RMSNorm: one kernel each way, or eager
-// PyTorch's operators one by one (kernel_costs.hpp).
-enum class NormKernels { fused, eager };
+// predict.rmsnorm, predict.pointwise: how the costed software runs an RMSNorm, or RoPE, GQA's
+// repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
+// (kernel_costs.hpp).
+enum class Fusion { fused, eager };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -89,7 +90,7 @@ struct Names<GatherCopy> {
   static constexpr std::array<const char*, 2> list{"none", "copy_out"};
 };
 template <>
-struct Names<NormKernels> {
+struct Names<Fusion> {
   static constexpr std::array<const char*, 2> list{"fused", "eager"};
 };
 template <>

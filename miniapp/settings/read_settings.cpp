@@ -78,7 +78,8 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.attention_dropout = cfg.f64("predict.attention_dropout");
   s.predict.param_gather = choice<Overlap>(cfg, "predict.param_gather");
   s.predict.gather_copy = choice<GatherCopy>(cfg, "predict.gather_copy");
-  s.predict.rmsnorm = choice<NormKernels>(cfg, "predict.rmsnorm");
+  s.predict.rmsnorm = choice<Fusion>(cfg, "predict.rmsnorm");
+  s.predict.pointwise = choice<Fusion>(cfg, "predict.pointwise");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.deck = cfg.echo();

@@ -99,7 +99,8 @@ struct PredictSettings {
   double attention_dropout = 0;
   Overlap param_gather = Overlap::serialized;
   GatherCopy gather_copy = GatherCopy::none;
-  NormKernels rmsnorm = NormKernels::fused;
+  Fusion rmsnorm = Fusion::fused;
+  Fusion pointwise = Fusion::fused;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;
 };

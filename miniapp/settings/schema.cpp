@@ -186,12 +186,19 @@ std::vector<KeySpec> make_schema() {
              "(kformer's: the bf16 unit is gathered into the buffer the GEMMs read) or copy_out (FSDP2's "
              "foreach_all_gather_copy_out: the gathered bytes copied into each parameter's own tensor, read and "
              "written once, before the unit's forward or backward runs)"),
-      choice("predict.rmsnorm", names_of<NormKernels>(),
+      choice("predict.rmsnorm", names_of<Fusion>(),
              "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "
              "norm_type = \"rmsnorm\", as eager PyTorch runs it: the widening to fp32, pow, mean, rsqrt, the "
              "products, the narrowing and the weight each a kernel over the activations, and autograd's backward "
              "of each); a run's configuration, not a system's, so no preset sets it"),
+      choice("predict.pointwise", names_of<Fusion>(),
+             "how the costed software runs a Llama block's RoPE, GQA's repeated K and V heads and SwiGLU as kformer "
+             "predict models them: fused (one kernel each way: kformer's, Transformer Engine's, torch.compile's) or "
+             "eager (torchtitan's Llama model without torch.compile: RoPE as a complex product in fp32 with its "
+             "widening and narrowing, repeat_kv's copies, silu and the product, and autograd's backward of each, "
+             "each operator a kernel over the activations); torchtitan's preset sets eager (its train configs: "
+             "compile = false)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

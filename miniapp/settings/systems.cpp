@@ -38,8 +38,10 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.host", "eager"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward and copies each all-gather out into the parameters, SDPA "
-       "flash attention, torch.distributed.pipelining's non-blocking sends)",
-       {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.host", "eager"}}},
+       "flash attention, torch.distributed.pipelining's non-blocking sends, its Llama's RoPE, repeated heads and SwiGLU as "
+       "eager operators)",
+       {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.pointwise", "eager"},
+        {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, the host's "
        "per-layer time where the profile has it)",

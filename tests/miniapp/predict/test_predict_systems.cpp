@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -384,4 +385,57 @@ TEST(PredictFeatures, AnEagerRmsNormCostsItsOperatorsKernelsAndBytes) {
   // (the final norm's backward in the head's backward, which the last chunk runs in its forward call)
   EXPECT_EQ(sum(chunk("gpt", "eager").forward, kp::ItemKind::compute),
             sum(chunk("gpt", "fused").forward, kp::ItemKind::compute));
+}
+
+// predict.pointwise=eager (torchtitan's Llama without torch.compile): each RoPE call costs Q's and
+// K's widening, complex product and narrowing (3 kernels a tensor, 20 bytes a rotated element in
+// bf16), each SwiGLU call silu and the product (2 kernels, 10 bytes an output element; backward 3
+// and 18), and each attention call with fewer K/V heads than Q heads repeat_kv's two copies (or
+// their sums) of K and V, (kv + h) heads' bytes each, on top of its own cost: all written out here
+// from the block's dimensions. Every other call keeps its cost; gpt, with neither, is unchanged.
+TEST(PredictFeatures, EagerPointwiseCostsRopeRepeatedHeadsAndSwiGluAsOperators) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const std::vector<std::string> llama = {"model.family=llama", "model.n_kv_heads=2", "train.precision=bf16"};
+  const auto chunk = [&](std::vector<std::string> keys, const std::string& pointwise) {
+    keys.push_back("predict.pointwise=" + pointwise);
+    return kp::chunk_work(a100, plan("tiny.yaml", keys), 0);
+  };
+  const kp::ChunkWork fused = chunk(llama, "fused"), eager = chunk(llama, "eager");
+  const auto d = plan("tiny.yaml", llama).dims;
+  ASSERT_LT(d.KVl, d.Hl);
+  const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
+  const auto want = [&](int kernels, double bytes) { return (kernels * a100.launch_us + bytes / rate) * a100.compute_scale; };
+  const double rows = d.N(), rotated = rows * (d.Hl + d.KVl) * d.hd, gated = rows * d.Fl;
+  const double repeat = want(2, 2 * rows * d.hd * (d.KVl + d.Hl) * 2);
+  std::map<std::string, int> seen;
+  const std::vector<std::pair<const std::vector<kp::WorkItem>*, const std::vector<kp::WorkItem>*>> pairs = {
+      {&fused.forward, &eager.forward}, {&fused.head_backward, &eager.head_backward}, {&fused.backward, &eager.backward}};
+  for (const auto& [lists, eager_list] : pairs) {
+    ASSERT_EQ(lists->size(), eager_list->size());
+    for (std::size_t i = 0; i < lists->size(); ++i) {
+      const kp::WorkItem &a = (*lists)[i], &b = (*eager_list)[i];
+      ASSERT_EQ(a.name, b.name);
+      const std::string n = a.name;
+      if (n == "rope_forward" || n == "rope_backward") {
+        EXPECT_NEAR(b.us, want(6, 20 * rotated), 1e-9 * b.us) << n;
+      } else if (n == "swiglu_forward") {
+        EXPECT_NEAR(b.us, want(2, 10 * gated), 1e-9 * b.us) << n;
+      } else if (n == "swiglu_backward") {
+        EXPECT_NEAR(b.us, want(3, 18 * gated), 1e-9 * b.us) << n;
+      } else if (n == "attention_forward" || n == "attention_backward") {
+        EXPECT_NEAR(b.us - a.us, repeat, 1e-9 * b.us) << n;
+      } else {
+        EXPECT_EQ(a.us, b.us) << n;
+        continue;
+      }
+      EXPECT_GT(b.us, a.us) << n;
+      ++seen[n];
+    }
+  }
+  for (const char* n : {"rope_forward", "rope_backward", "swiglu_forward", "swiglu_backward", "attention_forward",
+                        "attention_backward"})
+    EXPECT_EQ(seen[n], 4) << n;  // one a block, four blocks
+  const std::vector<std::string> gpt = {"train.precision=bf16"};
+  EXPECT_EQ(sum(chunk(gpt, "eager").forward, kp::ItemKind::compute), sum(chunk(gpt, "fused").forward, kp::ItemKind::compute));
+  EXPECT_EQ(sum(chunk(gpt, "eager").backward, kp::ItemKind::compute), sum(chunk(gpt, "fused").backward, kp::ItemKind::compute));
 }
