@@ -435,6 +435,16 @@ TEST(PredictFeatures, EagerPointwiseCostsRopeRepeatedHeadsAndSwiGluAsOperators) 
   for (const char* n : {"rope_forward", "rope_backward", "swiglu_forward", "swiglu_backward", "attention_forward",
                         "attention_backward"})
     EXPECT_EQ(seen[n], 4) << n;  // one a block, four blocks
+  // fp32 activations: `.float()` and `type_as` are no-ops, so RoPE is the complex product alone (a
+  // kernel and 8 bytes a rotated element a tensor); SwiGLU moves 4-byte elements.
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::rope;
+  c.shape = {64, 6, 16, 0, 0, 0};
+  const kp::CallCosts eager_ops(kformer::AttentionModel::kformer, 0, false, false, false, true);
+  EXPECT_NEAR(kp::kernel_us(a100, c, eager_ops), want(2, 8 * 64 * 6 * 16) / a100.compute_scale, 1e-9);
+  c.family = kformer::kernels::Family::activation, c.name = "swiglu_backward", c.backward = true;
+  c.shape = {64, 96, 0, 0, 0, 0};
+  EXPECT_NEAR(kp::kernel_us(a100, c, eager_ops), want(3, 36 * 64 * 96) / a100.compute_scale, 1e-9);
   const std::vector<std::string> gpt = {"train.precision=bf16"};
   EXPECT_EQ(sum(chunk(gpt, "eager").forward, kp::ItemKind::compute), sum(chunk(gpt, "fused").forward, kp::ItemKind::compute));
   EXPECT_EQ(sum(chunk(gpt, "eager").backward, kp::ItemKind::compute), sum(chunk(gpt, "fused").backward, kp::ItemKind::compute));
