@@ -191,14 +191,15 @@ std::vector<KeySpec> make_schema() {
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "
              "norm_type = \"rmsnorm\", as eager PyTorch runs it: the widening to fp32, pow, mean, rsqrt, the "
              "products, the narrowing and the weight each a kernel over the activations, and autograd's backward "
-             "of each); a run's configuration, not a system's, so no preset sets it"),
+             "of each); torchtitan's configs choose it (a row sets it), ezpz's Llama has no other, so the pytorch-eager "
+             "preset sets eager"),
       choice("predict.pointwise", names_of<Fusion>(),
              "how the costed software runs a Llama block's RoPE, GQA's repeated K and V heads and SwiGLU as kformer "
              "predict models them: fused (one kernel each way: kformer's, Transformer Engine's, torch.compile's) or "
              "eager (torchtitan's Llama model without torch.compile: RoPE as a complex product in fp32 with its "
              "widening and narrowing, repeat_kv's copies, silu and the product, and autograd's backward of each, "
-             "each operator a kernel over the activations); torchtitan's preset sets eager (its train configs: "
-             "compile = false)"),
+             "each operator a kernel over the activations); the torchtitan preset sets eager (its train configs: "
+             "compile = false), and pytorch-eager (ezpz's Llama is that model)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
