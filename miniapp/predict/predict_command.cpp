@@ -91,6 +91,10 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.gather_copy == GatherCopy::copy_out && plan.numerics.shards_values
                     ? ", each ZeRO-3 gather copied out into the parameters"
                     : "")
+            << (cfg.predict.rmsnorm == Fusion::eager && cfg.model.family == Family::llama ? ", RMSNorm as eager operators" : "")
+            << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
+                    ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"
+                    : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
