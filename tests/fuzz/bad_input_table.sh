@@ -11,6 +11,9 @@ kformer=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); src=$(cd "$2" && pwd); 
 doc=$src/docs/bad-input.md
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OMP_PROC_BIND=false  # no Kokkos start-up warning on stderr
+# Open MPI's singletons keep their session directory here, not in /tmp's shared one, which another
+# test's MPI job can remove as it ends (a singleton then fails in orte_init: seen once under ctest -j2).
+mkdir "$tmp/ompi" && export OMPI_MCA_orte_tmpdir_base="$tmp/ompi"
 cp "$src/input/tiny.yaml" "$tmp/tiny.yaml"
 mkdir "$tmp/decks"
 fails=0
