@@ -26,7 +26,9 @@ template <Shape S0 = Shape::natural, class ExecSpace>
 void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
                     const DView<const float**, ExecSpace>& logits, int v0, int vocab) {
   const Call call("xent_local_max", [&] {
-    return KernelCall{Family::cross_entropy, false, false, bytes_of(lmax, logits)};
+    KernelCall c{Family::cross_entropy, false, false, bytes_of(lmax, logits)};
+    c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};  // rows, Vl
+    return c;
   });
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
@@ -49,7 +51,9 @@ void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& sta
                      const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                      const DView<const float*, ExecSpace>& gmax, int v0, int vocab) {
   const Call call("xent_local_sums", [&] {
-    return KernelCall{Family::cross_entropy, false, false, bytes_of(stats, logits, targets, gmax)};
+    KernelCall c{Family::cross_entropy, false, false, bytes_of(stats, logits, targets, gmax)};
+    c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};
+    return c;
   });
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
@@ -78,8 +82,9 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
                  const DView<const float*, ExecSpace>& gmax, const DView<const float**, ExecSpace>& stats, int v0,
                  int vocab, float scale) {
   const Call call("xent_finish", [&] {
-    return KernelCall{Family::cross_entropy, holds_bf16<DlogitsView>, true,
-                      bytes_of(loss, dlogits, logits, targets, gmax, stats)};
+    KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true, bytes_of(loss, dlogits, logits, targets, gmax, stats)};
+    c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};
+    return c;
   });
   if (call.described()) return;
   using TD = typename DlogitsView::non_const_value_type;

@@ -2,6 +2,7 @@
 #include "predict/kernel_costs.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kformer::predict {
 
@@ -117,6 +118,21 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
   const double e = bf16 ? 2 : 4;
   const int kernels = backward ? 3 : 2;
   return (kernels - 1) * p.launch_us + memory_us(p, "activation", (backward ? 9 : 5) * e * elements);
+}
+
+double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits) {
+  const bool vp = loss == LossKernels::vocab_parallel;
+  int kernels = 0;
+  double bytes = 0;  // a logit's
+  if (std::strcmp(pass, "xent_local_max") == 0) {
+    kernels = 1, bytes = vp ? 4 : 8;  // max | log_softmax
+  } else if (std::strcmp(pass, "xent_local_sums") == 0) {
+    kernels = vp ? 3 : 2, bytes = vp ? 8 + 8 + 4 : 4;  // subtract, exp, sum | nll_loss, the zero fill
+  } else {
+    kernels = 2, bytes = vp ? 8 + 8 : 12;  // divide, the product | scatter, log_softmax's backward
+    if (bf16) kernels += 2, bytes += (2 + 4) + (4 + 2);  // the widening and the narrowing
+  }
+  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes * logits);
 }
 
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {

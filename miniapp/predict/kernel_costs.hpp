@@ -70,6 +70,18 @@ double eager_repeat_kv_us(const MachineProfile& p, bool bf16, double rows, int h
 //   two kernels and 5e bytes an element; backward autograd's: the product's two gradients (2e, e
 //   each) and silu_backward (2e, e), three kernels and 9e bytes an element.
 double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool backward);
+// The loss over `logits` (a rank's rows x vocabulary entries) as eager PyTorch's operators, each a
+// kernel at the profile's `activation` bandwidth, its cost put on kformer's three passes (`pass`:
+// xent_local_max, xent_local_sums, xent_finish, the widening and narrowing on the last, which knows
+// the run's precision: bf16 logits widened to fp32, e read and 4 written, and the gradient narrowed
+// back, 4 and e):
+// - vocab_parallel (Megatron-LM's _VocabParallelCrossEntropy, megatron/mpu/cross_entropy.py, over
+//   output.float()): max (4) | subtract in place (4, 4), exp in place (4, 4), sum (4) | divide in
+//   place (4, 4) and backward's product in place (4, 4): 52 bytes a logit in bf16, 40 in fp32.
+// - cross_entropy (PyTorch's F.cross_entropy over output.float()): log_softmax (4, 4) | nll_loss
+//   and the backward's zero-filled gradient (4) | its scatter and log_softmax's backward (8, 4):
+//   36 bytes a logit in bf16, 24 in fp32.
+double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);

@@ -95,6 +95,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
                     ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"
                     : "")
+            << (cfg.predict.loss != LossKernels::fused
+                    ? std::string(", the loss as ") + name_of(cfg.predict.loss) + "'s eager operators"
+                    : std::string())
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"

@@ -106,6 +106,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"gather_copy", name_of(cfg.predict.gather_copy)},
             {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"pointwise", name_of(cfg.predict.pointwise)},
+            {"loss", name_of(cfg.predict.loss)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", prof.eager_host.costs(cfg.predict.host)},

@@ -40,6 +40,9 @@ enum class GatherCopy { none, copy_out };
 // repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
 // (kernel_costs.hpp).
 enum class Fusion { fused, eager };
+// predict.loss: how the costed software runs the loss over the logits: kformer's fused passes,
+// Megatron-LM's vocab-parallel cross-entropy, or PyTorch's F.cross_entropy (kernel_costs.hpp).
+enum class LossKernels { fused, vocab_parallel, cross_entropy };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -92,6 +95,10 @@ struct Names<GatherCopy> {
 template <>
 struct Names<Fusion> {
   static constexpr std::array<const char*, 2> list{"fused", "eager"};
+};
+template <>
+struct Names<LossKernels> {
+  static constexpr std::array<const char*, 3> list{"fused", "vocab_parallel", "cross_entropy"};
 };
 template <>
 struct Names<AttentionKind> {

@@ -80,6 +80,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.gather_copy = choice<GatherCopy>(cfg, "predict.gather_copy");
   s.predict.rmsnorm = choice<Fusion>(cfg, "predict.rmsnorm");
   s.predict.pointwise = choice<Fusion>(cfg, "predict.pointwise");
+  s.predict.loss = choice<LossKernels>(cfg, "predict.loss");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.deck = cfg.echo();

@@ -101,6 +101,7 @@ struct PredictSettings {
   GatherCopy gather_copy = GatherCopy::none;
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;
+  LossKernels loss = LossKernels::fused;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;
 };

@@ -200,6 +200,12 @@ std::vector<KeySpec> make_schema() {
              "widening and narrowing, repeat_kv's copies, silu and the product, and autograd's backward of each, "
              "each operator a kernel over the activations); the torchtitan preset sets eager (its train configs: "
              "compile = false), and pytorch-eager (ezpz's Llama is that model)"),
+      choice("predict.loss", names_of<LossKernels>(),
+             "how the costed software runs the loss over the logits as kformer predict models it: fused (kformer's "
+             "three passes), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
+             "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
+             "kernel; the megatron-lm-2022 and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
+             "the widened logits: log_softmax and its backward; the torchtitan preset)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

@@ -18,7 +18,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        "after the backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
-        {"predict.host", "eager"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (flash attention through Transformer Engine, "
        "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
@@ -29,19 +29,19 @@ const std::vector<SoftwareSystem>& software_systems() {
        "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "lp_pass"}, {"predict.attention_dropout", "0.1"},
-        {"predict.host", "eager"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2022",
        "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (bf16 gradients widened into fp32 ones "
        "after each micro-batch)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
-        {"predict.host", "eager"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward and copies each all-gather out into the parameters, SDPA "
        "flash attention, torch.distributed.pipelining's non-blocking sends, its Llama's RoPE, repeated heads and SwiGLU as "
        "eager operators)",
        {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.pointwise", "eager"},
-        {"predict.host", "eager"}}},
+        {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, its Llama's "
        "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, the host's per-layer time where the profile "
