@@ -95,9 +95,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
                     ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"
                     : "")
-            << (cfg.predict.loss != LossKernels::fused
-                    ? std::string(", the loss as ") + name_of(cfg.predict.loss) + "'s eager operators"
-                    : std::string())
+            << (cfg.predict.loss == LossKernels::vocab_parallel ? ", the loss as Megatron-LM's vocab-parallel operators"
+                : cfg.predict.loss == LossKernels::cross_entropy ? ", the loss as PyTorch's cross_entropy operators"
+                                                                 : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
