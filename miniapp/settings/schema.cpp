@@ -204,7 +204,7 @@ std::vector<KeySpec> make_schema() {
              "how the costed software runs the loss over the logits as kformer predict models it: fused (kformer's "
              "three passes), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
              "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
-             "kernel; the megatron-lm-2022 and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
+             "kernel; the megatron-lm-2022, megatron-core and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
              "the widened logits: log_softmax and its backward; the torchtitan preset)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "

@@ -24,7 +24,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
        "overlap_p2p_comm)",
        {{"predict.attention", "flash"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
-        {"predict.param_gather", "overlapped"}, {"predict.host", "eager"}}},
+        {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
