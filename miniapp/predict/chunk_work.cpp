@@ -16,6 +16,7 @@ CallCosts call_costs(const RunSettings& s) {
               s.predict.gather_copy == GatherCopy::copy_out, s.predict.rmsnorm == Fusion::eager,
               s.predict.pointwise == Fusion::eager);
   c.loss = s.predict.loss;
+  c.eager_op_rerun = c.eager_pointwise && s.train.recompute == Recompute::op;
   return c;
 }
 
@@ -42,8 +43,12 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
     }
     case kk::Family::attention: {
       // torchtitan's repeat_kv: the K and V heads copied out for SDPA (which took no GQA then)
-      const double repeat =
+      double repeat =
           costs.eager_pointwise ? eager_repeat_kv_us(p, c.bf16, double(s[0]) * s[1], int(s[2]), int(s[3]), int(s[4])) : 0;
+      // torchtitan's selective op policy keeps SDPA's output, not its inputs: before SDPA's backward it
+      // re-runs Q's RoPE (kformer keeps Q rotated; K's it re-runs itself) and repeat_kv's copies.
+      if (costs.eager_op_rerun && c.backward)
+        repeat = 2 * repeat + eager_rope_us(p, c.bf16, double(s[0]) * s[1] * s[2] * s[4], 1);
       if (costs.attention != AttentionModel::kformer)
         return repeat + system_attention_us(p, c.bf16, costs.attention, int(s[0]), int(s[1]), int(s[2]), int(s[4]),
                                             c.backward, costs.attention_dropout);

@@ -46,6 +46,7 @@ struct CallCosts {
   bool eager_rmsnorm = false;    // predict.rmsnorm=eager: an RMSNorm as eager PyTorch's operators
   bool eager_pointwise = false;  // predict.pointwise=eager: RoPE, repeated K/V heads, SwiGLU as the same
   LossKernels loss = LossKernels::fused;  // predict.loss: whose operators the loss's passes cost
+  bool eager_op_rerun = false;   // eager pointwise under train.recompute=op: Q's RoPE and repeat_kv re-run
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
                      bool copied = false, bool eager_norm = false, bool eager_ops = false)
       : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied), eager_rmsnorm(eager_norm),

@@ -102,8 +102,8 @@ double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t
   return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
 }
 
-double eager_rope_us(const MachineProfile& p, bool bf16, double elements) {
-  const int kernels = bf16 ? 2 * 3 : 2;  // Q and K each: widen, product, narrow (fp32: the product alone)
+double eager_rope_us(const MachineProfile& p, bool bf16, double elements, int tensors) {
+  const int kernels = tensors * (bf16 ? 3 : 1);  // each: widen, product, narrow (fp32: the product alone)
   const double bytes_per_element = bf16 ? (2 + 4) + (4 + 4) + (4 + 2) : 4 + 4;
   return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
 }

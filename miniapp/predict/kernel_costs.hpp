@@ -61,7 +61,8 @@ double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t
 //   type_as): per tensor the widening (e read, 4 written), the complex product (4, 4) and the
 //   narrowing (4, e), three kernels and 20 bytes an element in bf16; in fp32 the product alone.
 //   Backward: autograd's of each, the same kernels and bytes. `elements`: the rotated ones, Q's and K's.
-double eager_rope_us(const MachineProfile& p, bool bf16, double elements);
+// `tensors`: Q and K (2), or one of them.
+double eager_rope_us(const MachineProfile& p, bool bf16, double elements, int tensors = 2);
 // - repeat_kv (GQA, kv < h heads): x[:, :, :, None].expand(...).reshape(...) copies K and V out to
 //   h heads (kv read, h written); backward: expand's, a sum over the repeats (h read, kv written).
 //   Two kernels each way; nothing where kv == h.

@@ -436,6 +436,19 @@ TEST(PredictFeatures, EagerPointwiseCostsRopeRepeatedHeadsAndSwiGluAsOperators) 
   for (const char* n : {"rope_forward", "rope_backward", "swiglu_forward", "swiglu_backward", "attention_forward",
                         "attention_backward"})
     EXPECT_EQ(seen[n], 4) << n;  // one a block, four blocks
+  // Under train.recompute=op torchtitan keeps SDPA's output, not its inputs: each attention backward
+  // also re-runs Q's RoPE (3 kernels, 20 bytes a rotated element) and repeat_kv's copies.
+  std::vector<std::string> op = llama;
+  op.push_back("train.recompute=op");
+  const kp::ChunkWork op_fused = chunk(op, "fused"), op_eager = chunk(op, "eager");
+  int backwards = 0;
+  for (std::size_t i = 0; i < op_fused.backward.size(); ++i)
+    if (op_fused.backward[i].name == "attention_backward") {
+      EXPECT_NEAR(op_eager.backward[i].us - op_fused.backward[i].us, 2 * repeat + want(3, 20 * rows * d.Hl * d.hd),
+                  1e-9 * op_eager.backward[i].us);
+      ++backwards;
+    }
+  EXPECT_EQ(backwards, 4);
   // fp32 activations: `.float()` and `type_as` are no-ops, so RoPE is the complex product alone (a
   // kernel and 8 bytes a rotated element a tensor); SwiGLU moves 4-byte elements.
   kformer::kernels::KernelCall c;
