@@ -11,9 +11,10 @@ kformer=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); src=$(cd "$2" && pwd); 
 doc=$src/docs/bad-input.md
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OMP_PROC_BIND=false  # no Kokkos start-up warning on stderr
-# Open MPI's singletons keep their session directory here, not in /tmp's shared one, which another
-# test's MPI job can remove as it ends (a singleton then fails in orte_init: seen once under ctest -j2).
-mkdir "$tmp/ompi" && export OMPI_MCA_orte_tmpdir_base="$tmp/ompi"
+# Each run's Open MPI singleton keeps its session directory in a folder of its own (try sets it):
+# singletons all take job family 0, so two at once share /tmp's ompi.HOST.UID/jf.0, and the first to
+# end removes it under the other, which then fails in orte_init (seen twice in fresh-clone runs).
+mkdir "$tmp/ompi"
 cp "$src/input/tiny.yaml" "$tmp/tiny.yaml"
 mkdir "$tmp/decks"
 fails=0
@@ -54,7 +55,8 @@ PY
 n=0; wants=(); groups=(); shown=()
 try() {
   wants[n]=$1; groups[n]=$2; shown[n]=$3; shift 4
-  (cd "$tmp" && "$kformer" --dry-run "$@" >"$tmp/c$n.out" 2>"$tmp/c$n.err"; echo $? >"$tmp/c$n.rc") &
+  (cd "$tmp" && OMPI_MCA_orte_tmpdir_base="$tmp/ompi/$n" "$kformer" --dry-run "$@" >"$tmp/c$n.out" 2>"$tmp/c$n.err"
+   echo $? >"$tmp/c$n.rc") &
   n=$((n + 1))
   while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
 }
