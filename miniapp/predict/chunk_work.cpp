@@ -13,8 +13,9 @@ namespace kk = kernels;
 
 CallCosts call_costs(const RunSettings& s) {
   CallCosts c(s.predict.attention, s.predict.attention_dropout, s.bf16() && s.predict.tp_precision == TpPrecision::activations,
-              s.predict.gather_copy == GatherCopy::copy_out, s.predict.rmsnorm == Fusion::eager,
-              s.predict.pointwise == Fusion::eager);
+              s.predict.gather_copy == GatherCopy::copy_out);
+  c.eager_rmsnorm = s.predict.rmsnorm == Fusion::eager;
+  c.eager_pointwise = s.predict.pointwise == Fusion::eager;
   c.loss = s.predict.loss;
   c.eager_op_rerun = c.eager_pointwise && s.train.recompute == Recompute::op;
   return c;
@@ -31,7 +32,7 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
   const auto& s = c.shape;
   if (costs.eager_rmsnorm && c.family == kk::Family::norm && std::strncmp(c.name, "rmsnorm", 7) == 0)
     return eager_rmsnorm_us(p, s[0], s[1], c.backward);  // the other norms at the family's rate, below
-  if (costs.loss != LossKernels::fused && c.family == kk::Family::cross_entropy && c.shape[1] > 0)
+  if (costs.loss != LossKernels::fused && c.family == kk::Family::cross_entropy && s[1] > 0)
     return eager_loss_us(p, costs.loss, c.name, c.bf16, double(s[0]) * s[1]);
   if (costs.eager_pointwise && c.family == kk::Family::rope) return eager_rope_us(p, c.bf16, double(s[0]) * s[1] * s[2]);
   if (costs.eager_pointwise && c.family == kk::Family::activation && std::strncmp(c.name, "swiglu", 6) == 0)

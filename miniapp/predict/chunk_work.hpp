@@ -48,9 +48,8 @@ struct CallCosts {
   LossKernels loss = LossKernels::fused;  // predict.loss: whose operators the loss's passes cost
   bool eager_op_rerun = false;   // eager pointwise under train.recompute=op: Q's RoPE and repeat_kv re-run
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
-                     bool copied = false, bool eager_norm = false, bool eager_ops = false)
-      : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied), eager_rmsnorm(eager_norm),
-        eager_pointwise(eager_ops) {}
+                     bool copied = false)
+      : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied) {}
 };
 CallCosts call_costs(const RunSettings& s);
 

@@ -95,29 +95,36 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
   return drop + batched_attention_us(p, bf16, e, b, t, h, hd, backward);
 }
 
+namespace {
+// Eager PyTorch's operators: `kernels` launches moving `bytes` in all at the activation bandwidth.
+double eager_ops_us(const MachineProfile& p, int kernels, double bytes) {
+  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes);
+}
+}  // namespace
+
 double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t channels, bool backward) {
   const double elements = double(rows) * double(channels);
   const int kernels = backward ? 14 : 8;
   const double bytes_per_element = backward ? 92 : 36;
-  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
+  return eager_ops_us(p, kernels, bytes_per_element * elements);
 }
 
 double eager_rope_us(const MachineProfile& p, bool bf16, double elements, int tensors) {
   const int kernels = tensors * (bf16 ? 3 : 1);  // each: widen, product, narrow (fp32: the product alone)
   const double bytes_per_element = bf16 ? (2 + 4) + (4 + 4) + (4 + 2) : 4 + 4;
-  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes_per_element * elements);
+  return eager_ops_us(p, kernels, bytes_per_element * elements);
 }
 
 double eager_repeat_kv_us(const MachineProfile& p, bool bf16, double rows, int h, int kv, int hd) {
   if (kv >= h) return 0;
   const double e = bf16 ? 2 : 4;
-  return p.launch_us + memory_us(p, "activation", 2 * rows * hd * (kv + h) * e);  // K and V
+  return eager_ops_us(p, 2, 2 * rows * hd * (kv + h) * e);  // K and V
 }
 
 double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool backward) {
   const double e = bf16 ? 2 : 4;
   const int kernels = backward ? 3 : 2;
-  return (kernels - 1) * p.launch_us + memory_us(p, "activation", (backward ? 9 : 5) * e * elements);
+  return eager_ops_us(p, kernels, (backward ? 9 : 5) * e * elements);
 }
 
 double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits) {
@@ -132,7 +139,7 @@ double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass
     kernels = 2, bytes = vp ? 8 + 8 : 12;  // divide, the product | scatter, log_softmax's backward
     if (bf16) kernels += 2, bytes += (2 + 4) + (4 + 2);  // the widening and the narrowing
   }
-  return (kernels - 1) * p.launch_us + memory_us(p, "activation", bytes * logits);
+  return eager_ops_us(p, kernels, bytes * logits);
 }
 
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {

@@ -11,10 +11,6 @@ kformer=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); src=$(cd "$2" && pwd); 
 doc=$src/docs/bad-input.md
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OMP_PROC_BIND=false  # no Kokkos start-up warning on stderr
-# Each run's Open MPI singleton keeps its session directory in a folder of its own (try sets it):
-# singletons all take job family 0, so two at once share /tmp's ompi.HOST.UID/jf.0, and the first to
-# end removes it under the other, which then fails in orte_init (seen twice in fresh-clone runs).
-mkdir "$tmp/ompi"
 cp "$src/input/tiny.yaml" "$tmp/tiny.yaml"
 mkdir "$tmp/decks"
 fails=0
@@ -51,7 +47,10 @@ PY
 }
 
 # try WANT GROUP "INPUT AS SHOWN" -- ARGS...   (run in $tmp, four at a time: start-up is most
-# of each run; decks are written there first and each has a name of its own)
+# of each run; decks are written there first and each has a name of its own). Each run's Open MPI
+# singleton keeps its session directory in a folder of its own, which Open MPI creates: singletons
+# all take job family 0, so two at once would share /tmp's ompi.HOST.UID/jf.0, and the first to end
+# removes it under the other, which then fails in orte_init (seen twice in fresh-clone runs).
 n=0; wants=(); groups=(); shown=()
 try() {
   wants[n]=$1; groups[n]=$2; shown[n]=$3; shift 4

@@ -454,7 +454,8 @@ TEST(PredictFeatures, EagerPointwiseCostsRopeRepeatedHeadsAndSwiGluAsOperators) 
   kformer::kernels::KernelCall c;
   c.family = kformer::kernels::Family::rope;
   c.shape = {64, 6, 16, 0, 0, 0};
-  const kp::CallCosts eager_ops(kformer::AttentionModel::kformer, 0, false, false, false, true);
+  kp::CallCosts eager_ops;
+  eager_ops.eager_pointwise = true;
   EXPECT_NEAR(kp::kernel_us(a100, c, eager_ops), want(2, 8 * 64 * 6 * 16) / a100.compute_scale, 1e-9);
   c.family = kformer::kernels::Family::activation, c.name = "swiglu_backward", c.backward = true;
   c.shape = {64, 96, 0, 0, 0, 0};
