@@ -37,9 +37,9 @@ double attention_us(const MachineProfile& p, bool bf16, const std::string& kind,
   // run's precision, as Megatron-LM's attention does: costed so unless calibrated at this shape.
   if (kind == name_of(AttentionKind::batched_gemm))
     return system_attention_us(p, bf16, AttentionModel::batched_gemm, b, t, h, hd, backward);
-  // cuDNN's flash attention, where the profile has not timed it: FlashAttention-2's cost.
+  // cuDNN's flash attention, where the profile has not timed it: the causal half on the GEMM curve.
   if (kind == name_of(AttentionKind::vendor) && !r.attention_tflops.count(kind))
-    return system_attention_us(p, bf16, AttentionModel::flash, b, t, h, hd, backward);
+    return system_attention_us(p, bf16, AttentionModel::cudnn, b, t, h, hd, backward);
   return p.launch_us + attention_flops(b, t, h, hd, backward) / (r.attention_tflops.at(kind) * 1e6);
 }
 
@@ -86,8 +86,17 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
                            bool backward, double dropout) {
   const ComputeRates& r = p.rates(bf16);
   const double product = 2.0 * double(b) * h * t * t * hd;  // one of QK^T and PV over the full scores
-  if (model == AttentionModel::flash)  // both products over the causal half: one product's FLOPs
-    return p.launch_us + curve_us(r, backward ? 2.5 * product : product);
+  if (model == AttentionModel::flash || model == AttentionModel::cudnn) {
+    // Both products over the causal half: one product's FLOPs, the backward 2.5 times them (its
+    // recomputed scores, dV, dP, dQ, dK), on the GEMM curve; FlashAttention-2 no faster than its
+    // published ceiling on this GPU where the profile gives it (flash2_tflops): it fills the GPU as a
+    // GEMM of its FLOPs would, and its tiles never reach a large GEMM's rate.
+    const double flops = backward ? 2.5 * product : product;
+    const double curve = curve_us(r, flops);
+    if (model == AttentionModel::flash && r.flash2_tflops > 0)
+      return p.launch_us + std::max(curve, flops / (r.flash2_tflops * 1e6));
+    return p.launch_us + curve;
+  }
   // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them;
   // dropout on the probabilities a pass of its own each way (2 e + 1 bytes an element).
   const double e = bf16 ? 2 : 4;

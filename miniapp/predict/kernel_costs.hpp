@@ -36,8 +36,12 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 //   the forward also runs a dropout pass over the probabilities (reads them, writes them and a 1-byte
 //   mask) and the backward one over their gradient (reads it and the mask, writes it), at the
 //   `activation` bandwidth: PyTorch's dropout kernels, which Megatron-LM's attention calls.
-// - flash (FlashAttention-2, PyTorch's SDPA): both products over the causal half, no T*T traffic;
-//   backward 2.5 times the forward's products (it recomputes the scores).
+// - flash (FlashAttention-2: flash-attn 2, PyTorch SDPA's flash backend): both products over the causal
+//   half, no T*T traffic; backward 2.5 times the forward's products (it recomputes the scores), on the
+//   GEMM curve but no faster than the profile's flash2_tflops where it has one (FA2 is not a GEMM:
+//   50-73% of the A100's peak, 35% of the H100's, as its authors report).
+// - cudnn (cuDNN's fused flash attention, Transformer Engine's FusedAttention): the same FLOPs on the
+//   GEMM curve (kformer's own cuDNN kernel, kernels.attention=vendor, where calibrate has not timed it).
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element

@@ -52,6 +52,11 @@ struct ComputeRates {
   std::vector<GemmPoint> gemm_points;
   std::map<std::string, double> attention_tflops;  // naive, fused
   std::vector<AttentionPoint> attention_points;
+  // attention.flash2_tflops: FlashAttention-2's ceiling on this GPU (forward and backward, over the
+  // causal half's FLOPs), as its authors publish it; predict.attention=flash takes the GEMM curve but
+  // never above it; 0 where the profile does not say (the curve alone). Not kformer's kernel: what
+  // the systems that call FA2 run.
+  double flash2_tflops = 0;
   // bf16 section only: GB/s of the memory-bound families calibrate timed on bf16 activations
   // (half the bytes of fp32, not always half the time); a family missing here takes the top
   // level's rate.

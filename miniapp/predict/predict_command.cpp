@@ -32,6 +32,24 @@ std::string host_text(HostCost host, const MachineProfile& profile) {
                   : ", eager PyTorch's host time as each layer's floor";
 }
 
+// The first line's word on the attention: the system's kernel and the rate it is costed at, or
+// kformer's own (with what kernels.attention=auto chose).
+std::string attention_text(const RunSettings& cfg, AttentionKind own, const MachineProfile& profile) {
+  const double flash2 = profile.rates(cfg.bf16()).flash2_tflops;
+  switch (cfg.predict.attention) {
+    case AttentionModel::kformer:
+      return std::string(", attention ") + (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") +
+             name_of(own);
+    case AttentionModel::flash:
+      return flash2 > 0 ? ", attention costed as FlashAttention-2's, at most the profile's " + format_value(flash2) +
+                              " TFLOP/s (flash2_tflops)"
+                        : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
+                                      "flash2_tflops)");
+    case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels on the GEMM curve";
+    default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
+  }
+}
+
 }  // namespace
 
 int run_predict(const std::vector<std::string>& args) {
@@ -66,11 +84,7 @@ int run_predict(const std::vector<std::string>& args) {
             << " pp=" << cfg.parallel.pp << " tp=" << cfg.parallel.tp << "), machine " << profile.name
             << " (" << path << ")"
             << ", system " << cfg.predict.system
-            << (cfg.predict.attention != AttentionModel::kformer
-                    ? std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels"
-                    : std::string(", attention ") +
-                          (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") +
-                          name_of(plan.attention))
+            << attention_text(cfg, plan.attention, profile)
             << (cfg.comm.latency_us > 0 || cfg.comm.bandwidth_gbps > 0
                     ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"

@@ -24,7 +24,7 @@ enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before st
 // kernels.attention before start-up resolves auto: the kernels::AttentionKind values after `automatic`, in order.
 enum class AttentionSetting { automatic, naive, fused, batched_gemm, vendor };
 // predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
-enum class AttentionModel { kformer, batched_gemm, flash };
+enum class AttentionModel { kformer, batched_gemm, flash, cudnn };
 // predict.pipeline_p2p and predict.grad_reduce: whether the communication runs beside the
 // computation or the computation waits for it.
 enum class Overlap { overlapped, serialized };
@@ -70,7 +70,7 @@ struct Names<GemmSetting> {
 };
 template <>
 struct Names<AttentionModel> {
-  static constexpr std::array<const char*, 3> list{"kformer", "batched_gemm", "flash"};
+  static constexpr std::array<const char*, 4> list{"kformer", "batched_gemm", "flash", "cudnn"};
 };
 template <>
 struct Names<Overlap> {

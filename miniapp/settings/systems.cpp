@@ -20,10 +20,10 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
         {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"megatron-core",
-       "Megatron-Core as NVIDIA's published configurations run it (flash attention through Transformer Engine, "
+       "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
        "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
        "overlap_p2p_comm)",
-       {{"predict.attention", "flash"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
+       {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",

@@ -184,6 +184,19 @@ TEST(MachineProfile, TheShippedProfilesLoad) {
   EXPECT_GE(shipped, 7);
 }
 
+// attention.flash2_tflops (FlashAttention-2's published rate, which predict.attention=flash costs):
+// read where a profile gives it, written back by profile_yaml, 0 (the GEMM curve) where it does not.
+TEST(MachineProfile, FlashAttention2sRateIsReadAndWrittenBack) {
+  const auto a100 = kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
+  EXPECT_EQ(a100.bf16.flash2_tflops, 228);
+  EXPECT_EQ(a100.fp32.flash2_tflops, 0);
+  const std::string path = testing::TempDir() + "/flash2_profile.yaml";
+  std::ofstream(path) << kp::profile_yaml(a100, "# again\n");
+  EXPECT_EQ(kp::load_profile(path).bf16.flash2_tflops, 228);
+  EXPECT_EQ(kp::load_profile(kSource + "/input/machines/h200-measured.yaml").bf16.flash2_tflops, 0);
+  std::remove(path.c_str());
+}
+
 TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
   const std::string good = [] {
     std::ifstream in(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
@@ -200,6 +213,7 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("fma_peak_tflops: 19.5", "fma_peak_tflops: fast"), "fma_peak_tflops"},
       {with("max_efficiency: 0.9", "max_efficiency: 1.5"), "gemm"},
       {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
+      {with("flash2_tflops: 228", "flash2_tflops: 0"), "attention.flash2_tflops"},
       {with("network:", "networks:"), "networks"},
       {"name: [unclosed\n", "YAML"},
       {"", "empty"}};

@@ -27,32 +27,52 @@ using namespace predict_features;
 // Attention as Megatron-LM runs it (batched_gemm): the two products over the full T*T scores,
 // each one batched GEMM on the profile's bf16 curve, plus the softmax's pass over the scores (2
 // bytes an element read and written) at the activation bandwidth; the backward four products and
-// three passes. FlashAttention's (flash): the causal half of the two products as one call on the
-// curve, the backward 2.5 times its FLOPs. Both against the curve written out here.
-TEST(PredictFeatures, PublishedAttentionKernelsAreGemmsOnTheCurve) {
+// three passes. cuDNN's (cudnn): the causal half of the two products as one call on the curve,
+// the backward 2.5 times its FLOPs. FlashAttention-2's (flash): the same, no faster than the
+// profile's flash2_tflops (FA2's published ceiling on that GPU, below a large GEMM's rate), which
+// binds at long sequences; on the curve alone for a profile without the figure. All against the
+// costs written out here.
+TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
   const auto a100 = profile("dgx-a100-80gb");
   const auto& r = a100.rates(true);
+  ASSERT_GT(r.flash2_tflops, 0) << "the premise: the A100 profile gives FlashAttention-2's rate";
   const double b = 2, t = 2048, h = 12, hd = 128, scores = b * h * t * t, product = 2 * scores * hd;
   kformer::kernels::KernelCall c;
   c.family = kformer::kernels::Family::attention;
   c.bf16 = true;
   c.shape = {2, 2048, 12, 12, 128, 0};
   const double act = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
-  const auto with = [&](kformer::AttentionModel m, bool backward) {
+  const auto with = [&](const kp::MachineProfile& p, kformer::AttentionModel m, bool backward) {
     c.backward = backward;
-    return kp::kernel_us(a100, c, kp::CallCosts(m));
+    return kp::kernel_us(p, c, kp::CallCosts(m));
   };
-  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash;
-  EXPECT_NEAR(with(bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
-  EXPECT_NEAR(with(bg, true), 4 * curve_us(r, a100.launch_us, product) + a100.launch_us + 3 * 2 * scores / act, 1e-6);
-  EXPECT_NEAR(with(fl, false), curve_us(r, a100.launch_us, product), 1e-6);
-  EXPECT_NEAR(with(fl, true), curve_us(r, a100.launch_us, 2.5 * product), 1e-6);
-  // kformer's own kernel on this profile runs on the CUDA cores: far slower than either.
-  const double own = with(kformer::AttentionModel::kformer, false);
+  const auto bg = kformer::AttentionModel::batched_gemm, fl = kformer::AttentionModel::flash,
+             cu = kformer::AttentionModel::cudnn;
+  EXPECT_NEAR(with(a100, bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
+  EXPECT_NEAR(with(a100, bg, true), 4 * curve_us(r, a100.launch_us, product) + a100.launch_us + 3 * 2 * scores / act, 1e-6);
+  const double fa2 = r.flash2_tflops * 1e6;  // FLOPs per us
+  EXPECT_NEAR(with(a100, cu, false), curve_us(r, a100.launch_us, product), 1e-6);
+  EXPECT_NEAR(with(a100, cu, true), curve_us(r, a100.launch_us, 2.5 * product), 1e-6);
+  for (bool backward : {false, true}) {
+    const double flops = (backward ? 2.5 : 1.0) * product;
+    EXPECT_NEAR(with(a100, fl, backward), std::max(curve_us(r, a100.launch_us, flops), a100.launch_us + flops / fa2), 1e-6);
+  }
+  // At T 8192 (torchtitan's Llama 3 8B) the ceiling binds: FA2 slower than cuDNN's on the curve.
+  c.shape = {1, 8192, 32, 32, 128, 0};
+  const double long_product = 2.0 * 32 * 8192.0 * 8192 * 128;
+  EXPECT_NEAR(with(a100, fl, true), a100.launch_us + 2.5 * long_product / fa2, 1e-6);
+  EXPECT_GT(with(a100, fl, true), 1.05 * with(a100, cu, true));
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  kp::MachineProfile unsaid = a100;
+  unsaid.bf16.flash2_tflops = 0;  // a profile that does not give FA2's rate: flash takes the curve
+  EXPECT_EQ(with(unsaid, fl, false), with(a100, cu, false));
+  EXPECT_EQ(with(unsaid, fl, true), with(a100, cu, true));
+  // kformer's own kernel on this profile runs on the CUDA cores: far slower than any of them.
+  const double own = with(a100, kformer::AttentionModel::kformer, false);
   std::cout << "bf16 attention, B 2, T 2048, 12 heads of 128 on a DGX A100: kformer's " << own / 1e3
-            << " ms, Megatron-LM's batched GEMMs " << with(bg, false) / 1e3 << " ms, flash "
-            << with(fl, false) / 1e3 << " ms" << std::endl;
-  EXPECT_GT(own, 5 * with(bg, false));
+            << " ms, Megatron-LM's batched GEMMs " << with(a100, bg, false) / 1e3 << " ms, FlashAttention-2 "
+            << with(a100, fl, false) / 1e3 << " ms, cuDNN " << with(a100, cu, false) / 1e3 << " ms" << std::endl;
+  EXPECT_GT(own, 5 * with(a100, bg, false));
 }
 
 // A batched product over a small head moves its T*T matrix for few FLOPs an element: at hd 64 in
