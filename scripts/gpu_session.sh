@@ -4,7 +4,7 @@
 # scripts/gpu_perf.sh (the performance targets), inside the tool's 600 s per command; then the raw
 # outputs of all three with a manifest, ready for scripts/gpu_keep.sh to keep in docs/gpu-runs/.
 #
-#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S [EAGER_S]]]]   defaults 170 80 300 0 0 0
+#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S [EAGER_S [FLASH_S]]]]]   defaults 170 80 300 0 0 0 0
 #
 # OWN_S > 0: also calibrate at the GPT-2 124M step's own shapes (gpu_perf.sh's step: micro-batch 8,
 # T 1024, vocab 50304, kernels.attention and kernels.gemm from KFORMER_STEP_ATTENTION and
@@ -17,6 +17,9 @@
 # EAGER_S > 0: also bench/eager_op_cost.py (eager PyTorch's host time per operator and per layer,
 # async and under CUDA_LAUNCH_BLOCKING=1, seed note 001's step, AdamW, DTensor and FSDP2 on one rank:
 # the figures of a profile's eager_host section, issue 37 item 5) into eager/, about 60 s.
+# FLASH_S > 0: also bench/flash2_rate.py (PyTorch SDPA's FlashAttention-2, cuDNN and memory-efficient
+# backends, bf16, causal, at the published rows' attention shapes: the figure of a profile's
+# bf16.attention.flash2_tflops, measured instead of the FlashAttention papers') into flash/, about 15 s.
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
@@ -38,7 +41,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,32p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,35p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
@@ -46,7 +49,7 @@ command=scripts/gpu_session.sh
 for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP; do
   [ -n "${!v:-}" ] && command="$v=$(printf %q "${!v}") $command"
 done
-check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0} large_s=${5:-0} eager_s=${6:-0}
+check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0} large_s=${5:-0} eager_s=${6:-0} flash_s=${7:-0}
 out=$(realpath -m "${OUT:-$top/build/gpu-session}")
 bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
 work=$(mktemp -d)
@@ -97,13 +100,21 @@ if [ "$eager_s" -gt 0 ]; then
   echo "gpu_session: eager_op_cost exit $rc_eager"; cat "$work/eager/eager_op_cost.log"
   exits+=(--exit "eager=$rc_eager")
 fi
+if [ "$flash_s" -gt 0 ]; then
+  mkdir -p "$work/flash"
+  (cd "$top" && PYTHONUNBUFFERED=1 timeout "$flash_s" "${PYTHON:-python3}" bench/flash2_rate.py \
+     --json "$work/flash/flash2_rate.json") >"$work/flash/flash2_rate.log" 2>&1
+  rc_flash=$?
+  echo "gpu_session: flash2_rate exit $rc_flash"; cat "$work/flash/flash2_rate.log"
+  exits+=(--exit "flash=$rc_flash")
+fi
 
 # --- the raw outputs and their manifest -------------------------------------------------------
 mkdir -p "$work/bundle"
 cp "$bundle/MANIFEST" "$work/bundle/" 2>/dev/null
 rc_keep=0
 python3 "$top/scripts/gpu_manifest.py" write "$work" --command "$command" --started "$started" "${exits[@]}" || rc_keep=1
-rm -rf "$out/manifest.json" "$out/gpu_session.tgz" "$out/check" "$out/calibrate" "$out/perf" "$out/eager"  # an earlier run's
+rm -rf "$out/manifest.json" "$out/gpu_session.tgz" "$out/check" "$out/calibrate" "$out/perf" "$out/eager" "$out/flash"  # an earlier run's
 tar czf "$out/gpu_session.tgz" -C "$work" . || rc_keep=1
 cp "$work/manifest.json" "$out/" 2>/dev/null
 for f in check/gpu_check.json perf/kernel_bench.json perf/sdpa.json perf/step_fp32.json perf/step_bf16.json \
