@@ -25,6 +25,9 @@ struct Rank {
   std::vector<long> pending;  // groups of sends only, completed in the background
   std::vector<std::pair<std::size_t, long>> pool;  // ZeRO-3 gathered units: (unit layer, last use)
   long clock = 0;
+  // gather_prefetch: when the unit now computing began (the next gather's issue; -1 before the
+  // first) and when the gather stream is free again.
+  double unit_t0 = -1, gather_free = 0;
   // Where the current action stands when a call on one stream waits for a send: its part (0 the
   // list, 1 the head's backward), the next item, and when the action and the part began (-1: none).
   int part = 0;
@@ -125,17 +128,30 @@ class Sim {
     for (auto& u : me.pool)
       if (u.first == std::size_t(layer + 1)) {
         u.second = ++me.clock;
+        me.unit_t0 = me.t;
         return true;
       }
-    if (!stream_free(r, timer)) return false;
+    if (!s_.gather_prefetch && !stream_free(r, timer)) return false;
     ++me.clock;
     const std::size_t pool = std::min(s_.gather_pool, s_.gather_bytes[r].size());
     if (me.pool.size() < pool) me.pool.push_back({std::size_t(layer + 1), me.clock});
     else *std::min_element(me.pool.begin(), me.pool.end(), [](auto& a, auto& b) { return a.second < b.second; }) =
         {std::size_t(layer + 1), me.clock};
     const double b = s_.gather_bytes[r].at(layer);
-    blocking(r, "allgather", net_.call_us(comm::OpKind::allgather, b, s_.dp), b, timer);
-    me.t += miss_us, timer += miss_us;
+    const double us = net_.call_us(comm::OpKind::allgather, b, s_.dp);
+    if (s_.gather_prefetch) {
+      // Issued as the unit before this one began (or now, for the first), once the gather stream is
+      // free: the rank waits only for what is left of it.
+      const double start = std::max(me.unit_t0 < 0 ? me.t : me.unit_t0, me.gather_free), end = start + us;
+      me.gather_free = end;
+      out_[r].comm.push_back({start, end});
+      if (record_) span(r, "allgather", true, start, end, -1, -1, b);
+      if (end > me.t) out_[r].exposed_us += end - me.t, timer += end - me.t, me.t = end;
+    } else {
+      blocking(r, "allgather", us, b, timer);
+    }
+    me.t += miss_us, timer += miss_us;  // the copy-out and widening on the compute stream
+    me.unit_t0 = me.t;
     return true;
   }
   // The first GEMM after items[k] (after) or before it, none across another TP call; nullptr if none.

@@ -3,7 +3,8 @@
 // (comm_program() over the schedule make_schedule() gives the trainer), a step posting its group
 // of messages at the rank's clock, waiting for it where the step says so, then computing its
 // action as the chunk's work list (chunk_work.hpp): kernels at the profile's cost, TP all-reduces
-// and ZeRO-3 gathers (kept in a pool of gathered units as ParamStore keeps them) as blocking calls.
+// and ZeRO-3 gathers (kept in a pool of gathered units as ParamStore keeps them) as blocking calls,
+// or the gathers one unit ahead on a stream of their own (gather_prefetch).
 // A message completes once both ends have posted it, after the machine's point-to-point time,
 // and never before its group's emulated time from the post. The data-parallel buckets the last
 // micro-batch's backward posts are returned with their post times; step_sim.hpp finishes them.
@@ -55,6 +56,9 @@ struct PipelineSetup {
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
+  // A unit's gather runs on a stream of its own, issued as the unit before it begins (FSDP's
+  // prefetch: predict.zero3_gather=overlapped); false: a blocking call at the unit's require.
+  bool gather_prefetch = false;
   bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
   bool serial_p2p = false;              // an action starts after the rank's sends in flight (predict.pipeline_p2p)
   // A TP all-gather runs beside the GEMM after it, a reduce-scatter beside the GEMM before it: only

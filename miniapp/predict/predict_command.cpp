@@ -105,6 +105,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.gather_copy == GatherCopy::copy_out && plan.numerics.shards_values
                     ? ", each ZeRO-3 gather copied out into the parameters"
                     : "")
+            << (cfg.predict.zero3_gather == Overlap::overlapped && plan.numerics.shards_values
+                    ? ", each ZeRO-3 gather beside the previous unit's compute"
+                    : "")
             << (cfg.predict.rmsnorm == Fusion::eager && cfg.model.family == Family::llama ? ", RMSNorm as eager operators" : "")
             << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
                     ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"

@@ -59,6 +59,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
   ps.tp_input_grad = cfg.predict.tp_input_grad == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;
+  ps.gather_prefetch = cfg.predict.zero3_gather == Overlap::overlapped;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
 

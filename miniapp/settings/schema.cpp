@@ -188,6 +188,11 @@ std::vector<KeySpec> make_schema() {
              "(kformer's: the bf16 unit is gathered into the buffer the GEMMs read) or copy_out (FSDP2's "
              "foreach_all_gather_copy_out: the gathered bytes copied into each parameter's own tensor, read and "
              "written once, before the unit's forward or backward runs)"),
+      choice("predict.zero3_gather", names_of<Overlap>(), "serialized",
+             "each ZeRO-3 (FSDP) unit's all-gather as kformer predict models it: serialized (kformer's ParamStore: "
+             "a blocking call as the unit's forward or backward begins) or overlapped (FSDP2 and FSDP1: on a stream "
+             "of their own, the next unit's gather runs while the current one computes; the rank waits only for "
+             "what outlasts it)"),
       choice("predict.rmsnorm", names_of<Fusion>(),
              "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "
