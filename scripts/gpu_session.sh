@@ -92,22 +92,19 @@ KFORMER_PERF_BUDGET_S=$perf_s "$top/scripts/gpu_perf.sh" "$work/perf"
 rc_perf=$?
 
 exits=(--exit "check=$rc_check" --exit "calibrate=$rc_cal" --exit "perf=$rc_perf")
-if [ "$eager_s" -gt 0 ]; then
-  mkdir -p "$work/eager"
-  (cd "$top" && PYTHONUNBUFFERED=1 timeout "$eager_s" "${PYTHON:-python3}" bench/eager_op_cost.py \
-     --json "$work/eager/eager_op_cost.json") >"$work/eager/eager_op_cost.log" 2>&1
-  rc_eager=$?
-  echo "gpu_session: eager_op_cost exit $rc_eager"; cat "$work/eager/eager_op_cost.log"
-  exits+=(--exit "eager=$rc_eager")
-fi
-if [ "$flash_s" -gt 0 ]; then
-  mkdir -p "$work/flash"
-  (cd "$top" && PYTHONUNBUFFERED=1 timeout "$flash_s" "${PYTHON:-python3}" bench/flash2_rate.py \
-     --json "$work/flash/flash2_rate.json") >"$work/flash/flash2_rate.log" 2>&1
-  rc_flash=$?
-  echo "gpu_session: flash2_rate exit $rc_flash"; cat "$work/flash/flash2_rate.log"
-  exits+=(--exit "flash=$rc_flash")
-fi
+# A PyTorch script of bench/ within its budget, its JSON and log under DIR: torch_bench DIR BUDGET_S NAME.
+torch_bench() {
+  local dir=$1 budget=$2 name=$3 rc
+  [ "$budget" -gt 0 ] || return 0
+  mkdir -p "$work/$dir"
+  (cd "$top" && PYTHONUNBUFFERED=1 timeout "$budget" "${PYTHON:-python3}" "bench/$name.py" \
+     --json "$work/$dir/$name.json") >"$work/$dir/$name.log" 2>&1
+  rc=$?
+  echo "gpu_session: $name exit $rc"; cat "$work/$dir/$name.log"
+  exits+=(--exit "$dir=$rc")
+}
+torch_bench eager "$eager_s" eager_op_cost
+torch_bench flash "$flash_s" flash2_rate
 
 # --- the raw outputs and their manifest -------------------------------------------------------
 mkdir -p "$work/bundle"

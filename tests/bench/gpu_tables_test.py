@@ -3,7 +3,8 @@ scripts/gpu_keep.sh and scripts/gpu_tables.py on a synthetic run built here, in 
 gpu_session.sh, gpu_perf.sh (kformer-kernel-bench, bench/attention_vs_sdpa.py,
 bench/step_vs_torch_gpu.py, gpu_perf_summary.py) and gpu_check.sh write, with numbers chosen so that
 each generated figure is known. Also gpu_session.sh on a machine with a stand-in nvidia-smi and no
-bundle: at most 8 files in OUTDIR, a manifest that gpu_keep.sh accepts.
+bundle: at most 8 files in OUTDIR, a manifest that gpu_keep.sh accepts, the flash step's refusal
+(no CUDA device) among its exits.
 
 Asserts: the generated rows (the step's eager/kformer = 160/200 = 0.800, MFU, the attention and GEMM
 kformer ran (bf16: chosen by auto, fp32: a step JSON from before kernels.attention=auto), attention
@@ -331,14 +332,15 @@ def test_session(tmp):
     os.chmod(smi, 0o755)
     out = f"{tmp}/session"
     env = dict(os.environ, PATH=f"{tmp}/bin:{os.environ['PATH']}", OUT=out, KFORMER_BUNDLE_DIR=f"{tmp}/no-bundle",
-               KFORMER_PERF_SKIP="gemm")
-    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10"], env=env)
+               KFORMER_PERF_SKIP="gemm", PYTHON="/usr/bin/python3")
+    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10", "0", "0", "0", "20"], env=env)
     files = [os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs]
     check(p.returncode == 2 and "manifest.json" in files and "gpu_session.tgz" in files and len(files) <= 8,
           f"gpu_session.sh without a bundle: exit {p.returncode}, files {files}: {p.stdout[-800:]}")
     m = json.load(open(f"{out}/manifest.json"))
-    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10" and m["gpu_slug"] == "h200"
-          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2}, f"the session's manifest: {m}")
+    # bench/flash2_rate.py (the seventh budget) finds no CUDA device here: one line, exit 2, kept in flash/
+    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10 0 0 0 20" and m["gpu_slug"] == "h200"
+          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2, "flash": 2}, f"the session's manifest: {m}")
     p = keep(out, f"{tmp}/session-runs")
     check(p.returncode == 0, f"gpu_keep.sh on the session's folder: {p.stderr}")
 
