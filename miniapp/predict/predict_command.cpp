@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "settings/cli.hpp"
 #include "settings/prediction_deck.hpp"
@@ -14,6 +16,7 @@
 #include "plan/run_plan.hpp"
 #include "train/make_plan.hpp"
 #include "predict/kernel_costs.hpp"
+#include "predict/key_costs.hpp"
 #include "predict/predict_report.hpp"
 #include "settings/schema.hpp"
 #include "predict/step_sim.hpp"
@@ -77,7 +80,25 @@ int run_predict(const std::vector<std::string>& args) {
   const RunPlan plan = with_memory(std::move(layout));
   const RunSettings& cfg = plan.settings;
   const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
-  const nlohmann::json report = predict_report(plan, profile, p);
+  nlohmann::json report = predict_report(plan, profile, p);
+  std::string breakdown;
+  if (cfg.predict.breakdown) {
+    nlohmann::json costs = nlohmann::json::array();
+    breakdown = "  what the keys cost (ms of the step, each key alone set back to kformer's value):";
+    for (const KeyCost& k : key_costs(cfg, profile)) {
+      const double delta = p.step_ms - k.without_ms;
+      costs.push_back({{"key", k.key}, {"value", k.value}, {"kformer_value", k.kformer_value},
+                       {"step_ms_without", k.without_ms}, {"cost_ms", delta}});
+      std::ostringstream line;
+      line << std::fixed << std::setprecision(1) << "\n    " << k.key << "=" << k.value << " " << (delta >= 0 ? "+" : "")
+           << delta << " (" << 100 * delta / p.step_ms << "%; the step " << k.without_ms << " with " << k.kformer_value
+           << ")";
+      breakdown += line.str();
+    }
+    if (costs.empty()) breakdown += " none departs from kformer's";
+    report["predicted"]["key_costs"] = costs;
+    breakdown += "\n";
+  }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
@@ -121,7 +142,7 @@ int run_predict(const std::vector<std::string>& args) {
                     : std::string())
             << host_text(cfg.predict.host, profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
-            << predict_summary_text(report) << "  predicted in " << took << " s\n"
+            << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"
             << std::flush;
   if (!cfg.output.json.empty()) write_json(cfg.output.json, report, "output.json", 2);
   if (!cfg.output.trace.empty()) {

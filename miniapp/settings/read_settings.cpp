@@ -84,6 +84,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.loss = choice<LossKernels>(cfg, "predict.loss");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
+  s.predict.breakdown = flag(cfg, "predict.breakdown");
   s.deck = cfg.echo();
   return s;
 }

@@ -105,6 +105,7 @@ struct PredictSettings {
   LossKernels loss = LossKernels::fused;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;
+  bool breakdown = false;  // predict.breakdown: what each key above that departs from kformer's costs
 };
 
 struct RunSettings {

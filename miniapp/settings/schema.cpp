@@ -230,6 +230,10 @@ std::vector<KeySpec> make_schema() {
              "(CUDA_LAUNCH_BLOCKING=1: the host waits for each kernel, so a pass takes its kernels' time plus the "
              "profile's eager_host blocking time); eager and blocking cost nothing more where the profile has no "
              "eager_host section (bench/eager_op_cost.py measures it)"),
+      choice("predict.breakdown", {"false", "true"},
+             "kformer predict also predicts the step with each predict.* key that departs from kformer's value "
+             "set back to it, alone, and reports what each costs (the report's predicted.key_costs and a line of "
+             "the summary)"),
   };
 }
 

@@ -1,0 +1,73 @@
+// What each predict.* key that departs from kformer's own run costs (see key_costs.hpp).
+#include "predict/key_costs.hpp"
+
+#include <functional>
+
+#include "plan/run_plan.hpp"
+#include "predict/kernel_costs.hpp"
+#include "predict/step_sim.hpp"
+#include "settings/schema.hpp"
+#include "train/make_plan.hpp"
+
+namespace kformer::predict {
+namespace {
+
+struct KeyField {
+  const char* key;
+  std::function<std::string(const PredictSettings&)> value;
+  std::function<void(PredictSettings&, const PredictSettings&)> reset;  // to kformer's (the second)
+};
+
+template <class T>
+KeyField field(const char* key, T PredictSettings::*member) {
+  return {key,
+          [member](const PredictSettings& p) {
+            if constexpr (std::is_same_v<T, double>) return format_value(p.*member);
+            else return std::string(name_of(p.*member));
+          },
+          [member](PredictSettings& p, const PredictSettings& own) { p.*member = own.*member; }};
+}
+
+const std::vector<KeyField>& fields() {
+  static const std::vector<KeyField> all = {
+      field("predict.attention", &PredictSettings::attention),
+      field("predict.attention_dropout", &PredictSettings::attention_dropout),
+      field("predict.pipeline_p2p", &PredictSettings::pipeline_p2p),
+      field("predict.grad_reduce", &PredictSettings::grad_reduce),
+      field("predict.grad_accumulate", &PredictSettings::grad_accumulate),
+      field("predict.tp_comm", &PredictSettings::tp_comm),
+      field("predict.tp_input_grad", &PredictSettings::tp_input_grad),
+      field("predict.tp_precision", &PredictSettings::tp_precision),
+      field("predict.param_gather", &PredictSettings::param_gather),
+      field("predict.gather_copy", &PredictSettings::gather_copy),
+      field("predict.zero3_gather", &PredictSettings::zero3_gather),
+      field("predict.rmsnorm", &PredictSettings::rmsnorm),
+      field("predict.pointwise", &PredictSettings::pointwise),
+      field("predict.loss", &PredictSettings::loss),
+      field("predict.host", &PredictSettings::host),
+  };
+  return all;
+}
+
+}  // namespace
+
+double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile) {
+  RunPlan layout = plan_without_memory(settings);
+  layout.attention = costed_attention(settings, profile);
+  return predict_step(layout, profile, false).step_ms;
+}
+
+std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& profile) {
+  const PredictSettings own;  // kformer's behaviour: every key's default
+  std::vector<KeyCost> out;
+  for (const KeyField& f : fields()) {
+    const std::string value = f.value(given.predict), kformer_value = f.value(own);
+    if (value == kformer_value) continue;
+    RunSettings without = given;
+    f.reset(without.predict, own);
+    out.push_back({f.key, value, kformer_value, predicted_step_ms(without, profile)});
+  }
+  return out;
+}
+
+}  // namespace kformer::predict

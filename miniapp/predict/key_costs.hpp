@@ -1,0 +1,28 @@
+// What each predict.* key that departs from kformer's own run costs the predicted step
+// (predict.breakdown): for every such key, the step predicted with that key alone set back to
+// kformer's value, and the difference. A system's preset sets several keys; this says which of
+// them the prediction's distance from kformer's own run comes from (each key's share given the
+// others: they interact, e.g. the attention's dropout applies to batched_gemm's kernels only).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "predict/machine_profile.hpp"
+#include "settings/run_settings.hpp"
+
+namespace kformer::predict {
+
+struct KeyCost {
+  std::string key, value, kformer_value;
+  double without_ms = 0;  // the step with this key at kformer_value, the others as given
+};
+
+// One entry per predict.* key whose value in `given` differs from kformer's; the steps are
+// predicted as `kformer predict` predicts them (kernels.attention=auto resolved on `profile`).
+std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& profile);
+
+// The predicted step of `settings` on `profile`, as kformer predict makes it, in ms.
+double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile);
+
+}  // namespace kformer::predict
