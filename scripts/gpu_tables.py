@@ -11,8 +11,9 @@ give (ctest gpu_tables_docs). Exit 2: no markers, or a kept run that does not ma
 Per run: gpu_check.sh's verdicts, issues 19's and 35's targets (scripts/gpu_perf_summary.py on
 perf/), the 124M step against PyTorch eager and torch.compile with MFU and the attention and GEMM
 kformer ran, attention against SDPA (fp32; bf16 with every kind, vendor = cuDNN included, at head
-sizes 64 and 128), native GEMM against cuBLAS, the memory-bound kernels against the copy, and the
-calibrated profile.
+sizes 64 and 128), native GEMM against cuBLAS, the memory-bound kernels against the copy, the
+calibrated profile, and PyTorch SDPA's FlashAttention-2 and cuDNN kernels at the published rows' shapes
+where the run timed them (bench/flash2_rate.py).
 """
 import argparse
 import difflib
@@ -166,6 +167,24 @@ def profile_part(run):
                   "launch us", "compute_scale"], rows, "no profile: calibrate did not run")
 
 
+def flash_part(run):
+    """bench/flash2_rate.py's rates (gpu_session.sh's seventh budget), where the run has them."""
+    f, why = summary.load(os.path.join(run, "flash"), "flash2_rate.json")
+    if not f:
+        return [] if why == "no flash2_rate.json" else ["", f"SDPA's kernels: {why}."]
+    rows = [[name, f"{r['B']}x{r['T']}x{r['H']}x{r['hd']}", fmt(r.get("forward_ms"), ".3f"), fmt(r.get("forward_tflops"), ".0f"),
+             fmt(r.get("backward_ms"), ".3f"), fmt(r.get("backward_tflops"), ".0f"), fmt(r.get("fwd_bwd_tflops"), ".0f")]
+            for name, rs in f.get("backends", {}).items() for r in rs]
+    out = table(f"PyTorch SDPA's kernels at the published rows' attention shapes (`flash/flash2_rate.json`, torch "
+                f"{f.get('torch', '?')}, {f.get('dtype', '?')}, causal; FLOPs as predict counts them)",
+                ["backend", "BxTxHxhd", "forward ms", "TFLOP/s", "backward ms", "TFLOP/s", "together TFLOP/s"], rows,
+                "no backend ran")
+    skipped = "; ".join(f"{k}: {v}" for k, v in f.get("skipped", {}).items())
+    out += ["", f"FlashAttention-2's lowest rate here, a profile's `bf16.attention.flash2_tflops`: "
+                f"{fmt(f.get('flash2_tflops'), '.0f')} TFLOP/s{'; not timed: ' + skipped if skipped else ''}."]
+    return out
+
+
 def run_part(root, name, doc_dir):
     run = os.path.join(root, name)
     m = gpu_manifest.check(run)
@@ -198,6 +217,7 @@ def run_part(root, name, doc_dir):
             out += table(f"{title} (`perf/kernel_bench.json`)", header, rows, kb_why or "no GEMM cases")
     out += memory_part(cases)
     out += profile_part(run)
+    out += flash_part(run)
     return out
 
 

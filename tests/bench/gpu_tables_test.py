@@ -162,6 +162,11 @@ def fake_run(d):
          "copy_gbps: 2438.2\nlaunch_us: 11.391\ncompute_scale: 1.16644\ngemm:\n  peak_tflops: 63.1097\n"
          "  max_efficiency: 0.708459\nbf16:\n  gemm:\n    peak_tflops: 550.532\n    max_efficiency: 1\n")
     dump(f"{d}/calibrate/calibrate.log", "kformer calibrate: wrote h100-measured.yaml\n")
+    # bench/flash2_rate.py: 2 x 32 x 8192^2 x 128 = 5.5e11 FLOPs forward in 1.6 ms, 2.5 times them backward in 5 ms
+    row = {"B": 1, "T": 8192, "H": 32, "hd": 128, "forward_ms": 1.6, "backward_ms": 5.0, "forward_tflops": 343.6,
+           "backward_tflops": 274.9, "fwd_bwd_tflops": 291.5}
+    dump(f"{d}/flash/flash2_rate.json", {"torch": "2.11.0+cu130", "dtype": "bf16", "backends": {"flash": [row]},
+                                        "skipped": {"cudnn": "no kernel"}, "flash2_tflops": 291.5})
 
 
 def tables(runs, doc, *extra):
@@ -211,6 +216,8 @@ def test_tables(tmp):
                 "| probe_one_lane/residual/fwd/8192x768 | 1188 | 0.297 | - | - | 4000 |",
                 "| gemm | 2048x768x2304 | 7248.0 | 14496.0 | 0.500 |",
                 "| calibrate/h100-measured.yaml | 85.0 | 63.1 | 44.7 | 551 | 2438 | 11.4 | 1.166 |",
+                "| flash | 1x8192x32x128 | 1.600 | 344 | 5.000 | 275 | 292 |",
+                "a profile's `bf16.attention.flash2_tflops`: 292 TFLOP/s; not timed: cudnn: no kernel.",
                 "| kformer step no slower than PyTorch eager (fp32) | torch/kformer 0.800 (160.0 / 200.0 ms; kformer: "
                 "attention batched_gemm, GEMM vendor) | FAIL |",
                 "| kformer step against torch.compile (bf16) | torch/kformer 0.333 (23.3 / 70.0 ms; kformer: "
