@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "predict/kernel_costs.hpp"
 #include "predict/key_costs.hpp"
+#include "predict/step_sim.hpp"
 #include "predict_features_helpers.hpp"
 
 using namespace predict_features;
@@ -39,6 +41,10 @@ TEST(PredictKeys, EachDepartingKeyIsTheStepWithThatKeyAloneAtKformersValue) {
                                           "predict.pointwise", "predict.loss", "predict.host"};
   EXPECT_EQ(keys, expected);
   const double step = kp::predicted_step_ms(settings(deck), a100);
+  // the same step as kformer predict's own path (the plan with its memory estimate)
+  kformer::RunPlan full = kformer::make_plan(settings(deck));
+  full.attention = kp::costed_attention(full.settings, a100);
+  EXPECT_DOUBLE_EQ(step, kp::predict_step(full, a100, false).step_ms);
   for (const kp::KeyCost& k : costs)
     if (k.key == "predict.gather_copy") EXPECT_GT(step, k.without_ms);  // a copy costs time
     else if (k.key == "predict.zero3_gather") EXPECT_LT(step, k.without_ms);  // prefetching saves it
