@@ -26,15 +26,14 @@ report are checked off the GPU.
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "reference"))
 import torch  # noqa: E402
 
 import torch_gpt  # noqa: E402
+from attention_vs_sdpa import time_ms  # noqa: E402  (median ms after warm-up, CUDA events on a GPU)
 
 DEFAULT_SHAPES = "1x8192x32x128,2x4096x40x128,1x8192x64x128,1x4096x16x128"
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -73,38 +72,10 @@ def backend_context(name):
     return (lambda: torch.backends.cuda.sdp_kernel(**flags)), None  # torch 2.0-2.2
 
 
-def timer(device):
-    if device == "cuda":
-        def run(fn, reps, warmup):
-            for _ in range(warmup):
-                fn()
-            times = []
-            for _ in range(reps):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
-            return statistics.median(times)
-    else:
-        def run(fn, reps, warmup):
-            for _ in range(warmup):
-                fn()
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                times.append(1e3 * (time.perf_counter() - t0))
-            return statistics.median(times)
-    return run
-
-
 def measure(attend, shape, dtype, device, reps, warmup):
     B, T, H, hd = shape
     q, k, v = (torch.randn(B, H, T, hd, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     dout = torch.randn(B, H, T, hd, device=device, dtype=dtype)
-    run = timer(device)
 
     def forward():
         with torch.no_grad():
@@ -114,8 +85,8 @@ def measure(attend, shape, dtype, device, reps, warmup):
         out = attend(q, k, v)
         torch.autograd.grad(out, (q, k, v), dout)
 
-    fwd_ms = run(forward, reps, warmup)
-    both_ms = run(forward_backward, reps, warmup)
+    fwd_ms = time_ms(device, forward, reps, warmup)
+    both_ms = time_ms(device, forward_backward, reps, warmup)
     product = 2.0 * B * H * T * T * hd  # one product over the causal half
     bwd_ms = max(both_ms - fwd_ms, 1e-9)
     return {"B": B, "T": T, "H": H, "hd": hd, "forward_ms": fwd_ms, "backward_ms": bwd_ms,
