@@ -2,12 +2,13 @@
 #include "predict/key_costs.hpp"
 
 #include <functional>
+#include <iomanip>
+#include <sstream>
 
 #include "plan/run_plan.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/step_sim.hpp"
 #include "settings/schema.hpp"
-#include "train/make_plan.hpp"
 
 namespace kformer::predict {
 namespace {
@@ -51,10 +52,14 @@ const std::vector<KeyField>& fields() {
 
 }  // namespace
 
-double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile) {
+RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile) {
   RunPlan layout = plan_without_memory(settings);
   layout.attention = costed_attention(settings, profile);
-  return predict_step(layout, profile, false).step_ms;
+  return layout;
+}
+
+double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile) {
+  return predict_step(costed_layout(settings, profile), profile, false).step_ms;
 }
 
 std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& profile) {
@@ -68,6 +73,24 @@ std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& p
     out.push_back({f.key, value, kformer_value, predicted_step_ms(without, profile)});
   }
   return out;
+}
+
+std::string add_key_costs(nlohmann::json& report, const RunSettings& given, const MachineProfile& profile,
+                          double step_ms) {
+  nlohmann::json costs = nlohmann::json::array();
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1)
+       << "  what the keys cost (ms of the step, each key alone set back to kformer's value):";
+  for (const KeyCost& k : key_costs(given, profile)) {
+    const double delta = step_ms - k.without_ms;
+    costs.push_back({{"key", k.key}, {"value", k.value}, {"kformer_value", k.kformer_value},
+                     {"step_ms_without", k.without_ms}, {"cost_ms", delta}});
+    text << "\n    " << k.key << "=" << k.value << " " << (delta >= 0 ? "+" : "") << delta << " ("
+         << 100 * delta / step_ms << "%; the step " << k.without_ms << " with " << k.kformer_value << ")";
+  }
+  if (costs.empty()) text << " none departs from kformer's";
+  report["predicted"]["key_costs"] = costs;
+  return text.str() + "\n";
 }
 
 }  // namespace kformer::predict

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "plan/run_plan.hpp"
 #include "predict/machine_profile.hpp"
 #include "settings/run_settings.hpp"
 
@@ -22,7 +25,15 @@ struct KeyCost {
 // predicted as `kformer predict` predicts them (kernels.attention=auto resolved on `profile`).
 std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& profile);
 
+// The layout kformer predict costs: kernels.attention=auto resolved on `profile`, no memory estimate.
+RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile);
+
 // The predicted step of `settings` on `profile`, as kformer predict makes it, in ms.
 double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile);
+
+// predict.breakdown: key_costs of `given` against the step predicted for it (`step_ms`), put in the
+// report's predicted.key_costs; returns the summary's lines for them.
+std::string add_key_costs(nlohmann::json& report, const RunSettings& given, const MachineProfile& profile,
+                          double step_ms);
 
 }  // namespace kformer::predict

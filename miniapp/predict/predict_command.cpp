@@ -4,9 +4,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include "settings/cli.hpp"
 #include "settings/prediction_deck.hpp"
@@ -75,30 +73,11 @@ int run_predict(const std::vector<std::string>& args) {
   const MachineProfile profile = load_profile(path);
   // kernels.attention=auto costs what start-up would choose there (the profile's fastest); the
   // memory estimate (a described step) is made once, with that kernel.
-  RunPlan layout = plan_without_memory(given);
-  layout.attention = costed_attention(given, profile);
-  const RunPlan plan = with_memory(std::move(layout));
+  const RunPlan plan = with_memory(costed_layout(given, profile));
   const RunSettings& cfg = plan.settings;
   const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
   nlohmann::json report = predict_report(plan, profile, p);
-  std::string breakdown;
-  if (cfg.predict.breakdown) {
-    nlohmann::json costs = nlohmann::json::array();
-    breakdown = "  what the keys cost (ms of the step, each key alone set back to kformer's value):";
-    for (const KeyCost& k : key_costs(cfg, profile)) {
-      const double delta = p.step_ms - k.without_ms;
-      costs.push_back({{"key", k.key}, {"value", k.value}, {"kformer_value", k.kformer_value},
-                       {"step_ms_without", k.without_ms}, {"cost_ms", delta}});
-      std::ostringstream line;
-      line << std::fixed << std::setprecision(1) << "\n    " << k.key << "=" << k.value << " " << (delta >= 0 ? "+" : "")
-           << delta << " (" << 100 * delta / p.step_ms << "%; the step " << k.without_ms << " with " << k.kformer_value
-           << ")";
-      breakdown += line.str();
-    }
-    if (costs.empty()) breakdown += " none departs from kformer's";
-    report["predicted"]["key_costs"] = costs;
-    breakdown += "\n";
-  }
+  const std::string breakdown = cfg.predict.breakdown ? add_key_costs(report, cfg, profile, p.step_ms) : "";
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
