@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -135,7 +136,7 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
+                    "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -146,6 +147,7 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
   p.fma_peak_tflops = r.number(root, "", "fma_peak_tflops", 0, true);
   p.copy_gbps = r.number(root, "", "copy_gbps", 0, true);
   p.launch_us = r.number(root, "", "launch_us", 0);
+  p.sms = int(r.number(root, "", "sms", 0));
   p.compute_scale = r.number(root, "", "compute_scale", 1);
   if (p.compute_scale <= 0) bad(file, "compute_scale", "must be > 0");
   p.wakeup_us = r.number(root, "", "wakeup_us", 0);
@@ -193,7 +195,15 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   const YAML::Node net = root["network"];
   if (!net) bad(file, "network", "missing: give intra_node and inter_node link costs");
-  r.keys(net, "network", {"intra_node", "inter_node", "nics_per_node", "one_stream"});
+  r.keys(net, "network", {"intra_node", "inter_node", "nics_per_node", "one_stream", "collective_sms"});
+  if (const YAML::Node c = net["collective_sms"]) {
+    r.keys(c, "network.collective_sms", {"intra_node", "inter_node"});
+    p.collective_sms_intra = int(r.number(c, "network.collective_sms", "intra_node", 0, true));
+    p.collective_sms_inter = int(r.number(c, "network.collective_sms", "inter_node", 0, true));
+    if (p.sms < 1) bad(file, "network.collective_sms", "needs the device's SMs: give sms (e.g. 108 on an A100)");
+    if (std::max(p.collective_sms_intra, p.collective_sms_inter) >= p.sms)
+      bad(file, "network.collective_sms", "must be fewer than the device's " + std::to_string(p.sms) + " SMs");
+  }
   if (const YAML::Node o = net["one_stream"]) {
     if (!o.IsScalar() || (o.Scalar() != "true" && o.Scalar() != "false"))
       bad(file, "network.one_stream", "must be true or false");
@@ -257,7 +267,9 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   o.precision(6);
   o << header_comment << "name: " << p.name << "\ndevices_per_node: " << p.devices_per_node
     << "\nmemory_gb: " << p.memory_gb << "\nprocess_baseline_gb: " << p.process_baseline_gb
-    << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
+    << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us;
+  if (p.sms > 0) o << "\nsms: " << p.sms;
+  o << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
     << "\nasync_progress: " << (p.async_progress ? "true" : "false");
   if (p.eager_host.given(false)) {
     const EagerHost& h = p.eager_host;
@@ -306,6 +318,8 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   o << "network:  # latency + bus bytes / bandwidth (Gbit/s), nccl-tests' bus factors\n";
   if (p.nics_per_node > 0) o << "  nics_per_node: " << p.nics_per_node << "\n";
   if (p.one_stream) o << "  one_stream: true\n";
+  if (p.collective_sms_intra + p.collective_sms_inter > 0)
+    o << "  collective_sms: {intra_node: " << p.collective_sms_intra << ", inter_node: " << p.collective_sms_inter << "}\n";
   link("intra_node", p.intra_node);
   link("inter_node", p.inter_node);
   return o.str();

@@ -114,6 +114,11 @@ struct MachineProfile {
   // on the execution space's stream, as kformer hands it), so a blocking TP or ZeRO-3 call waits
   // for the pipeline sends posted before it; false for MPI on the host.
   bool one_stream = false;
+  // sms: the device's streaming multiprocessors; network.collective_sms: the SMs one NCCL collective
+  // holds while it runs, within a node and across nodes (a CTA per channel, none shared with a compute
+  // kernel: NVIDIA/nccl#689). Compute beside a collective in flight gets the SMs it leaves
+  // (compute_share_lost). 0: not given (nothing is charged).
+  int sms = 0, collective_sms_intra = 0, collective_sms_inter = 0;
   EagerHost eager_host;
 };
 

@@ -25,6 +25,11 @@ double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g, bool 
   return c.latency_us + (gbps > 0 ? bus / (gbps * 125.0) : 0.0);  // 1 Gbit/s = 125 B/us
 }
 
+double NetworkCost::compute_share_lost(GroupShape g) const {
+  if (g.size <= 1 || p_.sms < 1) return 0.0;
+  return double(intra_node(g) ? p_.collective_sms_intra : p_.collective_sms_inter) / p_.sms;
+}
+
 double NetworkCost::emulated_us(comm::OpKind kind, double bytes, int n) const {
   if (!emulate_.enabled()) return 0.0;
   return comm::modelled_time_us(emulate_, kind, static_cast<std::size_t>(bytes), n);

@@ -47,6 +47,10 @@ class NetworkCost {
   double wakeup_us(int n) const { return n > 1 ? p_.wakeup_us : 0.0; }
   double sync_wakeup_us(int n) const { return n > 1 ? p_.sync_wakeup_us : 0.0; }
   const comm::NetworkModel& emulation() const { return emulate_; }
+  // The share of the device's SMs a collective on group g holds while it runs (the profile's
+  // network.collective_sms over its sms): compute beside it runs at 1 minus this. 0 where the
+  // profile does not say, or for a group of one.
+  double compute_share_lost(GroupShape g) const;
 
  private:
   const MachineProfile& p_;

@@ -114,6 +114,22 @@ class Sim {
     }
     return true;
   }
+  // Compute of `us` at the rank's clock: moves it and the timer, and records the interval.
+  void computed(int r, double us, double& timer) {
+    Rank& me = ranks_[r];
+    auto& busy = out_[r].busy;
+    if (!busy.empty() && busy.back().second == me.t) busy.back().second = me.t + us;
+    else if (us > 0) busy.push_back({me.t, me.t + us});
+    me.t += us, timer += us;
+  }
+  // The compute of rank r between a and b (its recorded intervals, read from the latest back).
+  double computed_between(int r, double a, double b) const {
+    double total = 0;
+    const auto& busy = out_[r].busy;
+    for (auto it = busy.rbegin(); it != busy.rend() && it->second > a; ++it)
+      total += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
+    return total;
+  }
   // A blocking call of `us` at the rank's clock.
   void blocking(int r, const char* name, double us, double bytes, double& timer) {
     Rank& me = ranks_[r];
@@ -146,11 +162,16 @@ class Sim {
       me.gather_free = end;
       out_[r].comm.push_back({start, end});
       if (record_) span(r, "allgather", true, start, end, -1, -1, b);
+      // The unit before ran beside it on the SMs it left: that compute ends later by the gather's
+      // share of the device times their overlap (the clock moves on; the gather's end does not).
+      const double slowed = net_.compute_share_lost(s_.dp) * computed_between(r, start, std::min(end, me.t));
+      me.t += slowed, timer += slowed;
+      if (!out_[r].busy.empty()) out_[r].busy.back().second += slowed;
       if (end > me.t) out_[r].exposed_us += end - me.t, timer += end - me.t, me.t = end;
     } else {
       blocking(r, "allgather", us, b, timer);
     }
-    me.t += miss_us, timer += miss_us;  // the copy-out and widening on the compute stream
+    computed(r, miss_us, timer);  // the copy-out and widening on the compute stream
     me.unit_t0 = me.t;
     return true;
   }
@@ -182,7 +203,9 @@ class Sim {
     const bool input_grad = c.payload == comm::Payload::input_gradient, weight_input = c.payload == comm::Payload::weight_input;
     if (s_.tp_input_grad && (input_grad || weight_input)) {
       const WorkItem* g = gemm_beside(items, k, weight_input);
-      return g && g->half_us > 0 ? std::max(0.0, us - g->half_us) : us;
+      // The GEMM runs at the SMs' share the collective leaves while it is in flight: it ends f * us
+      // later unless the collective outlasts it (f: compute_share_lost).
+      return g && g->half_us > 0 ? std::max(us - g->half_us, us * net_.compute_share_lost(s_.tp)) : us;
     }
     return us;
   }
@@ -192,7 +215,7 @@ class Sim {
     for (; me.item < items.size(); ++me.item) {
       const WorkItem& i = items[me.item];
       switch (i.kind) {
-        case ItemKind::compute: me.t += i.us, timer += i.us; break;
+        case ItemKind::compute: computed(r, i.us, timer); break;
         case ItemKind::tp_comm:
           if (s_.tp.size > 1 && !stream_free(r, timer)) return false;
           blocking(r, comm::op_name(i.op), exposed_tp_us(items, me.item), i.bytes, timer);
@@ -275,6 +298,18 @@ class Sim {
   std::map<std::pair<int, int>, int> sends_, recvs_;
 };
 
+// Merged, sorted intervals.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+    else out.push_back(iv);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record) {
@@ -282,17 +317,18 @@ std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const Netwo
 }
 
 double union_us(std::vector<std::pair<double, double>> v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, a = 0, b = -1e300;
-  for (const auto& iv : v) {
-    if (iv.first > b) {
-      if (b > a) total += b - a;
-      a = iv.first, b = iv.second;
-    } else {
-      b = std::max(b, iv.second);
-    }
+  double total = 0;
+  for (const auto& iv : merged(std::move(v))) total += iv.second - iv.first;
+  return total;
+}
+
+double overlap_us(std::vector<std::pair<double, double>> a, std::vector<std::pair<double, double>> b) {
+  const auto x = merged(std::move(a)), y = merged(std::move(b));
+  double total = 0;
+  for (std::size_t i = 0, j = 0; i < x.size() && j < y.size();) {
+    total += std::max(0.0, std::min(x[i].second, y[j].second) - std::max(x[i].first, y[j].first));
+    (x[i].second < y[j].second ? i : j)++;
   }
-  if (b > a) total += b - a;
   return total;
 }
 

@@ -4,7 +4,10 @@
 // of messages at the rank's clock, waiting for it where the step says so, then computing its
 // action as the chunk's work list (chunk_work.hpp): kernels at the profile's cost, TP all-reduces
 // and ZeRO-3 gathers (kept in a pool of gathered units as ParamStore keeps them) as blocking calls,
-// or the gathers one unit ahead on a stream of their own (gather_prefetch).
+// or the gathers one unit ahead on a stream of their own (gather_prefetch). Compute beside a
+// collective in flight (a prefetched gather beside the unit before its own; an asynchronous
+// input-gradient collective beside its GEMM) runs on the SMs the collective leaves
+// (NetworkCost::compute_share_lost).
 // A message completes once both ends have posted it, after the machine's point-to-point time,
 // and never before its group's emulated time from the post. The data-parallel buckets the last
 // micro-batch's backward posts are returned with their post times; step_sim.hpp finishes them.
@@ -39,6 +42,7 @@ struct StageTimeline {
   double forward_us = 0, backward_us = 0;     // the stage's timers (TP calls and gathers inside)
   double exposed_us = 0;                      // time blocked in calls and group waits
   std::vector<std::pair<double, double>> comm;  // intervals with a call in flight
+  std::vector<std::pair<double, double>> busy;  // intervals of compute (kernels at the profile's cost)
   std::vector<BucketPost> buckets;            // DP reductions, in posting order
   std::vector<SimSpan> spans;                 // when recorded
 };
@@ -75,5 +79,7 @@ std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const Netwo
 
 // Total length of the union of intervals.
 double union_us(std::vector<std::pair<double, double>> intervals);
+// Length of the time covered by both unions.
+double overlap_us(std::vector<std::pair<double, double>> a, std::vector<std::pair<double, double>> b);
 
 }  // namespace kformer::predict

@@ -87,8 +87,10 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (int w : members) arrive = std::max(arrive, t[w]);
     bool skewed = false;  // someone waited for a later member: that one's wake-up, else a joint entry's
     for (int w : members) skewed |= t[w] < arrive;
-    const double real_end = arrive + std::max(0.0, net.real_us(kind, bytes, g) - hidden_us) +
-                            (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
+    // The part hidden beside the forward slows it by the SMs the collective holds (f * its time).
+    const double real = net.real_us(kind, bytes, g);
+    const double shown = hidden_us > 0 ? std::max(real - hidden_us, real * net.compute_share_lost(g)) : real;
+    const double real_end = arrive + shown + (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
     const double emu = net.emulated_us(kind, bytes, g.size);
     for (int w : members) {
       const double end = std::max(real_end, t[w] + emu);
@@ -111,7 +113,8 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where
   // the network progresses on its own (a GPU's NCCL) they run during the backward, unless
   // predict.grad_reduce=serialized; on MPI without a progress thread they move only once every
-  // member waits for them.
+  // member waits for them. The backward beside them runs on the SMs they leave: it ends later by
+  // their share of the device (compute_share_lost) times the time they overlap its compute.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
     const bool overlap = prof.async_progress && cfg.predict.grad_reduce == Overlap::overlapped;
@@ -120,12 +123,17 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       double all_in = 0;
       for (int w : m) all_in = std::max(all_in, t[w]);
       double end = 0;
+      std::vector<std::pair<double, double>> flying;
       for (std::size_t i = 0; i < x.buckets.size(); ++i) {
         const BucketPost& b = x.buckets[i];
-        end = std::max(end, overlap ? b.post_us : all_in) + net.real_us(kind, b.bytes, ps.dp, true);
+        const double start = std::max(end, overlap ? b.post_us : all_in);
+        end = start + net.real_us(kind, b.bytes, ps.dp, true);
+        flying.push_back({start, end});
       }
       if (!x.buckets.empty()) end += net.wakeup_us(l.dp);
+      const double slowed = overlap ? net.compute_share_lost(ps.dp) * overlap_us(flying, x.busy) : 0.0;
       for (int w : m) {
+        t[w] += slowed, busy[w] += slowed;
         double e = std::max(end, t[w]);
         for (const BucketPost& b : x.buckets) e = std::max(e, b.post_us + net.emulated_us(kind, b.bytes, l.dp));
         if (!x.buckets.empty())

@@ -215,6 +215,8 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
       {with("flash2_tflops: 228", "flash2_tflops: 0"), "attention.flash2_tflops"},
       {with("network:", "networks:"), "networks"},
+      {with("sms: 108", "# no SMs"), "collective_sms"},
+      {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},
       {"name: [unclosed\n", "YAML"},
       {"", "empty"}};
   const std::string path = testing::TempDir() + "/bad_profile.yaml";
