@@ -51,6 +51,13 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
   }
 }
 
+// The first line's word on the SMs a collective holds beside compute (NetworkCost::compute_share_lost).
+std::string sms_text(const MachineProfile& p) {
+  if (p.sms < 1 || p.collective_sms_intra + p.collective_sms_inter == 0) return "";
+  return ", collectives beside compute holding " + std::to_string(p.collective_sms_intra) + " (in a node) and " +
+         std::to_string(p.collective_sms_inter) + " (across nodes) of its " + std::to_string(p.sms) + " SMs";
+}
+
 }  // namespace
 
 int run_predict(const std::vector<std::string>& args) {
@@ -119,7 +126,7 @@ int run_predict(const std::vector<std::string>& args) {
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
                     : std::string())
-            << host_text(cfg.predict.host, profile)
+            << host_text(cfg.predict.host, profile) << sms_text(profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"
             << std::flush;

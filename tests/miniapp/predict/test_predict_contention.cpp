@@ -13,6 +13,7 @@
 
 #include "predict/network_cost.hpp"
 #include "predict/pipeline_sim.hpp"
+#include "predict/predict_report.hpp"
 #include "predict/step_sim.hpp"
 #include "predict_features_helpers.hpp"
 
@@ -146,6 +147,11 @@ TEST(PredictContention, TheProfilesSmFiguresAreReadAndWrittenBack) {
   EXPECT_EQ(again.collective_sms_intra, 24);
   EXPECT_EQ(again.collective_sms_inter, 16);
   std::remove(path.c_str());
+  // The report says what was charged.
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=2", "parallel.dp=2", "train.precision=bf16"});
+  const auto report = kp::predict_report(pl, h100, kp::predict_step(pl, h100, false));
+  EXPECT_EQ(report["predicted"]["collective_sms"]["device"], 132);
+  EXPECT_EQ(report["predicted"]["collective_sms"]["inter_node"], 16);
   const auto measured = profile("h200-measured");
   EXPECT_EQ(measured.collective_sms_intra + measured.collective_sms_inter, 0);
   EXPECT_EQ(kp::NetworkCost(measured, {}).compute_share_lost({8, 1}), 0);
