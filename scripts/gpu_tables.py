@@ -12,8 +12,9 @@ Per run: gpu_check.sh's verdicts, issues 19's and 35's targets (scripts/gpu_perf
 perf/), the 124M step against PyTorch eager and torch.compile with MFU and the attention and GEMM
 kformer ran, attention against SDPA (fp32; bf16 with every kind, vendor = cuDNN included, at head
 sizes 64 and 128), native GEMM against cuBLAS, the memory-bound kernels against the copy, the
-calibrated profile, and PyTorch SDPA's FlashAttention-2 and cuDNN kernels at the published rows' shapes
-where the run timed them (bench/flash2_rate.py).
+calibrated profile, PyTorch SDPA's FlashAttention-2 and cuDNN kernels at the published rows' shapes
+where the run timed them (bench/flash2_rate.py), and compute beside a held SM share where the run
+measured it (kformer-sm-share, bench/contention).
 """
 import argparse
 import difflib
@@ -185,6 +186,20 @@ def flash_part(run):
     return out
 
 
+def contention_part(run):
+    """kformer-sm-share's cases (gpu_session.sh's eighth budget), where the run has them."""
+    f, why = summary.load(os.path.join(run, "contend"), "sm_share.json")
+    if not f:
+        return [] if why == "no sm_share.json" else ["", f"Compute beside a held SM share: {why}."]
+    rows = [[c["kernel"], "x".join(str(x) for x in c["shape"]), str(c["held_sms"]), fmt(c.get("traffic_target_gbps"), ".0f"),
+             fmt(c.get("traffic_gbps"), ".0f"), fmt(c.get("alone_us"), ".1f"), fmt(c.get("beside_us"), ".1f"),
+             fmt(c.get("ratio"), ".3f"), fmt(c.get("sm_share_ratio"), ".3f")] for c in f.get("cases", [])]
+    return table(f"Compute beside a kernel holding SMs as an NCCL collective does (`contend/sm_share.json`, "
+                 f"{f.get('device', '?')}, {f.get('sms', '?')} SMs; predict charges the SM share's ratio)",
+                 ["kernel", "shape", "held SMs", "HBM traffic target GB/s", "measured GB/s", "alone us", "beside us",
+                  "ratio", "SM share's ratio"], rows, "no case ran")
+
+
 def run_part(root, name, doc_dir):
     run = os.path.join(root, name)
     m = gpu_manifest.check(run)
@@ -218,6 +233,7 @@ def run_part(root, name, doc_dir):
     out += memory_part(cases)
     out += profile_part(run)
     out += flash_part(run)
+    out += contention_part(run)
     return out
 
 

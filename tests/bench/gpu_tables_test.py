@@ -4,7 +4,7 @@ gpu_session.sh, gpu_perf.sh (kformer-kernel-bench, bench/attention_vs_sdpa.py,
 bench/step_vs_torch_gpu.py, gpu_perf_summary.py) and gpu_check.sh write, with numbers chosen so that
 each generated figure is known. Also gpu_session.sh on a machine with a stand-in nvidia-smi and no
 bundle: at most 8 files in OUTDIR, a manifest that gpu_keep.sh accepts, the flash step's refusal
-(no CUDA device) among its exits.
+(no CUDA device) and the SM-share step's (no bundle) among its exits.
 
 Asserts: the generated rows (the step's eager/kformer = 160/200 = 0.800, MFU, the attention and GEMM
 kformer ran (bf16: chosen by auto, fp32: a step JSON from before kernels.attention=auto), attention
@@ -167,6 +167,10 @@ def fake_run(d):
            "backward_tflops": 274.9, "fwd_bwd_tflops": 291.5}
     dump(f"{d}/flash/flash2_rate.json", {"torch": "2.11.0+cu130", "dtype": "bf16", "backends": {"flash": [row]},
                                         "skipped": {"cudnn": "no kernel"}, "flash2_tflops": 291.5})
+    # kformer-sm-share: a GEMM of 1000 us alone, 1250 beside 24 of 132 SMs held (the SM share's 132/108 = 1.222)
+    dump(f"{d}/contend/sm_share.json", {"device": "NVIDIA H100 80GB HBM3", "sms": 132, "iters": 20, "cases": [
+        {"kernel": "gemm", "shape": [8192, 4096, 4096], "held_sms": 24, "traffic_target_gbps": 900, "traffic_gbps": 871.4,
+         "alone_us": 1000.0, "beside_us": 1250.0, "ratio": 1.25, "sm_share_ratio": 132 / 108}]})
 
 
 def tables(runs, doc, *extra):
@@ -218,6 +222,7 @@ def test_tables(tmp):
                 "| calibrate/h100-measured.yaml | 85.0 | 63.1 | 44.7 | 551 | 2438 | 11.4 | 1.166 |",
                 "| flash | 1x8192x32x128 | 1.600 | 344 | 5.000 | 275 | 292 |",
                 "a profile's `bf16.attention.flash2_tflops`: 292 TFLOP/s; not timed: cudnn: no kernel.",
+                "| gemm | 8192x4096x4096 | 24 | 900 | 871 | 1000.0 | 1250.0 | 1.250 | 1.222 |",
                 "| kformer step no slower than PyTorch eager (fp32) | torch/kformer 0.800 (160.0 / 200.0 ms; kformer: "
                 "attention batched_gemm, GEMM vendor) | FAIL |",
                 "| kformer step against torch.compile (bf16) | torch/kformer 0.333 (23.3 / 70.0 ms; kformer: "
@@ -340,14 +345,16 @@ def test_session(tmp):
     out = f"{tmp}/session"
     env = dict(os.environ, PATH=f"{tmp}/bin:{os.environ['PATH']}", OUT=out, KFORMER_BUNDLE_DIR=f"{tmp}/no-bundle",
                KFORMER_PERF_SKIP="gemm", PYTHON="/usr/bin/python3")
-    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10", "0", "0", "0", "20"], env=env)
+    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10", "0", "0", "0", "20", "10"], env=env)
     files = [os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs]
     check(p.returncode == 2 and "manifest.json" in files and "gpu_session.tgz" in files and len(files) <= 8,
           f"gpu_session.sh without a bundle: exit {p.returncode}, files {files}: {p.stdout[-800:]}")
     m = json.load(open(f"{out}/manifest.json"))
     # bench/flash2_rate.py (the seventh budget) finds no CUDA device here: one line, exit 2, kept in flash/
-    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10 0 0 0 20" and m["gpu_slug"] == "h200"
-          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2, "flash": 2}, f"the session's manifest: {m}")
+    # and kformer-sm-share (the eighth) is not run without the bundle's environment: exit 2, kept in contend/
+    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10 0 0 0 20 10" and m["gpu_slug"] == "h200"
+          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2, "flash": 2, "contend": 2}, f"the session's manifest: {m}")
+    check(any(f["path"] == "contend/sm_share.log" for f in m["files"]), f"the session kept no contend/ log: {m['files']}")
     p = keep(out, f"{tmp}/session-runs")
     check(p.returncode == 0, f"gpu_keep.sh on the session's folder: {p.stderr}")
 
