@@ -10,6 +10,7 @@
 #include "parallel/schedule.hpp"
 #include "predict/chunk_work.hpp"
 #include "predict/machine_profile.hpp"
+#include "predict/network_cost.hpp"
 #include "predict/pipeline_sim.hpp"
 #include "settings/prediction_deck.hpp"
 #include "train/make_plan.hpp"
@@ -113,6 +114,29 @@ inline kp::PipelineSetup one_stage_at_tp2() {
   s.gather_bytes.assign(1, {}), s.bucket_bytes.assign(1, {});
   s.tp = {2, 1}, s.pp_group = {1, 1};
   return s;
+}
+
+// One stage under ZeRO-3 over 2 ranks on profile p, its gathers taking gather_us each: three units
+// of 3 ms forward and 6 ms backward, a pool of one gathered unit (as FSDP reshards after the
+// forward), the gathers blocking or prefetched one unit ahead.
+inline kp::StageTimeline zero3_stage(kp::MachineProfile p, bool prefetch, double gather_us) {
+  p.intra_node.collectives["allgather"] = {{gather_us, 0, 0}};
+  p.inter_node = p.intra_node;
+  kp::PipelineSetup s = one_stage_at_tp2();
+  s.tp = {1, 1}, s.dp = {2, 1};
+  s.fsdp = true, s.gather_pool = 1, s.gather_prefetch = prefetch;
+  s.gather_bytes[0] = {{0, 1e6}, {1, 1e6}, {2, 1e6}};
+  kp::ChunkWork w;
+  for (int layer = 0; layer < 3; ++layer) {
+    w.forward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
+    w.forward.push_back({kp::ItemKind::compute, "f", 3000, 0, 0});
+  }
+  for (int layer = 2; layer >= 0; --layer) {
+    w.backward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
+    w.backward.push_back({kp::ItemKind::compute, "b", 6000, 0, 0});
+  }
+  s.chunks = {w};
+  return kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false).at(0);
 }
 
 }  // namespace predict_features

@@ -38,29 +38,7 @@ kp::MachineProfile quarter_held(bool held) {
 // SMs for its 2 ms, so that unit ends 0.25 x 2 ms later: 31 ms; the first gather, waited for with
 // nothing beside it, still the only exposed time.
 TEST(PredictContention, APrefetchedGatherSlowsTheUnitItRunsBeside) {
-  const auto stage = [](bool held) {
-    const kp::MachineProfile p = [&] {
-      kp::MachineProfile q = quarter_held(held);
-      q.intra_node.collectives["allgather"] = {{2000, 0, 0}};
-      q.inter_node = q.intra_node;
-      return q;
-    }();
-    kp::PipelineSetup s = one_stage_at_tp2();
-    s.tp = {1, 1}, s.dp = {2, 1};
-    s.fsdp = true, s.gather_pool = 1, s.gather_prefetch = true;
-    s.gather_bytes[0] = {{0, 1e6}, {1, 1e6}, {2, 1e6}};
-    kp::ChunkWork w;
-    for (int layer = 0; layer < 3; ++layer) {
-      w.forward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
-      w.forward.push_back({kp::ItemKind::compute, "f", 3000, 0, 0});
-    }
-    for (int layer = 2; layer >= 0; --layer) {
-      w.backward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
-      w.backward.push_back({kp::ItemKind::compute, "b", 6000, 0, 0});
-    }
-    s.chunks = {w};
-    return kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false).at(0);
-  };
+  const auto stage = [](bool held) { return zero3_stage(quarter_held(held), true, 2000); };
   const kp::StageTimeline free = stage(false), held = stage(true);
   EXPECT_NEAR(free.wall_us, 29000, 1e-6);
   EXPECT_NEAR(held.wall_us, 29000 + 4 * 0.25 * 2000, 1e-6);

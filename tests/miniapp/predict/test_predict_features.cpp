@@ -308,26 +308,7 @@ TEST(PredictFeatures, Bf16ZeroOneGathersTheBf16Copy) {
 // as the unit before it begins, so only the first waits: 29 ms, 2 exposed. Gathers of 5 ms, longer
 // than a forward unit, show what outlasts it: 2 ms at each later unit.
 TEST(PredictFeatures, Zero3GathersOverlappedWaitOnlyForWhatOutlastsTheUnitBefore) {
-  const auto setup = [](bool prefetch, double gather_us) {
-    kp::MachineProfile p = slow_sends();
-    p.intra_node.collectives["allgather"] = {{gather_us, 0, 0}};
-    p.inter_node = p.intra_node;
-    kp::PipelineSetup s = one_stage_at_tp2();
-    s.tp = {1, 1}, s.dp = {2, 1};
-    s.fsdp = true, s.gather_pool = 1, s.gather_prefetch = prefetch;
-    s.gather_bytes[0] = {{0, 1e6}, {1, 1e6}, {2, 1e6}};
-    kp::ChunkWork w;
-    for (int layer = 0; layer < 3; ++layer) {
-      w.forward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
-      w.forward.push_back({kp::ItemKind::compute, "f", 3000, 0, 0});
-    }
-    for (int layer = 2; layer >= 0; --layer) {
-      w.backward.push_back({kp::ItemKind::require, "", 0, 1e6, layer});
-      w.backward.push_back({kp::ItemKind::compute, "b", 6000, 0, 0});
-    }
-    s.chunks = {w};
-    return kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false).at(0);
-  };
+  const auto setup = [](bool prefetch, double gather_us) { return zero3_stage(slow_sends(), prefetch, gather_us); };
   const kp::StageTimeline serial = setup(false, 2000), ahead = setup(true, 2000), long_gathers = setup(true, 5000);
   EXPECT_NEAR(serial.wall_us, 37000, 1e-6);
   EXPECT_NEAR(serial.exposed_us, 5 * 2000, 1e-6);  // 3 forward misses, 2 backward
