@@ -164,9 +164,7 @@ class Sim {
       if (record_) span(r, "allgather", true, start, end, -1, -1, b);
       // The unit before ran beside it on the SMs it left: that compute ends later by the gather's
       // share of the device times their overlap (the clock moves on; the gather's end does not).
-      const double slowed = net_.compute_share_lost(s_.dp) * computed_between(r, start, std::min(end, me.t));
-      me.t += slowed, timer += slowed;
-      if (!out_[r].busy.empty()) out_[r].busy.back().second += slowed;
+      computed(r, net_.compute_share_lost(s_.dp) * computed_between(r, start, std::min(end, me.t)), timer);
       if (end > me.t) out_[r].exposed_us += end - me.t, timer += end - me.t, me.t = end;
     } else {
       blocking(r, "allgather", us, b, timer);
