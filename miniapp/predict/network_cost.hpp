@@ -51,6 +51,8 @@ class NetworkCost {
   // network.collective_sms over its sms): compute beside it runs at 1 minus this. 0 where the
   // profile does not say, or for a group of one.
   double compute_share_lost(GroupShape g) const;
+  // The share of the device a kernel holding `sms` SMs takes (0 where the profile gives no sms).
+  double held_share(int sms) const { return p_.sms > 0 ? double(sms) / p_.sms : 0.0; }
 
  private:
   const MachineProfile& p_;

@@ -11,6 +11,8 @@ namespace {
 
 using Key = std::tuple<int, int, int>;  // (sender, receiver, k-th message between them)
 
+constexpr int kTransformerEngineCommSms = 16;  // TE's default num_sm of its bulk and pipeline overlaps
+
 struct SimGroup {
   int rank = 0;  // the poster
   double post_us = 0, sent = 0, received = 0;
@@ -196,7 +198,13 @@ class Sim {
     if (s_.tp_overlap) {
       const bool gather = c.op == comm::OpKind::allgather, scatter = c.op == comm::OpKind::reduce_scatter;
       const WorkItem* g = gather || scatter ? gemm_beside(items, k, gather) : nullptr;
-      return g ? std::max(0.0, us - g->us) : us;
+      // Transformer Engine's userbuffers hold SMs beside the GEMM too (get_default_config in
+      // module/base.py: num_sm 16 for its `pipeline` reduce-scatters in the forward and its `bulk`
+      // gathers of a weight's input and reduce-scatters in the backward; `ring_exchange`, its other
+      // gathers, one SM and the copy engines: nothing charged).
+      const bool bulk_or_pipeline = scatter || c.payload == comm::Payload::weight_input;
+      const double f = bulk_or_pipeline ? net_.held_share(kTransformerEngineCommSms) : 0.0;
+      return g ? std::max(us - g->us, us * f) : us;
     }
     const bool input_grad = c.payload == comm::Payload::input_gradient, weight_input = c.payload == comm::Payload::weight_input;
     if (s_.tp_input_grad && (input_grad || weight_input)) {

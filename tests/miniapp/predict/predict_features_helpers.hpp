@@ -77,7 +77,7 @@ inline double curve_us(const kp::ComputeRates& r, double launch_us, double flops
 // costing time on the network (nor a collective's SMs the compute beside it).
 inline kp::MachineProfile slow_sends() {
   kp::MachineProfile p = profile("perlmutter-a100-40gb");
-  p.collective_sms_intra = p.collective_sms_inter = 0;
+  p.sms = p.collective_sms_intra = p.collective_sms_inter = 0;
   p.intra_node = {};
   p.intra_node.fallback = {0, 0, 0};
   p.intra_node.collectives["send"] = {{10000, 0, 0}};

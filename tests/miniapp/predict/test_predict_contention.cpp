@@ -21,11 +21,11 @@ using namespace predict_features;
 
 namespace {
 
-// slow_sends() (nothing costs time on the network but sends) with collectives holding a quarter of
-// 100 SMs, or none.
+// slow_sends() (nothing costs time on the network but sends) on a device of 100 SMs whose NCCL
+// collectives hold a quarter of them, or on one whose SMs are not given (nothing held).
 kp::MachineProfile quarter_held(bool held) {
   kp::MachineProfile p = slow_sends();
-  p.sms = 100;
+  p.sms = held ? 100 : 0;
   p.collective_sms_intra = p.collective_sms_inter = held ? 25 : 0;
   return p;
 }
@@ -71,6 +71,34 @@ TEST(PredictContention, AnInputGradientCollectiveSlowsTheGemmBesideIt) {
   EXPECT_NEAR(backward(true, 3000), 5000, 1e-6);
   EXPECT_NEAR(backward(false, 1000), 4000, 1e-6);
   EXPECT_NEAR(backward(true, 1000), 4000 + 0.25 * 1000, 1e-6);
+}
+
+// predict.tp_comm=overlapped (Megatron-Core's --tp-comm-overlap through Transformer Engine's
+// userbuffers): a reduce-scatter after a 4 ms GEMM and a gather of a weight's input before one hold
+// TE's 16 SMs (of 100 here) beside them, so a 1 ms call shows 0.16 ms; a gather of activations
+// (TE's ring_exchange: one SM and the copy engines) shows nothing, whatever the profile.
+TEST(PredictContention, TransformerEnginesOverlapsHoldItsSixteenSms) {
+  const auto forward = [](bool held, kformer::comm::OpKind op, kformer::comm::Payload what) {
+    kp::MachineProfile p = quarter_held(held);
+    for (const char* call : {"allgather", "reduce_scatter"}) p.intra_node.collectives[call] = {{1000, 0, 0}};
+    p.inter_node = p.intra_node;
+    kp::PipelineSetup s = one_stage_at_tp2();
+    s.tp_overlap = true;
+    const kp::WorkItem gemm{kp::ItemKind::compute, "matmul_forward", 4000, 0, 0};
+    const kp::WorkItem call{kp::ItemKind::tp_comm, "", 0, 1e3, 0, op, what};
+    kp::ChunkWork w;
+    w.forward = op == kformer::comm::OpKind::reduce_scatter ? std::vector<kp::WorkItem>{gemm, call}
+                                                            : std::vector<kp::WorkItem>{call, gemm};
+    w.backward = {{kp::ItemKind::compute, "b", 1, 0, 0}};
+    s.chunks = {w};
+    return kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false).at(0).forward_us;
+  };
+  using kformer::comm::OpKind;
+  using kformer::comm::Payload;
+  EXPECT_NEAR(forward(false, OpKind::reduce_scatter, Payload::activations), 4000, 1e-6);
+  EXPECT_NEAR(forward(true, OpKind::reduce_scatter, Payload::activations), 4000 + 0.16 * 1000, 1e-6);
+  EXPECT_NEAR(forward(true, OpKind::allgather, Payload::weight_input), 4000 + 0.16 * 1000, 1e-6);
+  EXPECT_NEAR(forward(true, OpKind::allgather, Payload::activations), 4000, 1e-6);
 }
 
 // On a deck: tiny over 2 data-parallel ranks of one DGX A100 in bf16. Buckets reduced during the
