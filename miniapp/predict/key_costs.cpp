@@ -41,6 +41,7 @@ const std::vector<KeyField>& fields() {
       field("predict.tp_precision", &PredictSettings::tp_precision),
       field("predict.param_gather", &PredictSettings::param_gather),
       field("predict.gather_copy", &PredictSettings::gather_copy),
+      field("predict.scatter_copy", &PredictSettings::scatter_copy),
       field("predict.zero3_gather", &PredictSettings::zero3_gather),
       field("predict.rmsnorm", &PredictSettings::rmsnorm),
       field("predict.pointwise", &PredictSettings::pointwise),

@@ -112,6 +112,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.gather_copy == GatherCopy::copy_out && plan.numerics.shards_values
                     ? ", each ZeRO-3 gather copied out into the parameters"
                     : "")
+            << (cfg.predict.scatter_copy == ScatterCopy::copy_in && plan.numerics.shards_grads
+                    ? ", each unit's gradients copied into its reduce-scatter's input"
+                    : "")
             << (cfg.predict.zero3_gather == Overlap::overlapped && plan.numerics.shards_values
                     ? ", each ZeRO-3 gather beside the previous unit's compute"
                     : "")

@@ -108,6 +108,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"attention_dropout", cfg.predict.attention_dropout},
             {"param_gather", name_of(cfg.predict.param_gather)},
             {"gather_copy", name_of(cfg.predict.gather_copy)},
+            {"scatter_copy", name_of(cfg.predict.scatter_copy)},
             {"zero3_gather", name_of(cfg.predict.zero3_gather)},
             {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"pointwise", name_of(cfg.predict.pointwise)},

@@ -36,6 +36,8 @@ enum class HostCost { kformer, eager, blocking };
 enum class TpPrecision { fp32, activations };
 // predict.gather_copy: what follows a ZeRO-3 unit's all-gather on the compute stream (chunk_work.hpp).
 enum class GatherCopy { none, copy_out };
+// predict.scatter_copy: what precedes a ZeRO-3 unit's gradient reduce-scatter (chunk_work.hpp).
+enum class ScatterCopy { none, copy_in };
 // predict.rmsnorm, predict.pointwise: how the costed software runs an RMSNorm, or RoPE, GQA's
 // repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
 // (kernel_costs.hpp).
@@ -91,6 +93,10 @@ struct Names<TpPrecision> {
 template <>
 struct Names<GatherCopy> {
   static constexpr std::array<const char*, 2> list{"none", "copy_out"};
+};
+template <>
+struct Names<ScatterCopy> {
+  static constexpr std::array<const char*, 2> list{"none", "copy_in"};
 };
 template <>
 struct Names<Fusion> {

@@ -78,6 +78,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.attention_dropout = cfg.f64("predict.attention_dropout");
   s.predict.param_gather = choice<Overlap>(cfg, "predict.param_gather");
   s.predict.gather_copy = choice<GatherCopy>(cfg, "predict.gather_copy");
+  s.predict.scatter_copy = choice<ScatterCopy>(cfg, "predict.scatter_copy");
   s.predict.zero3_gather = choice<Overlap>(cfg, "predict.zero3_gather");
   s.predict.rmsnorm = choice<Fusion>(cfg, "predict.rmsnorm");
   s.predict.pointwise = choice<Fusion>(cfg, "predict.pointwise");

@@ -99,6 +99,7 @@ struct PredictSettings {
   double attention_dropout = 0;
   Overlap param_gather = Overlap::serialized;
   GatherCopy gather_copy = GatherCopy::none;
+  ScatterCopy scatter_copy = ScatterCopy::none;
   Overlap zero3_gather = Overlap::serialized;
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;

@@ -188,6 +188,11 @@ std::vector<KeySpec> make_schema() {
              "(kformer's: the bf16 unit is gathered into the buffer the GEMMs read) or copy_out (FSDP2's "
              "foreach_all_gather_copy_out: the gathered bytes copied into each parameter's own tensor, read and "
              "written once, before the unit's forward or backward runs)"),
+      choice("predict.scatter_copy", names_of<ScatterCopy>(),
+             "what precedes each ZeRO-3 (FSDP) unit's gradient reduce-scatter as kformer predict models it: none "
+             "(kformer's: the unit's gradient buffer is reduce-scattered as it is) or copy_in (FSDP2's "
+             "foreach_reduce_scatter_copy_in: the unit's unsharded gradients, in the parameters' type, copied into "
+             "the reduce-scatter's input in the reduce type, after each micro-batch's backward of the unit)"),
       choice("predict.zero3_gather", names_of<Overlap>(), "serialized",
              "each ZeRO-3 (FSDP) unit's all-gather as kformer predict models it: serialized (kformer's ParamStore: "
              "a blocking call as the unit's forward or backward begins) or overlapped (FSDP2 and FSDP1: on a stream "

@@ -37,10 +37,12 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
         {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"torchtitan",
-       "torchtitan (FSDP2 reduce-scatters in the backward and copies each all-gather out into the parameters, SDPA "
+       "torchtitan (FSDP2 reduce-scatters in the backward, copying each unit's gradients into its input, and copies each "
+       "all-gather out into the parameters, SDPA "
        "flash attention, torch.distributed.pipelining's non-blocking sends, its Llama's RoPE, repeated heads and SwiGLU as "
        "eager operators)",
-       {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.pointwise", "eager"},
+       {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.scatter_copy", "copy_in"},
+        {"predict.pointwise", "eager"},
         {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, its Llama's "

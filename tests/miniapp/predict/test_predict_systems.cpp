@@ -369,6 +369,47 @@ TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
             sum(chunk(dp, "none").backward, kp::ItemKind::compute));
 }
 
+// predict.scatter_copy=copy_in (the torchtitan preset): FSDP2 copies each unit's unsharded gradients
+// (bf16 in a bf16 run) into its reduce-scatter's input (fp32, parallel.grad_reduce_dtype's default), so
+// every reduce-scatter follows a compute item of its bytes plus half of them at the profile's copy rate,
+// written out here from the call's bytes; nothing else changes, and a deck without ZeRO-3 has no
+// reduce-scatter to copy into.
+TEST(PredictFeatures, AUnitsGradientsCopiedInCostTheirBytesBeforeTheReduceScatter) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const std::vector<std::string> fsdp = {"predict.world=4", "parallel.dp=4", "parallel.zero=3", "train.precision=bf16",
+                                         "model.n_layers=2"};
+  const auto chunk = [&](std::vector<std::string> o, const std::string& copy) {
+    o.push_back("predict.scatter_copy=" + copy);
+    return kp::chunk_work(a100, plan("tiny.yaml", o), 0);
+  };
+  const kp::ChunkWork none = chunk(fsdp, "none"), copied = chunk(fsdp, "copy_in");
+  const auto& b = copied.backward_last;
+  int scatters = 0;
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    if (b[k].kind != kp::ItemKind::grad_scatter) continue;
+    ASSERT_GT(k, 0u);
+    const double pass = kp::memory_us(a100, a100.memory_gbps.count("copy") ? "copy" : "residual", 1.5 * b[k].bytes) *
+                        a100.compute_scale;
+    EXPECT_EQ(b[k - 1].name, "reduce_scatter_copy_in");
+    EXPECT_NEAR(b[k - 1].us, pass, 1e-9 * (1 + pass));
+    ++scatters;
+  }
+  EXPECT_GT(scatters, 0);
+  EXPECT_EQ(of_kind(none.backward_last, kp::ItemKind::grad_scatter).size(), std::size_t(scatters));
+  EXPECT_NEAR(sum(b, kp::ItemKind::compute) - sum(none.backward_last, kp::ItemKind::compute),
+              [&] {
+                double t = 0;
+                for (const auto& i : b)
+                  if (i.name == "reduce_scatter_copy_in") t += i.us;
+                return t;
+              }(),
+              1e-6);
+  EXPECT_EQ(sum(copied.forward, kp::ItemKind::compute), sum(none.forward, kp::ItemKind::compute));
+  const std::vector<std::string> dp = {"predict.world=4", "parallel.dp=4", "train.precision=bf16", "model.n_layers=2"};
+  EXPECT_EQ(sum(chunk(dp, "copy_in").backward_last, kp::ItemKind::compute),
+            sum(chunk(dp, "none").backward_last, kp::ItemKind::compute));
+}
+
 // predict.rmsnorm=eager (torchtitan's RMSNorm module as eager PyTorch runs it): every RMSNorm call,
 // forward and backward, the blocks' and the final one, costs its operators' kernels and bytes
 // (kernel_costs.hpp: 8 kernels and 36 bytes an element forward, 14 and 92 backward), written out
