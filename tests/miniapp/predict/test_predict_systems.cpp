@@ -338,19 +338,22 @@ TEST(PredictFeatures, AttentionDropoutIsAPassOverTheProbabilitiesEachWay) {
   }
 }
 
+// Chunk 0 of tiny.yaml (2 layers) over 4 data-parallel ranks in bf16, under ZeRO-3 or not, with one
+// more setting, on profile p.
+static kp::ChunkWork tiny_dp4(const kp::MachineProfile& p, bool zero3, const std::string& setting) {
+  std::vector<std::string> o = {"predict.world=4", "parallel.dp=4", "train.precision=bf16", "model.n_layers=2", setting};
+  if (zero3) o.push_back("parallel.zero=3");
+  return kp::chunk_work(p, plan("tiny.yaml", o), 0);
+}
+
 // predict.gather_copy=copy_out (the torchtitan preset): FSDP2 copies each all-gather's output into
 // the parameters' own tensors on the compute stream, so a ZeRO-3 unit's miss costs its gathered
 // bytes read and written once more at the profile's copy rate, written out here from its bytes;
 // nothing else changes, and a deck without ZeRO-3 has no gather to copy.
 TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
   const auto a100 = profile("dgx-a100-80gb");
-  const std::vector<std::string> fsdp = {"predict.world=4", "parallel.dp=4", "parallel.zero=3", "train.precision=bf16",
-                                         "model.n_layers=2"};
-  const auto chunk = [&](std::vector<std::string> o, const std::string& copy) {
-    o.push_back("predict.gather_copy=" + copy);
-    return kp::chunk_work(a100, plan("tiny.yaml", o), 0);
-  };
-  const kp::ChunkWork none = chunk(fsdp, "none"), copied = chunk(fsdp, "copy_out");
+  const auto chunk = [&](bool zero3, const std::string& copy) { return tiny_dp4(a100, zero3, "predict.gather_copy=" + copy); };
+  const kp::ChunkWork none = chunk(true, "none"), copied = chunk(true, "copy_out");
   const auto misses = [](const kp::ChunkWork& w) { return of_kind(w.forward, kp::ItemKind::require); };
   ASSERT_EQ(misses(none).size(), misses(copied).size());
   int gathered = 0;
@@ -364,9 +367,8 @@ TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
   }
   EXPECT_GT(gathered, 0);
   EXPECT_EQ(sum(copied.forward, kp::ItemKind::compute), sum(none.forward, kp::ItemKind::compute));
-  const std::vector<std::string> dp = {"predict.world=4", "parallel.dp=4", "train.precision=bf16", "model.n_layers=2"};
-  EXPECT_EQ(sum(chunk(dp, "copy_out").backward, kp::ItemKind::compute),
-            sum(chunk(dp, "none").backward, kp::ItemKind::compute));
+  EXPECT_EQ(sum(chunk(false, "copy_out").backward, kp::ItemKind::compute),
+            sum(chunk(false, "none").backward, kp::ItemKind::compute));
 }
 
 // predict.scatter_copy=copy_in (the torchtitan preset): FSDP2 copies each unit's unsharded gradients
@@ -376,13 +378,8 @@ TEST(PredictFeatures, AGatherCopiedOutCostsItsBytesTwiceOnTheComputeStream) {
 // reduce-scatter to copy into.
 TEST(PredictFeatures, AUnitsGradientsCopiedInCostTheirBytesBeforeTheReduceScatter) {
   const auto a100 = profile("dgx-a100-80gb");
-  const std::vector<std::string> fsdp = {"predict.world=4", "parallel.dp=4", "parallel.zero=3", "train.precision=bf16",
-                                         "model.n_layers=2"};
-  const auto chunk = [&](std::vector<std::string> o, const std::string& copy) {
-    o.push_back("predict.scatter_copy=" + copy);
-    return kp::chunk_work(a100, plan("tiny.yaml", o), 0);
-  };
-  const kp::ChunkWork none = chunk(fsdp, "none"), copied = chunk(fsdp, "copy_in");
+  const auto chunk = [&](bool zero3, const std::string& copy) { return tiny_dp4(a100, zero3, "predict.scatter_copy=" + copy); };
+  const kp::ChunkWork none = chunk(true, "none"), copied = chunk(true, "copy_in");
   const auto& b = copied.backward_last;
   int scatters = 0;
   for (std::size_t k = 0; k < b.size(); ++k) {
@@ -405,9 +402,8 @@ TEST(PredictFeatures, AUnitsGradientsCopiedInCostTheirBytesBeforeTheReduceScatte
               }(),
               1e-6);
   EXPECT_EQ(sum(copied.forward, kp::ItemKind::compute), sum(none.forward, kp::ItemKind::compute));
-  const std::vector<std::string> dp = {"predict.world=4", "parallel.dp=4", "train.precision=bf16", "model.n_layers=2"};
-  EXPECT_EQ(sum(chunk(dp, "copy_in").backward_last, kp::ItemKind::compute),
-            sum(chunk(dp, "none").backward_last, kp::ItemKind::compute));
+  EXPECT_EQ(sum(chunk(false, "copy_in").backward_last, kp::ItemKind::compute),
+            sum(chunk(false, "none").backward_last, kp::ItemKind::compute));
 }
 
 // predict.rmsnorm=eager (torchtitan's RMSNorm module as eager PyTorch runs it): every RMSNorm call,
