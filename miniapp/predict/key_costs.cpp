@@ -91,6 +91,16 @@ std::string add_key_costs(nlohmann::json& report, const RunSettings& given, cons
   }
   if (costs.empty()) text << " none departs from kformer's";
   report["predicted"]["key_costs"] = costs;
+  // The profile's figure beside the keys: what the SMs the collectives hold cost the compute beside them.
+  if (profile.collective_sms_intra + profile.collective_sms_inter > 0) {
+    MachineProfile none = profile;
+    none.collective_sms_intra = none.collective_sms_inter = 0;
+    const double without = predicted_step_ms(given, none), delta = step_ms - without;
+    report["predicted"]["collective_sms_cost_ms"] = delta;
+    text << "\n  what the collectives' SMs cost the compute beside them (the profile's network.collective_sms): "
+         << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms << "%; the step " << without
+         << " with none held)";
+  }
   return text.str() + "\n";
 }
 

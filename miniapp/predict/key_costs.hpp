@@ -32,7 +32,8 @@ RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile
 double predicted_step_ms(const RunSettings& settings, const MachineProfile& profile);
 
 // predict.breakdown: key_costs of `given` against the step predicted for it (`step_ms`), put in the
-// report's predicted.key_costs; returns the summary's lines for them.
+// report's predicted.key_costs, and where the profile gives network.collective_sms, what they cost
+// (the step again with none held: predicted.collective_sms_cost_ms); returns the summary's lines.
 std::string add_key_costs(nlohmann::json& report, const RunSettings& given, const MachineProfile& profile,
                           double step_ms);
 

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 
+#include "predict/key_costs.hpp"
 #include "predict/network_cost.hpp"
 #include "predict/pipeline_sim.hpp"
 #include "predict/predict_report.hpp"
@@ -137,6 +138,26 @@ TEST(PredictContention, OverlappedBucketsAndGathersCostTheirShareOnADeck) {
   EXPECT_GT(gather, 0);
   EXPECT_LE(gather, share * gather_comm + 1e-9);
   EXPECT_EQ(cost(zero1).first, 0);
+}
+
+// predict.breakdown says what the held SMs cost: the step against the same step on the profile with
+// none held, in the report and a summary line; nothing where the profile holds none.
+TEST(PredictContention, TheBreakdownSaysWhatTheHeldSmsCost) {
+  const auto a100 = profile("dgx-a100-80gb");
+  kp::MachineProfile none = a100;
+  none.collective_sms_intra = none.collective_sms_inter = 0;
+  const kformer::RunSettings s =
+      kformer::read_prediction_deck("predict", {kSource + "/input/tiny.yaml", "predict.world=2", "parallel.dp=2",
+                                                "train.precision=bf16"}, false).settings;
+  const double step = kp::predicted_step_ms(s, a100), without = kp::predicted_step_ms(s, none);
+  EXPECT_GT(step, without);
+  nlohmann::json report;
+  const std::string text = kp::add_key_costs(report, s, a100, step);
+  EXPECT_DOUBLE_EQ(report["predicted"]["collective_sms_cost_ms"].get<double>(), step - without);
+  EXPECT_NE(text.find("what the collectives' SMs cost"), std::string::npos) << text;
+  nlohmann::json plain;
+  EXPECT_EQ(kp::add_key_costs(plain, s, none, without).find("collectives' SMs"), std::string::npos);
+  EXPECT_FALSE(plain["predicted"].contains("collective_sms_cost_ms"));
 }
 
 // The figures are read, written back by profile_yaml, and absent (nothing held) where a profile
