@@ -14,8 +14,7 @@ namespace kk = kernels;
 CallCosts call_costs(const RunSettings& s) {
   CallCosts c(s.predict.attention, s.predict.attention_dropout, s.bf16() && s.predict.tp_precision == TpPrecision::activations,
               s.predict.gather_copy == GatherCopy::copy_out);
-  c.copy_in = s.predict.scatter_copy == ScatterCopy::copy_in;
-  c.grad_bytes = s.bf16() ? 2 : 4;
+  if (s.predict.scatter_copy == ScatterCopy::copy_in) c.copy_in_grad_bytes = s.bf16() ? 2 : 4;
   c.eager_rmsnorm = s.predict.rmsnorm == Fusion::eager;
   c.eager_pointwise = s.predict.pointwise == Fusion::eager;
   c.loss = s.predict.loss;
@@ -92,12 +91,12 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
           out->push_back({ItemKind::tp_comm, comm::op_name(e.op), 0, halved ? e.bytes / 2 : e.bytes, 0, e.op, e.payload});
         }
         if (e.group == "dp" && e.op == comm::OpKind::reduce_scatter) {
-          if (costs.copy_in) {
+          if (costs.copy_in_grad_bytes > 0) {
             // FSDP2's foreach_reduce_scatter_copy_in: the unit's unsharded gradients, in the
             // parameters' type (bf16 in a bf16 run), read and written into the reduce-scatter's input
             // in the reduce type (the call's bytes), after the unit's backward on the compute stream
             const double out_bytes = e.type == comm::DType::bf16 ? 2.0 : 4.0;
-            const double copied = e.bytes * (1.0 + costs.grad_bytes / out_bytes);
+            const double copied = e.bytes * (1.0 + costs.copy_in_grad_bytes / out_bytes);
             out->push_back({ItemKind::compute, "reduce_scatter_copy_in", stream_us(p, "copy", copied) * p.compute_scale, 0, 0});
           }
           out->push_back({ItemKind::grad_scatter, "reduce_scatter", 0, e.bytes, 0, e.op});

@@ -20,10 +20,9 @@
 namespace kformer::predict {
 
 // require: us is what a miss computes besides the gather (bf16: widening the gathered unit's
-// vectors; with predict.gather_copy=copy_out, FSDP2's copy of the gathered bytes; with
-// predict.scatter_copy=copy_in, FSDP2's copy of a unit's gradients before their reduce-scatter, a
-// compute item before it);
-// grad_scatter: ZeRO-3's reduce-scatter of a unit's gradient, posted as a data-parallel bucket.
+// vectors; with predict.gather_copy=copy_out, FSDP2's copy of the gathered bytes);
+// grad_scatter: ZeRO-3's reduce-scatter of a unit's gradient, posted as a data-parallel bucket (with
+// predict.scatter_copy=copy_in, after a compute item: FSDP2's copy of the gradients into its input).
 enum class ItemKind { compute, tp_comm, require, unit_done, grad_scatter };
 
 struct WorkItem {
@@ -45,8 +44,9 @@ struct CallCosts {
   double attention_dropout = 0;  // batched_gemm attention only
   bool tp_halved = false;        // a bf16 run's fp32 TP collectives of activations moved in bf16
   bool copy_out = false;         // predict.gather_copy=copy_out: a gather's bytes read and written again
-  bool copy_in = false;          // predict.scatter_copy=copy_in: a unit's gradients copied into the reduce-scatter's input
-  double grad_bytes = 4;         // an unsharded gradient's element as autograd leaves it (2 in a bf16 run)
+  // predict.scatter_copy=copy_in: the bytes of an unsharded gradient's element as autograd leaves it
+  // (2 in a bf16 run), copied into the reduce-scatter's input; 0: no copy
+  double copy_in_grad_bytes = 0;
   bool eager_rmsnorm = false;    // predict.rmsnorm=eager: an RMSNorm as eager PyTorch's operators
   bool eager_pointwise = false;  // predict.pointwise=eager: RoPE, repeated K/V heads, SwiGLU as the same
   LossKernels loss = LossKernels::fused;  // predict.loss: whose operators the loss's passes cost

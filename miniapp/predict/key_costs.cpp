@@ -92,7 +92,7 @@ std::string add_key_costs(nlohmann::json& report, const RunSettings& given, cons
   if (costs.empty()) text << " none departs from kformer's";
   report["predicted"]["key_costs"] = costs;
   // The profile's figure beside the keys: what the SMs the collectives hold cost the compute beside them.
-  if (profile.collective_sms_intra + profile.collective_sms_inter > 0) {
+  if (profile.holds_collective_sms()) {
     MachineProfile none = profile;
     none.collective_sms_intra = none.collective_sms_inter = 0;
     const double without = predicted_step_ms(given, none), delta = step_ms - without;

@@ -119,6 +119,7 @@ struct MachineProfile {
   // kernel: NVIDIA/nccl#689). Compute beside a collective in flight gets the SMs it leaves
   // (compute_share_lost). 0: not given (nothing is charged).
   int sms = 0, collective_sms_intra = 0, collective_sms_inter = 0;
+  bool holds_collective_sms() const { return sms > 0 && collective_sms_intra + collective_sms_inter > 0; }
   EagerHost eager_host;
 };
 

@@ -26,8 +26,7 @@ double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g, bool 
 }
 
 double NetworkCost::compute_share_lost(GroupShape g) const {
-  if (g.size <= 1 || p_.sms < 1) return 0.0;
-  return double(intra_node(g) ? p_.collective_sms_intra : p_.collective_sms_inter) / p_.sms;
+  return g.size > 1 ? held_share(intra_node(g) ? p_.collective_sms_intra : p_.collective_sms_inter) : 0.0;
 }
 
 double NetworkCost::emulated_us(comm::OpKind kind, double bytes, int n) const {

@@ -10,10 +10,19 @@
 // of a NIC; one that fills whole nodes gets all of them.
 #pragma once
 
+#include <algorithm>
+
 #include "comm/alpha_beta.hpp"
 #include "predict/machine_profile.hpp"
 
 namespace kformer::predict {
+
+// What a call of `us` shows beside `compute_us` of compute that starts with it, when the call holds
+// `share` of the device's SMs while in flight: what outlasts the compute, or the compute's delay
+// (share x us), whichever is larger.
+inline double shown_beside_us(double us, double compute_us, double share) {
+  return std::max(us - compute_us, us * share);
+}
 
 // A group of ranks as the mesh builds it: `size` ranks `stride` apart (TP 1, DP tp, PP tp*dp).
 struct GroupShape {

@@ -204,14 +204,14 @@ class Sim {
       // gathers, one SM and the copy engines: nothing charged).
       const bool bulk_or_pipeline = scatter || c.payload == comm::Payload::weight_input;
       const double f = bulk_or_pipeline ? net_.held_share(kTransformerEngineCommSms) : 0.0;
-      return g ? std::max(us - g->us, us * f) : us;
+      return g ? shown_beside_us(us, g->us, f) : us;
     }
     const bool input_grad = c.payload == comm::Payload::input_gradient, weight_input = c.payload == comm::Payload::weight_input;
     if (s_.tp_input_grad && (input_grad || weight_input)) {
       const WorkItem* g = gemm_beside(items, k, weight_input);
       // The GEMM runs at the SMs' share the collective leaves while it is in flight: it ends f * us
       // later unless the collective outlasts it (f: compute_share_lost).
-      return g && g->half_us > 0 ? std::max(us - g->half_us, us * net_.compute_share_lost(s_.tp)) : us;
+      return g && g->half_us > 0 ? shown_beside_us(us, g->half_us, net_.compute_share_lost(s_.tp)) : us;
     }
     return us;
   }

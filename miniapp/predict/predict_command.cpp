@@ -53,7 +53,7 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
 
 // The first line's word on the SMs a collective holds beside compute (NetworkCost::compute_share_lost).
 std::string sms_text(const MachineProfile& p) {
-  if (p.sms < 1 || p.collective_sms_intra + p.collective_sms_inter == 0) return "";
+  if (!p.holds_collective_sms()) return "";
   return ", collectives beside compute holding " + std::to_string(p.collective_sms_intra) + " (in a node) and " +
          std::to_string(p.collective_sms_inter) + " (across nodes) of its " + std::to_string(p.sms) + " SMs";
 }

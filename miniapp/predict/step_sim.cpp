@@ -89,7 +89,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (int w : members) skewed |= t[w] < arrive;
     // The part hidden beside the forward slows it by the SMs the collective holds (f * its time).
     const double real = net.real_us(kind, bytes, g);
-    const double shown = hidden_us > 0 ? std::max(real - hidden_us, real * net.compute_share_lost(g)) : real;
+    const double shown = hidden_us > 0 ? shown_beside_us(real, hidden_us, net.compute_share_lost(g)) : real;
     const double real_end = arrive + shown + (skewed ? net.wakeup_us(g.size) : net.sync_wakeup_us(g.size));
     const double emu = net.emulated_us(kind, bytes, g.size);
     for (int w : members) {
