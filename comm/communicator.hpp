@@ -47,6 +47,7 @@ enum class Payload {
   activations,     // activations or their gradients, outside the two cases below
   input_gradient,  // a column-parallel layer's input gradient, reduced after its backward GEMMs
   weight_input,    // sequence parallelism: a column-parallel layer's input gathered for its weight gradient
+  message,         // a pipeline message split over TP (BlockDims::splits_messages), gathered on arrival
 };
 struct CallSite {
   const char* file = nullptr;

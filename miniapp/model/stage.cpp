@@ -98,7 +98,7 @@ void Stage::widen_input(Slot& s) {
 void Stage::receive_grad(Slot& s) {
   if (c_.last()) return;  // the head's backward made it
   if (k_.bf16) {  // received in bf16: this rank's part, all-gathered over TP where split
-    if (d_.splits_messages()) comm::allgather(*tp_, s.grad16, gathered_grad16_, comm::CallSite::carrying(comm::Payload::activations));
+    if (d_.splits_messages()) comm::allgather(*tp_, s.grad16, gathered_grad16_, comm::CallSite::carrying(comm::Payload::message));
     kk::convert(Exec(), s.dx, d_.splits_messages() ? gathered_grad16_ : s.grad16);
   } else {
     gather_message(s.dx);
@@ -123,7 +123,7 @@ comm::Op Stage::message(bool forward, bool send, int micro, int peer) {
 
 template <class T>
 void Stage::gather_message(const DV<T**>& whole) const {
-  if (d_.splits_messages()) comm::allgather(*tp_, message_part(whole), whole, comm::CallSite::carrying(comm::Payload::activations));
+  if (d_.splits_messages()) comm::allgather(*tp_, message_part(whole), whole, comm::CallSite::carrying(comm::Payload::message));
 }
 template void Stage::gather_message(const DV<float**>&) const;
 template void Stage::gather_message(const DV<kk::bf16**>&) const;

@@ -148,6 +148,20 @@ void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg
   add(w.backward_last, backward);
 }
 
+// predict.pipeline_messages: DeepSpeed's pipeline engine (runtime/pipe/engine.py) sends a stage's
+// output as a PartitionedTensor and keeps only its own part of it; before the backward it gathers
+// the whole back over TP (part_output.full(), in _exec_recv_grads or _exec_backward_pass): a gather
+// of the message's bytes beside the gradient's own. Before 0.5.4 (is_grad_partitioned = False)
+// every TP rank receives the whole gradient, which needs no gather: the list's one gather is then
+// the output's (the larger gradient message is pipeline_sim's), so the list stays as it is.
+void partition_messages(std::vector<WorkItem>& list, PipelineMessages m) {
+  if (m != PipelineMessages::partitioned) return;
+  const auto gather = std::find_if(list.begin(), list.end(), [](const WorkItem& i) {
+    return i.kind == ItemKind::tp_comm && i.payload == comm::Payload::message;
+  });
+  if (gather != list.end()) list.insert(gather, *gather);
+}
+
 }  // namespace
 
 ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
@@ -160,6 +174,8 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   w.weight = work_items(p, any.weight.entries, nullptr, a);
   w.backward_last = work_items(p, last.backward.entries, nullptr, a);
   w.weight_last = work_items(p, last.weight.entries, nullptr, a);
+  partition_messages(w.backward, plan.settings.predict.pipeline_messages);
+  partition_messages(w.backward_last, plan.settings.predict.pipeline_messages);
 
   const ModelShape& s = plan.shape;
   const int S = int(plan.chunks.size());

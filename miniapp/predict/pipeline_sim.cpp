@@ -17,6 +17,7 @@ struct SimGroup {
   int rank = 0;  // the poster
   double post_us = 0, sent = 0, received = 0;
   std::vector<Key> keys;
+  std::vector<double> bytes;  // each key's message
 };
 
 struct Rank {
@@ -71,12 +72,13 @@ class Sim {
   }
   double group_end(const SimGroup& g) const {
     double end = g.post_us + net_.emulated_group_us(g.sent, g.received);
-    for (const Key& k : g.keys) {
+    for (std::size_t i = 0; i < g.keys.size(); ++i) {
+      const Key& k = g.keys[i];
       const auto& p = posts_.at(k);
       // The end that posted first has been waiting for the other: it must wake up to go on.
       const bool mine_first = std::get<0>(k) == g.rank ? p.first <= p.second : p.second <= p.first;
       const double wake = mine_first ? net_.wakeup_us(2) : 0.0;
-      end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, s_.message_bytes, s_.pp_group) + wake);
+      end = std::max(end, std::max(p.first, p.second) + net_.real_us(comm::OpKind::send, g.bytes[i], s_.pp_group) + wake);
     }
     return end;
   }
@@ -91,8 +93,11 @@ class Sim {
       const Key k = m.send ? Key{r, m.peer, sends_[{r, m.peer}]++} : Key{m.peer, r, recvs_[{m.peer, r}]++};
       auto& p = posts_.emplace(k, std::make_pair(NAN, NAN)).first->second;
       (m.send ? p.first : p.second) = me.t;
-      (m.send ? g.sent : g.received) += s_.message_bytes;
+      // an activation (made and read by forwards) or its gradient (by backwards)
+      const double bytes = m.phase == Phase::forward || s_.grad_message_bytes <= 0 ? s_.message_bytes : s_.grad_message_bytes;
+      (m.send ? g.sent : g.received) += bytes;
       g.keys.push_back(k);
+      g.bytes.push_back(bytes);
     }
     me.group = long(groups_.size());
     groups_.push_back(std::move(g));
@@ -196,7 +201,9 @@ class Sim {
     const double us = net_.call_us(c.op, c.bytes, s_.tp);
     if (s_.tp.size == 1) return us;
     if (s_.tp_overlap) {
-      const bool gather = c.op == comm::OpKind::allgather, scatter = c.op == comm::OpKind::reduce_scatter;
+      // (a pipeline message's gather on arrival is no userbuffer overlap: it stays whole)
+      const bool gather = c.op == comm::OpKind::allgather && c.payload != comm::Payload::message,
+                 scatter = c.op == comm::OpKind::reduce_scatter;
       const WorkItem* g = gather || scatter ? gemm_beside(items, k, gather) : nullptr;
       // Transformer Engine's userbuffers hold SMs beside the GEMM too (get_default_config in
       // module/base.py: num_sm 16 for its `pipeline` reduce-scatters in the forward and its `bulk`

@@ -55,6 +55,7 @@ struct PipelineSetup {
   // data-parallel bucket, as the rank's described calls make them (step_sim.cpp)
   std::vector<std::map<int, double>> gather_bytes, bucket_bytes;
   double message_bytes = 0;             // an activation or its gradient (rows, C) as it travels
+  double grad_message_bytes = 0;        // a gradient where it travels otherwise (predict.pipeline_messages); 0: as above
   bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
   bool dp_buckets = false;              // dp > 1: buckets are posted
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets

@@ -118,6 +118,11 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.zero3_gather == Overlap::overlapped && plan.numerics.shards_values
                     ? ", each ZeRO-3 gather beside the previous unit's compute"
                     : "")
+            << (cfg.predict.pipeline_messages != PipelineMessages::split && cfg.parallel.pp > 1 && plan.dims.splits_messages()
+                    ? cfg.predict.pipeline_messages == PipelineMessages::partitioned
+                          ? ", each stage's output gathered back over TP before its backward"
+                          : ", each stage's output gathered back over TP before its backward and the gradients sent whole"
+                    : "")
             << (cfg.predict.rmsnorm == Fusion::eager && cfg.model.family == Family::llama ? ", RMSNorm as eager operators" : "")
             << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
                     ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"

@@ -52,6 +52,9 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // parallelism, its 1/tp of them split over TP without; bf16 in mixed precision (the receivers'
   // TP all-gather is in the chunks' work).
   ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.message_rows() * d.C;
+  // DeepSpeed before 0.5.4 (predict.pipeline_messages): every TP rank sends the whole gradient
+  if (cfg.predict.pipeline_messages == PipelineMessages::partitioned_whole_grads)
+    ps.grad_message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.rows() * d.C;
   ps.fsdp = plan.numerics.shards_values;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;

@@ -1,7 +1,7 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
 // predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision,
-// predict.gather_copy) as enums, with their
+// predict.gather_copy, predict.pipeline_messages, ...) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
@@ -38,6 +38,10 @@ enum class TpPrecision { fp32, activations };
 enum class GatherCopy { none, copy_out };
 // predict.scatter_copy: what precedes a ZeRO-3 unit's gradient reduce-scatter (chunk_work.hpp).
 enum class ScatterCopy { none, copy_in };
+// predict.pipeline_messages: how a pipeline message split over TP is handled around the backward
+// (chunk_work.hpp): kformer's and Megatron-LM's split, or DeepSpeed's PartitionedTensor (its stage
+// output gathered back before the backward), the gradients split too or sent whole.
+enum class PipelineMessages { split, partitioned, partitioned_whole_grads };
 // predict.rmsnorm, predict.pointwise: how the costed software runs an RMSNorm, or RoPE, GQA's
 // repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
 // (kernel_costs.hpp).
@@ -97,6 +101,10 @@ struct Names<GatherCopy> {
 template <>
 struct Names<ScatterCopy> {
   static constexpr std::array<const char*, 2> list{"none", "copy_in"};
+};
+template <>
+struct Names<PipelineMessages> {
+  static constexpr std::array<const char*, 3> list{"split", "partitioned", "partitioned_whole_grads"};
 };
 template <>
 struct Names<Fusion> {

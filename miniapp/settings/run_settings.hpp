@@ -101,6 +101,7 @@ struct PredictSettings {
   GatherCopy gather_copy = GatherCopy::none;
   ScatterCopy scatter_copy = ScatterCopy::none;
   Overlap zero3_gather = Overlap::serialized;
+  PipelineMessages pipeline_messages = PipelineMessages::split;
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;
   LossKernels loss = LossKernels::fused;

@@ -198,6 +198,13 @@ std::vector<KeySpec> make_schema() {
              "a blocking call as the unit's forward or backward begins) or overlapped (FSDP2 and FSDP1: on a stream "
              "of their own, the next unit's gather runs while the current one computes; the rank waits only for "
              "what outlasts it)"),
+      choice("predict.pipeline_messages", names_of<PipelineMessages>(),
+             "how a pipeline message split over TP (no sequence parallelism) is handled around the backward as "
+             "kformer predict models it: split (kformer's and Megatron-LM's: each TP rank sends its part of an "
+             "activation or gradient, all-gathered on arrival), partitioned (DeepSpeed's pipeline engine from 0.5.4: "
+             "the same, and the stage's output, kept as its part after the send, all-gathered back before its "
+             "backward) or partitioned_whole_grads (DeepSpeed before 0.5.4: as partitioned, but every TP rank sends "
+             "the whole gradient, which needs no gather)"),
       choice("predict.rmsnorm", names_of<Fusion>(),
              "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "

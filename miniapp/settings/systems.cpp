@@ -26,15 +26,18 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2021",
-       "DeepSpeed's pipeline engine of 2021 (Megatron's attention, gradients added in fp16/bf16 by autograd)",
+       "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention, gradients added in fp16/bf16 by autograd, "
+       "activations partitioned over TP between stages, gradients sent whole)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "lp_pass"}, {"predict.attention_dropout", "0.1"},
+        {"predict.pipeline_messages", "partitioned_whole_grads"},
         {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2022",
        "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (bf16 gradients widened into fp32 ones "
-       "after each micro-batch)",
+       "after each micro-batch, activations and gradients partitioned over TP between stages)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
+        {"predict.pipeline_messages", "partitioned"},
         {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward, copying each unit's gradients into its input, and copies each "

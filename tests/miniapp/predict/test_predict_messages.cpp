@@ -1,0 +1,87 @@
+// predict.pipeline_messages: DeepSpeed's pipeline engine partitions a stage's output over TP when
+// it sends it, gathers it back before the backward, and before 0.5.4 sent the gradients whole.
+// Checked on the described chunks (the extra gather) and on a hand-built pipeline (the larger
+// gradient message). Part of test_predict_features.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "predict_features_helpers.hpp"
+
+using namespace predict_features;
+
+namespace {
+
+using kformer::comm::OpKind;
+using kformer::comm::Payload;
+
+// The TP all-gathers of a pipeline message in a list, with their bytes.
+std::vector<double> message_gathers(const std::vector<kp::WorkItem>& items) {
+  std::vector<double> out;
+  for (const auto& i : of_kind(items, kp::ItemKind::tp_comm))
+    if (i.op == OpKind::allgather && i.payload == Payload::message) out.push_back(i.bytes);
+  return out;
+}
+
+// Two stages of one chunk each, one micro-batch: a forward of 1 ms, a backward of 2 ms, the
+// activation of `activation` bytes and its gradient of `gradient` bytes, sends at 8 Gbit/s and
+// nothing else on the network.
+double two_stage_wall_us(double activation, double gradient) {
+  kp::MachineProfile p = slow_sends();
+  p.intra_node.collectives["send"] = {{0, 8, 0}};
+  p.inter_node = p.intra_node;
+  kp::PipelineSetup s;
+  s.pp = 2, s.n_chunks = 2, s.microbatches = 1;
+  const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 1, 1);
+  for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
+  s.gather_bytes.assign(2, {}), s.bucket_bytes.assign(2, {});
+  s.tp = {1, 1}, s.pp_group = {2, 1};
+  s.message_bytes = activation, s.grad_message_bytes = gradient;
+  for (int c = 0; c < 2; ++c) {
+    kp::ChunkWork w;
+    w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
+    w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
+    s.chunks.push_back(w);
+  }
+  const auto stages = kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false);
+  return std::max(stages[0].wall_us, stages[1].wall_us);
+}
+
+}  // namespace
+
+// A middle chunk at TP 2 (tiny.yaml on 4 stages) receives its input and its output's gradient as
+// 1/tp parts and gathers each (split, kformer's). Partitioned (DeepSpeed from 0.5.4), its backward
+// also gathers its own output back, the same bytes, before the gradient's gather; with the
+// gradients whole (before 0.5.4) the one gather left is that output's. The forward is untouched,
+// and the last chunk, which sends no output and receives no gradient, has none either way.
+TEST(PredictMessages, DeepSpeedGathersAStagesOutputBackBeforeItsBackward) {
+  const auto split = middle_chunk("predict.pipeline_messages=split");
+  const auto part = middle_chunk("predict.pipeline_messages=partitioned");
+  const auto whole = middle_chunk("predict.pipeline_messages=partitioned_whole_grads");
+  const std::vector<double> one = message_gathers(split.backward);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_GT(one[0], 0);
+  EXPECT_EQ(message_gathers(part.backward), std::vector<double>(2, one[0]));
+  EXPECT_EQ(message_gathers(whole.backward), one);
+  EXPECT_EQ(message_gathers(part.backward_last), message_gathers(part.backward));
+  for (const auto* w : {&part, &whole}) EXPECT_EQ(message_gathers(w->forward), message_gathers(split.forward));
+  EXPECT_EQ(message_gathers(split.forward).size(), 1u);  // the input's
+
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2",
+                                                 "predict.pipeline_messages=partitioned"});
+  EXPECT_TRUE(message_gathers(kp::chunk_work(profile("perlmutter-a100-40gb"), pl, 3).backward).empty());
+}
+
+// A gradient sent whole travels tp times the bytes of a split one: on two stages with one
+// micro-batch each send is on the critical path, so the pipeline ends later by exactly the larger
+// message's extra time at the send bandwidth (3e6 bytes at 8 Gbit/s: 3 ms), and an activation of
+// the same size as the gradient costs the same as leaving the gradient's size unset.
+TEST(PredictMessages, AWholeGradientCostsItsExtraBytesOnTheCriticalPath) {
+  const double split = two_stage_wall_us(1e6, 0), same = two_stage_wall_us(1e6, 1e6);
+  const double whole = two_stage_wall_us(1e6, 4e6);
+  EXPECT_DOUBLE_EQ(same, split);
+  EXPECT_NEAR(whole - split, 3e6 * 8 / 8e9 * 1e6, 1e-6);
+  // 1 + 2 ms of compute on each stage plus both sends (1 ms and 4 ms at 8 Gbit/s), wake-ups aside
+  EXPECT_GE(whole, 2 * 3000 + 1000 + 4000);
+}
