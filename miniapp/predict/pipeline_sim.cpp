@@ -329,6 +329,29 @@ std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const Netwo
   return Sim(s, net, record).run();
 }
 
+Program one_call_a_step(const Program& program, int rank, int pp) {
+  Program out;
+  for (const Step& s : program) {
+    // The gradient's receive goes first where DeepSpeed's backward step holds both: after F_i it
+    // receives B_j's gradient with j = i - (pp - rank - 1), 1F1B's steady state. Elsewhere (the
+    // warm-up's last forward of a short pipeline) that receive is in a later step: sends first.
+    const auto steady = [&](const Message& grad) {
+      for (const Message& m : s.group)
+        if (m.send && m.phase == Phase::forward && m.micro - grad.micro == pp - rank - 1) return true;
+      return false;
+    };
+    const auto order = [&](const Message& m) {
+      if (!m.send && m.phase != Phase::forward) return steady(m) ? 0 : 2;
+      return m.send ? 1 : 3;  // sends (a gradient's and an activation's) before the activation's receive
+    };
+    std::vector<Message> calls = s.group;
+    std::stable_sort(calls.begin(), calls.end(), [&](const Message& a, const Message& b) { return order(a) < order(b); });
+    for (const Message& m : calls) out.push_back({{m}, true, std::nullopt});
+    if (s.action) out.push_back({{}, false, s.action});
+  }
+  return out;
+}
+
 double union_us(std::vector<std::pair<double, double>> v) {
   double total = 0;
   for (const auto& iv : merged(std::move(v))) total += iv.second - iv.first;

@@ -78,6 +78,13 @@ struct PipelineSetup {
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);
 
+// predict.pipeline_calls=one_by_one: the 1F1B program of pipeline rank `rank` of pp with each message of a group a blocking call of its own (a step waited for, the
+// action after the last), in the order DeepSpeed's TrainSchedule issues them
+// (runtime/pipe/schedule.py: a forward step sends the gradient of the backward before it, then
+// receives its activation; a backward step receives its gradient, then sends the activation of
+// the forward before it).
+Program one_call_a_step(const Program& program, int rank, int pp);
+
 // Total length of the union of intervals.
 double union_us(std::vector<std::pair<double, double>> intervals);
 // Length of the time covered by both unions.

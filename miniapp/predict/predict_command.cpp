@@ -97,6 +97,9 @@ int run_predict(const std::vector<std::string>& args) {
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"
                     : std::string())
             << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
+            << (cfg.predict.pipeline_calls == PipelineCalls::one_by_one && cfg.parallel.pp > 1
+                    ? ", each pipeline send and receive a blocking call of its own"
+                    : "")
             << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
             << (cfg.predict.tp_comm == Overlap::overlapped ? ", TP collectives overlapped with their GEMMs" : "")
             << (cfg.predict.tp_input_grad == Overlap::overlapped && cfg.predict.tp_comm != Overlap::overlapped

@@ -111,6 +111,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"scatter_copy", name_of(cfg.predict.scatter_copy)},
             {"zero3_gather", name_of(cfg.predict.zero3_gather)},
             {"pipeline_messages", name_of(cfg.predict.pipeline_messages)},
+            {"pipeline_calls", name_of(cfg.predict.pipeline_calls)},
             {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"pointwise", name_of(cfg.predict.pointwise)},
             {"loss", name_of(cfg.predict.loss)},

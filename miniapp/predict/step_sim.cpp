@@ -37,6 +37,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   std::vector<PhaseLogs> phases;  // each stage's phases after its pipeline, described once (its first replica's)
   for (int r = 0; r < l.pp; ++r) {
     ps.programs.push_back(comm_program(sched[r], l.pp, S));
+    if (cfg.predict.pipeline_calls == PipelineCalls::one_by_one) ps.programs.back() = one_call_a_step(ps.programs.back(), r, l.pp);
     phases.push_back(describe_phases(plan, {r, 0, 0}));
   }
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));

@@ -1,7 +1,7 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
 // predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision,
-// predict.gather_copy, predict.pipeline_messages, ...) as enums, with their
+// predict.gather_copy, predict.pipeline_messages, predict.pipeline_calls, ...) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
@@ -42,6 +42,10 @@ enum class ScatterCopy { none, copy_in };
 // (chunk_work.hpp): kformer's and Megatron-LM's split, or DeepSpeed's PartitionedTensor (its stage
 // output gathered back before the backward), the gradients split too or sent whole.
 enum class PipelineMessages { split, partitioned, partitioned_whole_grads };
+// predict.pipeline_calls: a pipeline rank's sends and receive between two actions as one group
+// (kformer's, Megatron-LM's batched exchange) or as blocking calls one after another, in
+// DeepSpeed's TrainSchedule order (pipeline_sim.hpp, one_call_a_step).
+enum class PipelineCalls { grouped, one_by_one };
 // predict.rmsnorm, predict.pointwise: how the costed software runs an RMSNorm, or RoPE, GQA's
 // repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
 // (kernel_costs.hpp).
@@ -105,6 +109,10 @@ struct Names<ScatterCopy> {
 template <>
 struct Names<PipelineMessages> {
   static constexpr std::array<const char*, 3> list{"split", "partitioned", "partitioned_whole_grads"};
+};
+template <>
+struct Names<PipelineCalls> {
+  static constexpr std::array<const char*, 2> list{"grouped", "one_by_one"};
 };
 template <>
 struct Names<Fusion> {

@@ -102,6 +102,7 @@ struct PredictSettings {
   ScatterCopy scatter_copy = ScatterCopy::none;
   Overlap zero3_gather = Overlap::serialized;
   PipelineMessages pipeline_messages = PipelineMessages::split;
+  PipelineCalls pipeline_calls = PipelineCalls::grouped;
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;
   LossKernels loss = LossKernels::fused;

@@ -205,6 +205,13 @@ std::vector<KeySpec> make_schema() {
              "the same, and the stage's output, kept as its part after the send, all-gathered back before its "
              "backward) or partitioned_whole_grads (DeepSpeed before 0.5.4: as partitioned, but every TP rank sends "
              "the whole gradient, which needs no gather)"),
+      choice("predict.pipeline_calls", names_of<PipelineCalls>(),
+             "how a pipeline rank's sends and receive between two of its computations run as kformer predict "
+             "models them: grouped (kformer's and Megatron-LM's batched exchange: one group, waited for together) "
+             "or one_by_one (DeepSpeed's pipeline engine: each a blocking call of its own, in its TrainSchedule's "
+             "order: a forward step sends the gradient of the backward before it, then receives its activation; a "
+             "backward step receives its gradient, then sends the activation of the forward before it); "
+             "one_by_one needs parallel.schedule=1f1b, DeepSpeed's one schedule"),
       choice("predict.rmsnorm", names_of<Fusion>(),
              "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "

@@ -132,6 +132,10 @@ void validate_layout(Config& cfg, int world) {
   require(!(cfg.str("train.recompute") == "full" && cfg.str("parallel.schedule") == "zb-h1"),
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");
+  const std::string sched = cfg.str("parallel.schedule");
+  require(cfg.str("predict.pipeline_calls") != "one_by_one" || pp == 1 || sched == "1f1b",
+          "predict.pipeline_calls=one_by_one orders the blocking sends and receives as DeepSpeed's one schedule, "
+          "1F1B, does, not parallel.schedule=" + sched + ": use parallel.schedule=1f1b or predict.pipeline_calls=grouped");
   require(pp * v <= cfg.i64("model.n_layers") + bare_ends,
           "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
               s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");

@@ -85,3 +85,65 @@ TEST(PredictMessages, AWholeGradientCostsItsExtraBytesOnTheCriticalPath) {
   // 1 + 2 ms of compute on each stage plus both sends (1 ms and 4 ms at 8 Gbit/s), wake-ups aside
   EXPECT_GE(whole, 2 * 3000 + 1000 + 4000);
 }
+
+namespace {
+
+// The pipeline's end on hand-built stages (forwards of 1 ms, backwards of 2 ms, every message 1 MB
+// at `gbps`, nothing else on the network) with each rank's program grouped (kformer's) or one
+// call a step (DeepSpeed's order).
+double pipeline_wall_us(kformer::ScheduleKind kind, int pp, int m, bool one_by_one, double gbps) {
+  kp::MachineProfile p = slow_sends();
+  p.intra_node.collectives["send"] = {{0, gbps, 0}};
+  p.inter_node = p.intra_node;
+  kp::PipelineSetup s;
+  s.pp = pp, s.n_chunks = pp, s.microbatches = m;
+  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, 1);
+  for (int r = 0; r < pp; ++r) {
+    s.programs.push_back(kformer::comm_program(sched[r], pp, pp));
+    if (one_by_one) s.programs.back() = kp::one_call_a_step(s.programs.back(), r, pp);
+  }
+  s.gather_bytes.assign(pp, {}), s.bucket_bytes.assign(pp, {});
+  s.tp = {1, 1}, s.pp_group = {pp, 1};
+  s.message_bytes = 1e6;
+  for (int c = 0; c < pp; ++c) {
+    kp::ChunkWork w;
+    w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
+    w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
+    s.chunks.push_back(w);
+  }
+  double wall = 0;
+  for (const auto& st : kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false)) wall = std::max(wall, st.wall_us);
+  return wall;
+}
+
+}  // namespace
+
+// DeepSpeed's blocking calls one by one (predict.pipeline_calls=one_by_one): on 1F1B, DeepSpeed's
+// one schedule, they never wait on each other in a cycle (every program finishes, on 2-8 stages
+// and 1-16 micro-batches), cost nothing when messages are free (the same makespan as the grouped program:
+// the schedule is the same, only the calls differ), and with messages of 1 ms (1 MB at 8 Gbit/s)
+// cost more than the grouped exchange, whose sends and receive run together, but less than
+// twice the grouped program's whole communication. A program's message count is unchanged.
+TEST(PredictMessages, OneCallAStepFinishesAndCostsOnlyWhenMessagesDo) {
+  using kformer::ScheduleKind;
+  for (ScheduleKind kind : {ScheduleKind::one_f_one_b})
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int m = 1; m <= 16; ++m) {
+        const double free_grouped = pipeline_wall_us(kind, pp, m, false, 0), free_one = pipeline_wall_us(kind, pp, m, true, 0);
+        EXPECT_NEAR(free_one, free_grouped, 1e-6) << int(kind) << " pp " << pp << " m " << m;
+        const double grouped = pipeline_wall_us(kind, pp, m, false, 8), one = pipeline_wall_us(kind, pp, m, true, 8);
+        EXPECT_GE(one, grouped - 1e-6) << int(kind) << " pp " << pp << " m " << m;
+        EXPECT_LE(one - free_one, 2 * (grouped - free_grouped) + 1e-6) << int(kind) << " pp " << pp << " m " << m;
+      }
+  const auto program = kformer::comm_program(kformer::make_schedule(ScheduleKind::one_f_one_b, 4, 8, 1)[1], 4, 4);
+  std::size_t messages = 0, one_messages = 0;
+  for (const auto& step : program) messages += step.group.size();
+  for (const auto& step : kp::one_call_a_step(program, 1, 4)) {
+    EXPECT_LE(step.group.size(), 1u);
+    EXPECT_EQ(step.wait, step.group.size() == 1);
+    one_messages += step.group.size();
+  }
+  EXPECT_EQ(one_messages, messages);
+  // 1F1B's steady state: after a forward the gradient's receive goes before the activation's send
+  EXPECT_GT(pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, true, 8), pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, false, 8));
+}

@@ -101,6 +101,8 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
        "train.recompute=op with parallel.sequence_parallel=true is not built"},
       {{"train.recompute=op", "model.family=llama", "parallel.pp=2", "parallel.schedule=zb-h1"}, 2,
        "train.recompute=op with parallel.schedule=zb-h1 is not built"},
+      {{"predict.pipeline_calls=one_by_one", "parallel.pp=2", "parallel.schedule=gpipe"}, 2,
+       "not parallel.schedule=gpipe: use parallel.schedule=1f1b or predict.pipeline_calls=grouped"},
   };
   for (const auto& k : cases) {
     Config c = tiny();
