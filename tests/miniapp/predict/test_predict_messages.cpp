@@ -24,28 +24,33 @@ std::vector<double> message_gathers(const std::vector<kp::WorkItem>& items) {
   return out;
 }
 
-// Two stages of one chunk each, one micro-batch: a forward of 1 ms, a backward of 2 ms, the
-// activation of `activation` bytes and its gradient of `gradient` bytes, sends at 8 Gbit/s and
-// nothing else on the network.
-double two_stage_wall_us(double activation, double gradient) {
+// The pipeline's end on hand-built stages (forwards of 1 ms, backwards of 2 ms, an activation of
+// `activation` bytes and its gradient of `gradient` (0: the same), sends at `gbps` and nothing else
+// on the network) with each rank's program grouped (kformer's) or one call a step (DeepSpeed's order).
+double pipeline_wall_us(kformer::ScheduleKind kind, int pp, int m, bool one_by_one, double gbps,
+                        double activation = 1e6, double gradient = 0) {
   kp::MachineProfile p = slow_sends();
-  p.intra_node.collectives["send"] = {{0, 8, 0}};
+  p.intra_node.collectives["send"] = {{0, gbps, 0}};
   p.inter_node = p.intra_node;
   kp::PipelineSetup s;
-  s.pp = 2, s.n_chunks = 2, s.microbatches = 1;
-  const kformer::Schedule sched = kformer::make_schedule(kformer::ScheduleKind::one_f_one_b, 2, 1, 1);
-  for (int r = 0; r < 2; ++r) s.programs.push_back(kformer::comm_program(sched[r], 2, 2));
-  s.gather_bytes.assign(2, {}), s.bucket_bytes.assign(2, {});
-  s.tp = {1, 1}, s.pp_group = {2, 1};
+  s.pp = pp, s.n_chunks = pp, s.microbatches = m;
+  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, 1);
+  for (int r = 0; r < pp; ++r) {
+    s.programs.push_back(kformer::comm_program(sched[r], pp, pp));
+    if (one_by_one) s.programs.back() = kp::one_call_a_step(s.programs.back(), r, pp);
+  }
+  s.gather_bytes.assign(pp, {}), s.bucket_bytes.assign(pp, {});
+  s.tp = {1, 1}, s.pp_group = {pp, 1};
   s.message_bytes = activation, s.grad_message_bytes = gradient;
-  for (int c = 0; c < 2; ++c) {
+  for (int c = 0; c < pp; ++c) {
     kp::ChunkWork w;
     w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
     w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
     s.chunks.push_back(w);
   }
-  const auto stages = kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false);
-  return std::max(stages[0].wall_us, stages[1].wall_us);
+  double wall = 0;
+  for (const auto& st : kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false)) wall = std::max(wall, st.wall_us);
+  return wall;
 }
 
 }  // namespace
@@ -78,45 +83,15 @@ TEST(PredictMessages, DeepSpeedGathersAStagesOutputBackBeforeItsBackward) {
 // message's extra time at the send bandwidth (3e6 bytes at 8 Gbit/s: 3 ms), and an activation of
 // the same size as the gradient costs the same as leaving the gradient's size unset.
 TEST(PredictMessages, AWholeGradientCostsItsExtraBytesOnTheCriticalPath) {
-  const double split = two_stage_wall_us(1e6, 0), same = two_stage_wall_us(1e6, 1e6);
-  const double whole = two_stage_wall_us(1e6, 4e6);
+  const auto wall = [](double gradient) {
+    return pipeline_wall_us(kformer::ScheduleKind::one_f_one_b, 2, 1, false, 8, 1e6, gradient);
+  };
+  const double split = wall(0), same = wall(1e6), whole = wall(4e6);
   EXPECT_DOUBLE_EQ(same, split);
   EXPECT_NEAR(whole - split, 3e6 * 8 / 8e9 * 1e6, 1e-6);
   // 1 + 2 ms of compute on each stage plus both sends (1 ms and 4 ms at 8 Gbit/s), wake-ups aside
   EXPECT_GE(whole, 2 * 3000 + 1000 + 4000);
 }
-
-namespace {
-
-// The pipeline's end on hand-built stages (forwards of 1 ms, backwards of 2 ms, every message 1 MB
-// at `gbps`, nothing else on the network) with each rank's program grouped (kformer's) or one
-// call a step (DeepSpeed's order).
-double pipeline_wall_us(kformer::ScheduleKind kind, int pp, int m, bool one_by_one, double gbps) {
-  kp::MachineProfile p = slow_sends();
-  p.intra_node.collectives["send"] = {{0, gbps, 0}};
-  p.inter_node = p.intra_node;
-  kp::PipelineSetup s;
-  s.pp = pp, s.n_chunks = pp, s.microbatches = m;
-  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, 1);
-  for (int r = 0; r < pp; ++r) {
-    s.programs.push_back(kformer::comm_program(sched[r], pp, pp));
-    if (one_by_one) s.programs.back() = kp::one_call_a_step(s.programs.back(), r, pp);
-  }
-  s.gather_bytes.assign(pp, {}), s.bucket_bytes.assign(pp, {});
-  s.tp = {1, 1}, s.pp_group = {pp, 1};
-  s.message_bytes = 1e6;
-  for (int c = 0; c < pp; ++c) {
-    kp::ChunkWork w;
-    w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
-    w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
-    s.chunks.push_back(w);
-  }
-  double wall = 0;
-  for (const auto& st : kp::simulate_pipeline(s, kp::NetworkCost(p, {}), false)) wall = std::max(wall, st.wall_us);
-  return wall;
-}
-
-}  // namespace
 
 // DeepSpeed's blocking calls one by one (predict.pipeline_calls=one_by_one): on 1F1B, DeepSpeed's
 // one schedule, they never wait on each other in a cycle (every program finishes, on 2-8 stages
