@@ -43,6 +43,13 @@ head -1 "$tmp/out" | grep -q "system megatron-lm-2022, attention costed as batch
   || fail "the first line does not name the system: $(head -1 "$tmp/out")"
 /usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['system']=='megatron-lm-2022' and p['attention']=='batched_gemm' else 1)" "$tmp/sys.json" \
   || fail "the report does not say which system was costed"
+# DeepSpeed's engine of 2021 at TP 2 over 2 stages: its partitioned messages named, and in the report.
+"$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 parallel.tp=2 predict.world=4 predict.system=deepspeed-2021 \
+  predict.machine="$a100" output.json="$tmp/ds.json" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict.system=deepspeed-2021 failed"; }
+head -1 "$tmp/out" | grep -q "each stage's output gathered back over TP before its backward and the gradients sent whole" \
+  || fail "the first line does not name DeepSpeed's messages: $(head -1 "$tmp/out")"
+/usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['pipeline_messages']=='partitioned_whole_grads' and p['pipeline_calls']=='grouped' else 1)" "$tmp/ds.json" \
+  || fail "the report does not say how the pipeline messages were costed"
 
 # A bf16 deck on a profile without bf16 rates (a V100: fp16 tensor cores, no bf16) is refused
 # with one line that says what to add, never costed at the fp32 rates.
