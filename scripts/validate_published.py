@@ -158,8 +158,11 @@ def main():
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])
         same_fastest = by_log[0] == by_predict[0]
+        # how far the runner-up is in each, which says how firmly each picks its fastest
+        ahead = lambda col, best: 100 * (min(r[col] for r in per_gpu if r[0] != best[0]) / best[col] - 1)
         out += (f"Seed note 004's layouts, fastest per GPU (least GPU-seconds per iteration): logged {by_log[0]} "
-                f"({by_log[1]}), predicted {by_predict[0]} ({by_predict[1]}).\n")
+                f"({by_log[1]}; {ahead(2, by_log):.1f}% ahead of the next), predicted {by_predict[0]} ({by_predict[1]}; "
+                f"{ahead(3, by_predict):.1f}% ahead of the next).\n")
     print(out, end="")
     if args.md:
         with open(args.md, "w") as f:
