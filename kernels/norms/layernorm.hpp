@@ -17,7 +17,9 @@ void layernorm_forward(const ExecSpace& exec, const OutView& out,
                        const XView& x, const DView<const float*, ExecSpace>& weight,
                        const DView<const float*, ExecSpace>& bias, float eps = 1e-5f) {
   const Call call("layernorm_forward", [&] {
-    return KernelCall{Family::norm, holds_bf16<OutView>, false, bytes_of(out, mean, rstd, x, weight, bias)};
+    KernelCall c{Family::norm, holds_bf16<OutView>, false, bytes_of(out, mean, rstd, x, weight, bias)};
+    c.shape = {std::int64_t(x.extent(0)), std::int64_t(x.extent(1)), 0, 0, 0, 0};  // rows, channels
+    return c;
   });
   if (call.described()) return;
   detail::norm_forward<S>(exec, out, mean, rstd, x, weight, bias, eps, true);
@@ -32,6 +34,7 @@ void layernorm_backward(const ExecSpace& exec, const DxView& dx,
                         const DView<const float*, ExecSpace>& rstd) {
   const Call call("layernorm_backward", [&] {
     KernelCall c{Family::norm, holds_bf16<XView>, true, bytes_of(dx, dweight, dbias, dout, x, weight, mean, rstd)};
+    c.shape = {std::int64_t(x.extent(0)), std::int64_t(x.extent(1)), 0, 0, 0, 0};  // rows, channels
     c.kept[0] = {"kformer::norm_dparams", detail::norm_partials_bytes(x.extent(0), x.extent(1))};
     return c;
   });

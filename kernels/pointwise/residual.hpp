@@ -12,10 +12,14 @@
 namespace kformer::kernels {
 
 // out (N,C) = a (N,C) + b (N,C); out may alias a or b. S: the work shape (work_shape.hpp).
+// gradient: the add sums two branches' gradients in a backward (recorded as a backward call, which
+// predict.residual costs as other software's gradient sum, not its forward residual add).
 template <Shape S = Shape::natural, class ExecSpace, class OutView, class AView, class BView>
-void residual_forward(const ExecSpace& exec, const OutView& out, const AView& a, const BView& b) {
+void residual_forward(const ExecSpace& exec, const OutView& out, const AView& a, const BView& b, bool gradient = false) {
   const Call call("residual_forward", [&] {
-    return KernelCall{Family::residual, holds_bf16<AView>, false, bytes_of(out, a, b)};
+    KernelCall c{Family::residual, holds_bf16<AView>, gradient, bytes_of(out, a, b)};
+    c.shape = {std::int64_t(a.extent(0)), std::int64_t(a.extent(1)), 0, 0, 0, 0};  // rows, channels
+    return c;
   });
   if (call.described()) return;
   using TO = elem_t<OutView>;

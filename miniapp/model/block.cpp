@@ -193,7 +193,7 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
                          p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
   }
-  kk::residual_forward(exec, s.d_mid, dx, s.d_tmp);  // d x_mid = dx + d(norm branch)
+  kk::residual_forward(exec, s.d_mid, dx, s.d_tmp, true);  // d x_mid = dx + d(norm branch)
 
   // attention
   kk::matmul_backward(exec, k_.gemm, s.d_att_out, p_.dw(at(BlockTensor::wo)),
@@ -216,7 +216,7 @@ void Block::backward_t(const DV<float**>& x_in, const BlockActs& a, const TypedA
     kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::attn_norm)), s.d_ln, x_in,
                          p_.v(at(BlockTensor::attn_norm)), a.rstd1);
   }
-  kk::residual_forward(exec, dx, s.d_mid, s.d_tmp);  // d x_in = d x_mid + d(norm branch)
+  kk::residual_forward(exec, dx, s.d_mid, s.d_tmp, true);  // d x_in = d x_mid + d(norm branch)
 }
 
 }  // namespace kformer

@@ -127,7 +127,7 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
   else
     kk::rmsnorm_backward(exec, d_norm, p_.dv(at(BlockTensor::mlp_norm)), d_part, a.x_mid, p_.v(at(BlockTensor::mlp_norm)),
                          a.rstd2);
-  kk::residual_forward(exec, d_mid, dx, d_norm);
+  kk::residual_forward(exec, d_mid, dx, d_norm, true);
 
   // attention
   project(s.d_att_out, BlockTensor::wo, 1, BlockTensor::wo_b, gather_grad(d_mid), t.att_out, d_.gpt);
@@ -144,7 +144,7 @@ void Block::backward_sp(const DV<float**>& x_in, const BlockActs& a, const Typed
   else
     kk::rmsnorm_backward(exec, d_norm, p_.dv(at(BlockTensor::attn_norm)), d_part, x_in, p_.v(at(BlockTensor::attn_norm)),
                          a.rstd1);
-  kk::residual_forward(exec, dx, d_mid, d_norm);
+  kk::residual_forward(exec, dx, d_mid, d_norm, true);
 }
 
 template void Block::forward_sp(const DV<float**>&, BlockActs&, TypedActs<float>&, BlockScratch&,

@@ -71,7 +71,7 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
       kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::mlp_norm)), s.d_ln, a.x_mid,
                            p_.v(at(BlockTensor::mlp_norm)), a.rstd2);
     }
-    kk::residual_forward(exec, s.d_mid, dx, s.d_tmp);
+    kk::residual_forward(exec, s.d_mid, dx, s.d_tmp, true);
 
     matmul_backward_input(k_.gemm, s.d_att_out, as_input(exec, s.d_mid, ts.dy), W<T>(BlockTensor::wo));
     kk::AttentionState<Exec, T> att = with_backward_scratch(t.att, s.att);
@@ -86,7 +86,7 @@ void Block::backward_input_t(const DV<float**>& x_in, BlockActs& a, TypedActs<T>
     else
       kk::rmsnorm_backward(exec, s.d_tmp, p_.dv(at(BlockTensor::attn_norm)), s.d_ln, x_in,
                            p_.v(at(BlockTensor::attn_norm)), a.rstd1);
-    kk::residual_forward(exec, dx, s.d_mid, s.d_tmp);
+    kk::residual_forward(exec, dx, s.d_mid, s.d_tmp, true);
     std::swap(a.x_mid, s.d_mid);
   }
   // Keep the output gradients W needs where the activations B no longer reads were.

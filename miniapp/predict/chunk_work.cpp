@@ -19,6 +19,7 @@ CallCosts call_costs(const RunSettings& s) {
   c.eager_pointwise = s.predict.pointwise == Fusion::eager;
   c.loss = s.predict.loss;
   c.eager_op_rerun = c.eager_pointwise && s.train.recompute == Recompute::op;
+  if (s.bf16()) c.residual = s.predict.residual;
   return c;
 }
 
@@ -33,6 +34,11 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
   const auto& s = c.shape;
   if (costs.eager_rmsnorm && c.family == kk::Family::norm && std::strncmp(c.name, "rmsnorm", 7) == 0)
     return eager_rmsnorm_us(p, s[0], s[1], c.backward);  // the other norms at the family's rate, below
+  // predict.residual: the norms and residual adds over (rows, channels) of the stream (not the 1-D
+  // gradient accumulations that share the residual kernel)
+  const bool stream = (c.family == kk::Family::norm || c.family == kk::Family::residual) && s[1] > 1;
+  if (costs.residual != ResidualStream::fp32 && stream)
+    return residual_stream_us(p, costs.residual, c.family == kk::Family::norm, c.backward, s[0], s[1]);
   if (costs.loss != LossKernels::fused && c.family == kk::Family::cross_entropy && s[1] > 0)
     return eager_loss_us(p, costs.loss, c.name, c.bf16, double(s[0]) * s[1]);
   if (costs.eager_pointwise && c.family == kk::Family::rope) return eager_rope_us(p, c.bf16, double(s[0]) * s[1] * s[2]);

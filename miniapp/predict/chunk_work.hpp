@@ -51,6 +51,7 @@ struct CallCosts {
   bool eager_pointwise = false;  // predict.pointwise=eager: RoPE, repeated K/V heads, SwiGLU as the same
   LossKernels loss = LossKernels::fused;  // predict.loss: whose operators the loss's passes cost
   bool eager_op_rerun = false;   // eager pointwise under train.recompute=op: Q's RoPE and repeat_kv re-run
+  ResidualStream residual = ResidualStream::fp32;  // predict.residual in a bf16 run (fp32: kformer's own bytes)
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
                      bool copied = false)
       : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied) {}

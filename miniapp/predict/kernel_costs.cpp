@@ -118,6 +118,14 @@ double eager_rmsnorm_us(const MachineProfile& p, std::int64_t rows, std::int64_t
   return eager_ops_us(p, kernels, bytes_per_element * elements);
 }
 
+double residual_stream_us(const MachineProfile& p, ResidualStream r, bool norm, bool backward, std::int64_t rows,
+                          std::int64_t channels) {
+  const double e = double(rows) * double(channels), dropout = r == ResidualStream::activations_dropout ? 1 : 0;
+  if (norm)  // + mean and rstd (fp32, a row's each) and the weight and bias (fp32), or their gradients read and written
+    return memory_us(p, "norm", (backward ? 6 : 4) * e + 8.0 * rows + (backward ? 16.0 : 8.0) * channels, true);
+  return memory_us(p, "residual", backward ? (6 + 5 * dropout) * e : (6 + dropout) * e, true);
+}
+
 double eager_rope_us(const MachineProfile& p, bool bf16, double elements, int tensors) {
   const int kernels = tensors * (bf16 ? 3 : 1);  // each: widen, product, narrow (fp32: the product alone)
   const double bytes_per_element = bf16 ? (2 + 4) + (4 + 4) + (4 + 2) : 4 + 4;

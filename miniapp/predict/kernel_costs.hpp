@@ -87,6 +87,18 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
 //   and the backward's zero-filled gradient (4) | its scatter and log_softmax's backward (8, 4):
 //   36 bytes a logit in bf16, 24 in fp32.
 double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits);
+// A norm (`norm`) or a residual add of rows x channels in a bf16 run as software that keeps its
+// residual stream in the activations' type moves it (predict.residual; kformer's stream is fp32), at
+// the family's bf16 rate. A norm reads the stream and writes its output, 2 bytes an element each
+// forward; backward it reads the output's gradient and the stream and writes the stream's gradient
+// (2 + 2 + 2), beside its fp32 per-row statistics and per-channel parameter gradients. A residual add
+// reads two bf16 tensors and writes one (6), forward, and so does a backward's sum of two branches'
+// gradients (`backward`). With dropout (activations_dropout: Megatron-LM's bias_dropout_add_fused_train
+// on each branch, megatron/model/transformer.py, --hidden-dropout 0.1 by default): a forward add also
+// writes its 1-byte mask, and a gradient sum is joined by the dropout's backward (the gradient and
+// the mask read, the branch's gradient written: 5 more).
+double residual_stream_us(const MachineProfile& p, ResidualStream r, bool norm, bool backward, std::int64_t rows,
+                          std::int64_t channels);
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);

@@ -45,6 +45,7 @@ const std::vector<KeyField>& fields() {
       field("predict.zero3_gather", &PredictSettings::zero3_gather),
       field("predict.pipeline_messages", &PredictSettings::pipeline_messages),
       field("predict.pipeline_calls", &PredictSettings::pipeline_calls),
+      field("predict.residual", &PredictSettings::residual),
       field("predict.rmsnorm", &PredictSettings::rmsnorm),
       field("predict.pointwise", &PredictSettings::pointwise),
       field("predict.loss", &PredictSettings::loss),

@@ -126,6 +126,10 @@ int run_predict(const std::vector<std::string>& args) {
                           ? ", each stage's output gathered back over TP before its backward"
                           : ", each stage's output gathered back over TP before its backward and the gradients sent whole"
                     : "")
+            << (cfg.predict.residual != ResidualStream::fp32 && cfg.bf16()
+                    ? cfg.predict.residual == ResidualStream::activations ? ", the residual stream in bf16"
+                                                                          : ", the residual stream in bf16 with hidden dropout"
+                    : "")
             << (cfg.predict.rmsnorm == Fusion::eager && cfg.model.family == Family::llama ? ", RMSNorm as eager operators" : "")
             << (cfg.predict.pointwise == Fusion::eager && cfg.model.family == Family::llama
                     ? ", RoPE, repeated K/V heads and SwiGLU as eager operators"

@@ -112,6 +112,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"zero3_gather", name_of(cfg.predict.zero3_gather)},
             {"pipeline_messages", name_of(cfg.predict.pipeline_messages)},
             {"pipeline_calls", name_of(cfg.predict.pipeline_calls)},
+            {"residual", name_of(cfg.predict.residual)},
             {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"pointwise", name_of(cfg.predict.pointwise)},
             {"loss", name_of(cfg.predict.loss)},

@@ -1,7 +1,7 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
 // predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision,
-// predict.gather_copy, predict.pipeline_messages, predict.pipeline_calls, ...) as enums, with their
+// predict.gather_copy, predict.pipeline_messages, predict.pipeline_calls, predict.residual, ...) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
 #pragma once
@@ -46,6 +46,10 @@ enum class PipelineMessages { split, partitioned, partitioned_whole_grads };
 // (kformer's, Megatron-LM's batched exchange) or as blocking calls one after another, in
 // DeepSpeed's TrainSchedule order (pipeline_sim.hpp, one_call_a_step).
 enum class PipelineCalls { grouped, one_by_one };
+// predict.residual: the residual stream's type in a bf16 run as the costed software keeps it:
+// kformer's fp32, the activations' bf16, or that with Megatron-LM's fused bias-dropout-add
+// (hidden dropout 0.1) on each branch (kernel_costs.hpp, residual_stream_us).
+enum class ResidualStream { fp32, activations, activations_dropout };
 // predict.rmsnorm, predict.pointwise: how the costed software runs an RMSNorm, or RoPE, GQA's
 // repeated heads and SwiGLU: one kernel each way, or eager PyTorch's operators one by one
 // (kernel_costs.hpp).
@@ -113,6 +117,10 @@ struct Names<PipelineMessages> {
 template <>
 struct Names<PipelineCalls> {
   static constexpr std::array<const char*, 2> list{"grouped", "one_by_one"};
+};
+template <>
+struct Names<ResidualStream> {
+  static constexpr std::array<const char*, 3> list{"fp32", "activations", "activations_dropout"};
 };
 template <>
 struct Names<Fusion> {

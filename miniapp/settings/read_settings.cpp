@@ -82,6 +82,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.zero3_gather = choice<Overlap>(cfg, "predict.zero3_gather");
   s.predict.pipeline_messages = choice<PipelineMessages>(cfg, "predict.pipeline_messages");
   s.predict.pipeline_calls = choice<PipelineCalls>(cfg, "predict.pipeline_calls");
+  s.predict.residual = choice<ResidualStream>(cfg, "predict.residual");
   s.predict.rmsnorm = choice<Fusion>(cfg, "predict.rmsnorm");
   s.predict.pointwise = choice<Fusion>(cfg, "predict.pointwise");
   s.predict.loss = choice<LossKernels>(cfg, "predict.loss");

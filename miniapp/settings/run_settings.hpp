@@ -103,6 +103,7 @@ struct PredictSettings {
   Overlap zero3_gather = Overlap::serialized;
   PipelineMessages pipeline_messages = PipelineMessages::split;
   PipelineCalls pipeline_calls = PipelineCalls::grouped;
+  ResidualStream residual = ResidualStream::fp32;
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;
   LossKernels loss = LossKernels::fused;

@@ -212,6 +212,11 @@ std::vector<KeySpec> make_schema() {
              "order: a forward step sends the gradient of the backward before it, then receives its activation; a "
              "backward step receives its gradient, then sends the activation of the forward before it); "
              "one_by_one needs parallel.schedule=1f1b, DeepSpeed's one schedule"),
+      choice("predict.residual", names_of<ResidualStream>(),
+             "the residual stream's type in a bf16 run as kformer predict costs its norms and residual adds: fp32 "
+             "(kformer's: each norm reads fp32, each add reads and writes fp32), activations (PyTorch's bf16 "
+             "models: bf16 throughout) or activations_dropout (Megatron-LM's: bf16 with its fused bias-dropout-add, "
+             "hidden dropout 0.1, a 1-byte mask written forward and read backward)"),
       choice("predict.rmsnorm", names_of<Fusion>(),
              "how the costed software runs an RMSNorm as kformer predict models it: fused (one kernel each way: "
              "kformer's, torchtitan's fused_rmsnorm, Transformer Engine's) or eager (torchtitan's RMSNorm module, "

@@ -18,13 +18,14 @@ const std::vector<SoftwareSystem>& software_systems() {
        "after the backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
-        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
        "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
        "overlap_p2p_comm)",
        {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
-        {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"},
+        {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention, gradients added in fp16/bf16 by autograd, "
        "activations partitioned over TP between stages, gradients sent whole)",
@@ -45,14 +46,14 @@ const std::vector<SoftwareSystem>& software_systems() {
        "flash attention, torch.distributed.pipelining's non-blocking sends, its Llama's RoPE, repeated heads and SwiGLU as "
        "eager operators)",
        {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.scatter_copy", "copy_in"},
-        {"predict.pointwise", "eager"},
+        {"predict.pointwise", "eager"}, {"predict.residual", "activations"},
         {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, its Llama's "
        "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, the host's per-layer time where the profile "
        "has it)",
        {{"predict.attention", "flash"}, {"predict.rmsnorm", "eager"}, {"predict.pointwise", "eager"},
-        {"predict.host", "eager"}}},
+        {"predict.residual", "activations"}, {"predict.host", "eager"}}},
   };
   return systems;
 }
