@@ -64,13 +64,17 @@ endfunction()
 # and kformer itself do not read these variables. And under `ctest -j2` (scripts/test.sh) a test
 # that did not say how many cores it takes takes both of a 2-core machine (PROCESSORS 2: it runs
 # alone, like the multi-rank tests, whose PROCESSORS ctest caps at 2); only the tests declared with
-# kformer_one_core_tests share the machine. Called last in each tests/ directory.
+# kformer_one_core_tests share the machine. Each test keeps Open MPI's session directories in a
+# folder of its own (orte_tmpdir_base, which Open MPI creates): under `ctest -j2` a test's mpiexec
+# and its neighbour's singleton would otherwise share /tmp's ompi.HOST.UID, which the first to end
+# removes under the other ("orte_session_dir failed", seen in a fresh-clone run). Called last in
+# each tests/ directory.
 function(kformer_test_defaults)
   get_property(_tests DIRECTORY PROPERTY TESTS)
   foreach(_t IN LISTS _tests)
     set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT
                  HWLOC_PLUGINS_BLACKLIST=hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml OMPI_MCA_pml=ob1
-                 OMPI_MCA_btl=self,vader)
+                 OMPI_MCA_btl=self,vader OMPI_MCA_orte_tmpdir_base=${CMAKE_BINARY_DIR}/ompi-session/${_t})
     get_test_property(${_t} PROCESSORS _cores)
     if(NOT _cores)
       set_tests_properties(${_t} PROPERTIES PROCESSORS 2)
