@@ -52,10 +52,11 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // A chunk's activation or its gradient as it travels: this rank's rows under sequence
   // parallelism, its 1/tp of them split over TP without; bf16 in mixed precision (the receivers'
   // TP all-gather is in the chunks' work).
-  ps.message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.message_rows() * d.C;
+  const double element = cfg.bf16() ? 2.0 : 4.0;
+  ps.message_bytes = element * d.message_rows() * d.C;
   // DeepSpeed before 0.5.4 (predict.pipeline_messages): every TP rank sends the whole gradient
   if (cfg.predict.pipeline_messages == PipelineMessages::partitioned_whole_grads)
-    ps.grad_message_bytes = (cfg.bf16() ? 2.0 : 4.0) * d.rows() * d.C;
+    ps.grad_message_bytes = element * d.rows() * d.C;
   ps.fsdp = plan.numerics.shards_values;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
