@@ -7,7 +7,9 @@ predict.system set to the row's system (the preset of the software that ran it: 
 kernels, whether its pipeline sends and gradient reduction overlap the computation). Prints one
 markdown table (measured and predicted seconds per iteration, the error, the predicted memory
 peak and whether it fits), the median and largest absolute errors over the rows kept in the
-statistics, and, for seed note 004's layouts, the fastest per GPU as logged and as predicted.
+statistics, and, for seed note 004's layouts measured at a steady iteration, the fastest per GPU as
+logged and as predicted. A row with `in_stats: false`, or `steady: false` (its only measurement is a
+job's first iteration, with start-up costs predict does not describe), is shown but not counted.
 
   scripts/validate_published.py [--kformer build/default/bin/kformer] [--runs scripts/published_runs.yaml]
                                 [--decks DIR] [--md FILE] [--doc docs/predict.md]
@@ -125,19 +127,21 @@ def main():
             continue
         step = rep["summary"]["step_ms_median"] / 1e3
         err = step / row["measured_s"] - 1
-        kept = row.get("in_stats", True)
+        steady = row.get("steady", True)  # false: its only measurement is a job's first iteration
+        kept = row.get("in_stats", True) and steady
         if kept:
             errors.append(abs(err))
             signed.setdefault(row["system"], []).append(err)
             by_machine.setdefault(row["machine"], []).append(err)
         else:
-            shown.setdefault((row["source"], row["machine"]), []).append(err)
+            shown.setdefault((row["source"], row["machine"], steady), []).append(err)
         mem = rep["summary"]["memory"]
         peak = mem["peak_bytes"] / 1e9
         fits = "yes" if rep["predicted"]["fits"] else "no"
         lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']:.2f} | "
-                     f"{step:.2f} | {100 * err:+.1f}%{'' if kept else ' (not in stats)'} | {peak:.1f} ({fits}) |")
-        if row["source"] == "seed004":
+                     f"{step:.2f} | {100 * err:+.1f}%{'' if kept else ' (not in stats)' if steady else ' (a first iteration, not in stats)'} | "
+                     f"{peak:.1f} ({fits}) |")
+        if row["source"] == "seed004" and steady:
             per_gpu.append((row["id"], row["what"], row["measured_s"] * gpus(row), step * gpus(row)))
 
     out = "\n".join(lines) + "\n\n"
@@ -151,8 +155,9 @@ def main():
         out += ("Mean signed error by machine profile: " +
                 ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(by_machine.items())) +
                 ".\n")
-    for (source, machine), v in sorted(shown.items()):
-        out += (f"Shown, not in the statistics: {source} on {machine}, {len(v)} rows, median absolute error "
+    for (source, machine, steady), v in sorted(shown.items()):
+        what = "" if steady else " (each measured only on a job's first iteration)"
+        out += (f"Shown, not in the statistics: {source} on {machine}{what}, {len(v)} rows, median absolute error "
                 f"{100 * statistics.median(abs(e) for e in v):.1f}%, mean signed {100 * statistics.mean(v):+.1f}%.\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])

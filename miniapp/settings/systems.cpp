@@ -27,19 +27,21 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"},
         {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}}},
       {"deepspeed-2021",
-       "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention, gradients added in fp16/bf16 by autograd, "
-       "activations partitioned over TP between stages, gradients sent whole)",
+       "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention and residual stream, gradients added in "
+       "fp16/bf16 by autograd, activations partitioned over TP between stages, gradients sent whole, each send and "
+       "receive a blocking call of its own)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "lp_pass"}, {"predict.attention_dropout", "0.1"},
-        {"predict.pipeline_messages", "partitioned_whole_grads"},
-        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.pipeline_messages", "partitioned_whole_grads"}, {"predict.pipeline_calls", "one_by_one"},
+        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"deepspeed-2022",
-       "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (bf16 gradients widened into fp32 ones "
-       "after each micro-batch, activations and gradients partitioned over TP between stages)",
+       "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (Megatron's attention and residual stream, bf16 "
+       "gradients widened into fp32 ones after each micro-batch, activations and gradients partitioned over TP "
+       "between stages, each send and receive a blocking call of its own)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
-        {"predict.pipeline_messages", "partitioned"},
-        {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.pipeline_messages", "partitioned"}, {"predict.pipeline_calls", "one_by_one"},
+        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward, copying each unit's gradients into its input, and copies each "
        "all-gather out into the parameters, SDPA "

@@ -160,6 +160,14 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
     EXPECT_EQ(read({std::string("predict.system=") + sys}).predict.attention_dropout, 0.1) << sys;
   EXPECT_EQ(read({"predict.system=megatron-lm-2022"}).predict.tp_input_grad, Overlap::overlapped);
   EXPECT_EQ(read({"predict.system=deepspeed-2022"}).predict.tp_input_grad, Overlap::serialized);
+  // DeepSpeed's engine sends and receives one blocking call at a time (runtime/pipe/p2p.py); its forks
+  // run Megatron's layer, whose residual stream is the model's bf16 with hidden dropout.
+  for (const char* sys : {"deepspeed-2021", "deepspeed-2022"}) {
+    const RunSettings ds = read({std::string("predict.system=") + sys});
+    EXPECT_EQ(ds.predict.pipeline_calls, PipelineCalls::one_by_one) << sys;
+    EXPECT_EQ(ds.predict.residual, ResidualStream::activations_dropout) << sys;
+  }
+  EXPECT_EQ(read({"predict.system=megatron-lm-2022"}).predict.pipeline_calls, PipelineCalls::grouped);
   const RunSettings core = read({"predict.system=megatron-core"});
   EXPECT_EQ(core.predict.tp_comm, Overlap::overlapped);
   // Every other preset is an eager PyTorch program, unless the command line says otherwise.
