@@ -119,6 +119,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", prof.eager_host.costs(cfg.predict.host)},
+            // where the costed host figures come from (a run of bench/eager_op_cost.py, or what the profile says)
+            {"host_source", prof.eager_host.costs(cfg.predict.host) ? prof.eager_host.source : std::string()},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};

@@ -65,6 +65,9 @@ done
 /usr/bin/python3 -c "
 import json, sys
 t = [json.load(open(sys.argv[1] + '/jz_' + h + '.json'))['summary']['step_ms_median'] / 1e3 for h in ('blocking', 'eager')]
+p = json.load(open(sys.argv[1] + '/jz_blocking.json'))['predicted']
+if not (p['host_costed'] and 'chronicles-prequel' in p['host_source']):
+    sys.exit('the report does not say where the blocking figures come from: %s' % p.get('host_source'))
 sys.exit(0 if abs((t[0] - t[1]) - 15.08) < 0.3 else 'blocking adds %.2f s to the 200B run, the measurement 15.08' % (t[0] - t[1]))" "$tmp" \
   || fail "CUDA_LAUNCH_BLOCKING's cost on Jean Zay is not the measurement its figures come from"
 
