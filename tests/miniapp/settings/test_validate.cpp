@@ -103,6 +103,9 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
        "train.recompute=op with parallel.schedule=zb-h1 is not built"},
       {{"predict.pipeline_calls=one_by_one", "parallel.pp=2", "parallel.schedule=gpipe"}, 2,
        "not parallel.schedule=gpipe: use parallel.schedule=1f1b or predict.pipeline_calls=grouped"},
+      // the DeepSpeed presets set it: the line says which, so the user sees where it came from
+      {{"predict.system=deepspeed-2022", "parallel.pp=2", "parallel.schedule=gpipe"}, 2,
+       "predict.pipeline_calls=one_by_one (set by predict.system=deepspeed-2022) orders"},
   };
   for (const auto& k : cases) {
     Config c = tiny();
