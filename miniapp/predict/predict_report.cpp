@@ -24,6 +24,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
                                                          plan.attention, fully_recomputed_layers(plan)) *
                                double(tokens);
   const double model_rank = model_all / (double(tp) * pp * dp);
+  const bool host_costed = prof.eager_host.costs(cfg.predict.host);
   IterationRecord r;
   r.iteration = 1, r.total = 1, r.global_batch = cfg.train.global_batch;
   r.elapsed_s = p.step_ms / 1e3;
@@ -118,9 +119,9 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"loss", name_of(cfg.predict.loss)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
-            {"host_costed", prof.eager_host.costs(cfg.predict.host)},
+            {"host_costed", host_costed},
             // where the costed host figures come from (a run of bench/eager_op_cost.py, or what the profile says)
-            {"host_source", prof.eager_host.costs(cfg.predict.host) ? prof.eager_host.source : std::string()},
+            {"host_source", host_costed ? prof.eager_host.source : std::string()},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};

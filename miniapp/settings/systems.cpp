@@ -72,10 +72,19 @@ const SoftwareSystem& software_system(const std::string& name) {
   throw std::logic_error("kformer: no predict.system preset named " + name);  // the schema checked it
 }
 
+namespace {
+const std::string kPresetOrigin = "predict.system=";  // a preset key's origin: this and the preset's name
+}  // namespace
+
 void apply_software_system(Config& cfg) {
   const std::string name = cfg.str("predict.system");
   for (const auto& [key, value] : software_system(name).keys)
-    if (cfg.origin(key) == "default") cfg.set(key, value, "predict.system=" + name);
+    if (cfg.origin(key) == "default") cfg.set(key, value, kPresetOrigin + name);
+}
+
+std::string set_by_software_system(const Config& cfg, const std::string& key) {
+  const std::string& origin = cfg.origin(key);
+  return origin.rfind(kPresetOrigin, 0) == 0 ? origin : std::string();
 }
 
 }  // namespace kformer

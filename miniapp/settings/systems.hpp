@@ -26,5 +26,8 @@ const SoftwareSystem& software_system(const std::string& name);
 
 // Sets each key of the chosen preset that is still at its schema default.
 void apply_software_system(Config& cfg);
+// The preset that set `key` ("predict.system=NAME", its origin in the resolved deck), or "" where
+// the deck, the command line or the schema's default gave it.
+std::string set_by_software_system(const Config& cfg, const std::string& key);
 
 }  // namespace kformer

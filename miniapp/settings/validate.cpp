@@ -133,10 +133,9 @@ void validate_layout(Config& cfg, int world) {
           "train.recompute=full with parallel.schedule=zb-h1: the deferred weight gradients need the activations "
           "full recomputation drops; use train.recompute=selective or parallel.schedule=1f1b");
   const std::string sched = cfg.str("parallel.schedule");
-  const std::string& calls_origin = cfg.origin("predict.pipeline_calls");  // a preset's, or the deck's
+  const std::string preset = set_by_software_system(cfg, "predict.pipeline_calls");
   require(cfg.str("predict.pipeline_calls") != "one_by_one" || pp == 1 || sched == "1f1b",
-          "predict.pipeline_calls=one_by_one" +
-              (calls_origin.rfind("predict.system=", 0) == 0 ? " (set by " + calls_origin + ")" : std::string()) +
+          "predict.pipeline_calls=one_by_one" + (preset.empty() ? std::string() : " (set by " + preset + ")") +
               " orders the blocking sends and receives as DeepSpeed's one schedule, 1F1B, does, not "
               "parallel.schedule=" + sched + ": use parallel.schedule=1f1b or predict.pipeline_calls=grouped");
   require(pp * v <= cfg.i64("model.n_layers") + bare_ends,
