@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A machine profile's bf16 GEMM curve from a table of measured GEMM rates.
+
+predict costs a GEMM of f FLOPs that no profile point names as
+    launch_us + f / (peak * max_efficiency * f / (f + half_efficiency_gflop * 1e9))
+(miniapp/predict/kernel_costs.cpp). This script takes a table of measured bf16 GEMMs on one GPU
+(docs/data/openxla-sm90-matmul.csv: OpenXLA's 375 shapes on an H100), fits max_efficiency and
+half_efficiency_gflop to the kernel times of the shapes of at least --min-gflop (least squares on
+the logarithm of the time: every shape counts by its relative error), and prints them with the
+fit's errors. The launch is left out of the fit: the table times kernels, predict adds its launch.
+
+  gemm_curve.py TABLE                      the fit
+  gemm_curve.py TABLE --check PROFILE      exit 1 unless PROFILE's bf16 curve is that fit
+"""
+import argparse
+import csv
+import math
+import sys
+
+import yaml
+
+MIN_GFLOP = 4.0  # below about 4 GFLOP a GEMM is a few waves of tiles: the two-figure curve does not follow them
+
+
+def read_table(path, column="bf16_flops"):
+    shapes = []
+    with open(path) as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        for r in rows:
+            flops = 2.0 * int(r["b"]) * int(r["m"]) * int(r["n"]) * int(r["k"])
+            shapes.append((flops, flops / float(r[column])))  # FLOPs, seconds
+    if not shapes:
+        raise ValueError(f"{path}: no rows (want gpu,b,m,n,k,bf16_flops)")
+    return shapes
+
+
+def curve_s(peak_tflops, max_eff, half_gflop, flops):
+    return flops / (peak_tflops * 1e12 * max_eff * flops / (flops + half_gflop * 1e9))
+
+
+def fit(shapes, peak_tflops):
+    """max_efficiency and half_efficiency_gflop minimising the squared log-time error.
+
+    The time is (f + h) / (peak * e): for a given h, log e is the mean of log((f + h) / (peak t)),
+    so a one-dimensional search over h (golden section on a bracket found by scanning) suffices.
+    """
+    def at(h):
+        logs = [math.log((f + h * 1e9) / (peak_tflops * 1e12 * t)) for f, t in shapes]
+        log_e = sum(logs) / len(logs)
+        return sum((x - log_e) ** 2 for x in logs), math.exp(log_e)
+
+    grid = [0.05 * i for i in range(0, 2001)]  # 0 to 100 GFLOP
+    best = min(grid, key=lambda h: at(h)[0])
+    lo, hi = max(0.0, best - 0.05), best + 0.05
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if at(a)[0] < at(b)[0]:
+            hi = b
+        else:
+            lo = a
+    h = (lo + hi) / 2
+    return at(h)[1], h
+
+
+def errors(shapes, peak_tflops, max_eff, half_gflop):
+    return [curve_s(peak_tflops, max_eff, half_gflop, f) / t - 1 for f, t in shapes]
+
+
+def profile_curve(path):
+    with open(path) as f:
+        p = yaml.safe_load(f)
+    g = (p.get("bf16") or {}).get("gemm")
+    if not g:
+        raise ValueError(f"{path}: no bf16.gemm section")
+    return float(g["peak_tflops"]), float(g["max_efficiency"]), float(g["half_efficiency_gflop"])
+
+
+def summary(label, errs):
+    a = sorted(abs(e) for e in errs)
+    return (f"{label}: {len(errs)} shapes, median |error| {100 * a[len(a) // 2]:.1f}%, largest {100 * a[-1]:.1f}%, "
+            f"mean signed {100 * sum(errs) / len(errs):+.1f}% (curve over measured time)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("table")
+    ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s (H100 SXM: 989)")
+    ap.add_argument("--min-gflop", type=float, default=MIN_GFLOP)
+    ap.add_argument("--check", metavar="PROFILE", help="exit 1 unless this profile's bf16 curve is the fit")
+    args = ap.parse_args()
+    try:
+        shapes = read_table(args.table)
+        peak = args.peak
+        if args.check:
+            peak, e_have, h_have = profile_curve(args.check)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"gemm_curve: cannot read the input: {e}", file=sys.stderr)
+        return 2
+    used = [s for s in shapes if s[0] >= args.min_gflop * 1e9]
+    e, h = fit(used, peak)
+    print(f"fit over {len(used)} of {len(shapes)} shapes of >= {args.min_gflop:g} GFLOP: "
+          f"max_efficiency {e:.3f} ({e * peak:.1f} TFLOP/s), half_efficiency_gflop {h:.2f}")
+    print(summary("  the fit", errors(used, peak, e, h)))
+    if not args.check:
+        return 0
+    print(summary(f"  {args.check}'s curve ({e_have:g}, {h_have:g})", errors(used, peak, e_have, h_have)))
+    if abs(e_have - e) > 0.005 or abs(h_have - h) > 0.05 * h + 0.05:
+        print(f"gemm_curve: {args.check}'s bf16 curve (max_efficiency {e_have:g}, half_efficiency_gflop {h_have:g}) "
+              f"is not the fit to {args.table} ({e:.3f}, {h:.2f}): set it from the fit", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""scripts/gemm_curve.py: the fit gives back the curve a synthetic table was made from, --check
+refuses a profile whose curve is not the fit, and bad input is one line with exit 2."""
+import os
+import subprocess
+import sys
+import tempfile
+
+top = sys.argv[1]
+script = os.path.join(top, "scripts", "gemm_curve.py")
+peak, eff, half = 989.0, 0.7, 10.0
+
+
+def run(*args):
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+
+
+with tempfile.TemporaryDirectory() as d:
+    table = os.path.join(d, "t.csv")
+    with open(table, "w") as f:
+        f.write("# synthetic: the curve (0.7, 10 GFLOP) of a 989 TFLOP/s GPU, exactly\ngpu,b,m,n,k,bf16_flops,f32_flops\n")
+        for m in (1024, 2048, 4096, 8192):
+            for n in (1024, 4096):
+                for k in (512, 2048, 8192):
+                    fl = 2.0 * m * n * k
+                    f.write(f"x,1,{m},{n},{k},{peak * 1e12 * eff * fl / (fl + half * 1e9)!r},0\n")
+    r = run(table)
+    assert r.returncode == 0, r.stderr
+    assert "max_efficiency 0.700" in r.stdout and "half_efficiency_gflop 10.00" in r.stdout, r.stdout
+
+    def profile(e, h):
+        p = os.path.join(d, "p.yaml")
+        with open(p, "w") as f:
+            f.write(f"name: x\nbf16:\n  gemm:\n    peak_tflops: {peak}\n    max_efficiency: {e}\n    half_efficiency_gflop: {h}\n")
+        return p
+
+    r = run(table, "--check", profile(0.7, 10))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for e, h in ((0.75, 10), (0.7, 24)):
+        r = run(table, "--check", profile(e, h))
+        assert r.returncode == 1, (e, h, r.stdout)
+        assert "is not the fit" in r.stderr and "set it from the fit" in r.stderr, r.stderr
+    # Bad input: a missing file, a table without rows, a profile without a bf16 curve.
+    empty = os.path.join(d, "empty.csv")
+    open(empty, "w").write("gpu,b,m,n,k,bf16_flops,f32_flops\n")
+    no_curve = os.path.join(d, "q.yaml")
+    open(no_curve, "w").write("name: q\n")
+    for args in ((os.path.join(d, "missing.csv"),), (empty,), (table, "--check", no_curve)):
+        r = run(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stdout)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gemm_curve: cannot read the input"), r.stderr
+print("gemm_curve: the fit, --check and bad input as documented")
