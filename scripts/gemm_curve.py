@@ -10,7 +10,7 @@ the logarithm of the time: every shape counts by its relative error), and prints
 fit's errors. The launch is left out of the fit: the table times kernels, predict adds its launch.
 
   gemm_curve.py TABLE                      the fit
-  gemm_curve.py TABLE --check PROFILE      exit 1 unless PROFILE's bf16 curve is that fit
+  gemm_curve.py TABLE --check PROFILE ...  exit 1 unless each PROFILE's bf16 curve is that fit
 """
 import argparse
 import csv
@@ -87,13 +87,16 @@ def main():
     ap.add_argument("table")
     ap.add_argument("--peak", type=float, default=989.0, help="the GPU's dense bf16 peak, TFLOP/s (H100 SXM: 989)")
     ap.add_argument("--min-gflop", type=float, default=MIN_GFLOP)
-    ap.add_argument("--check", metavar="PROFILE", help="exit 1 unless this profile's bf16 curve is the fit")
+    ap.add_argument("--check", metavar="PROFILE", nargs="+", default=[],
+                    help="exit 1 unless each profile's bf16 curve is the fit (its peak: the profile's)")
     args = ap.parse_args()
     try:
         shapes = read_table(args.table)
-        peak = args.peak
-        if args.check:
-            peak, e_have, h_have = profile_curve(args.check)
+        curves = [(path, *profile_curve(path)) for path in args.check]
+        peaks = {c[1] for c in curves}
+        if len(peaks) > 1:
+            raise ValueError(f"the profiles' bf16 peaks differ ({sorted(peaks)}): check them one at a time")
+        peak = peaks.pop() if peaks else args.peak
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"gemm_curve: cannot read the input: {e}", file=sys.stderr)
         return 2
@@ -102,14 +105,14 @@ def main():
     print(f"fit over {len(used)} of {len(shapes)} shapes of >= {args.min_gflop:g} GFLOP: "
           f"max_efficiency {e:.3f} ({e * peak:.1f} TFLOP/s), half_efficiency_gflop {h:.2f}")
     print(summary("  the fit", errors(used, peak, e, h)))
-    if not args.check:
-        return 0
-    print(summary(f"  {args.check}'s curve ({e_have:g}, {h_have:g})", errors(used, peak, e_have, h_have)))
-    if abs(e_have - e) > 0.005 or abs(h_have - h) > 0.05 * h + 0.05:
-        print(f"gemm_curve: {args.check}'s bf16 curve (max_efficiency {e_have:g}, half_efficiency_gflop {h_have:g}) "
-              f"is not the fit to {args.table} ({e:.3f}, {h:.2f}): set it from the fit", file=sys.stderr)
-        return 1
-    return 0
+    rc = 0
+    for path, _, e_have, h_have in curves:
+        print(summary(f"  {path}'s curve ({e_have:g}, {h_have:g})", errors(used, peak, e_have, h_have)))
+        if abs(e_have - e) > 0.005 or abs(h_have - h) > 0.05 * h + 0.05:
+            print(f"gemm_curve: {path}'s bf16 curve (max_efficiency {e_have:g}, half_efficiency_gflop {h_have:g}) "
+                  f"is not the fit to {args.table} ({e:.3f}, {h:.2f}): set it from the fit", file=sys.stderr)
+            rc = 1
+    return rc
 
 
 if __name__ == "__main__":

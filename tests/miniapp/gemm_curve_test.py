@@ -36,6 +36,10 @@ with tempfile.TemporaryDirectory() as d:
 
     r = run(table, "--check", profile(0.7, 10))
     assert r.returncode == 0, r.stdout + r.stderr
+    good = profile(0.7, 10)
+    os.rename(good, good + ".good.yaml")
+    r = run(table, "--check", good + ".good.yaml", profile(0.75, 10))  # one of two off: exit 1, named
+    assert r.returncode == 1 and "p.yaml's bf16 curve" in r.stderr and "good.yaml's bf16" not in r.stderr, r.stderr
     for e, h in ((0.75, 10), (0.7, 24)):
         r = run(table, "--check", profile(e, h))
         assert r.returncode == 1, (e, h, r.stdout)
