@@ -6,7 +6,7 @@
 #   scripts/gpu_bundle.sh [ARCH]     ARCH: Kokkos' name, HOPPER90 (H100/H200, default) or AMPERE80 (A100)
 #
 # Produces build/gpu-bundle/ (KFORMER_BUNDLE_DIR to change; the build itself is build/gpu-<arch>/):
-#   bin/      kformer, kformer-kernel-bench, kformer-sm-share (bench/contention), test_*_cuda (the kernel tests on the GPU),
+#   bin/      kformer, kformer-kernel-bench, kformer-sm-share and kformer-sustained (bench/contention), test_*_cuda (the kernel tests on the GPU),
 #             test_comm_nccl; their RPATH is $ORIGIN/../lib, so no LD_LIBRARY_PATH is needed for
 #             what lib/ holds
 #   py/       the Python scripts scripts/gpu_perf.sh runs and the decks they read, in the
@@ -78,10 +78,10 @@ PATH=$cuda/bin:$PATH cmake -S "$top" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib" \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags >"$bdir.configure.log" 2>&1 ||
   { tail -20 "$bdir.configure.log" >&2; die "configure failed (log: $bdir.configure.log)"; }
-targets=(kformer kformer-kernel-bench kformer-sm-share)
+targets=(kformer kformer-kernel-bench kformer-sm-share kformer-sustained)
 while read -r t; do targets+=("$t"); done < <(cmake --build "$bdir" --target help |
   sed -n 's/^\.\.\. \(test_[a-z_]*_cuda\|test_comm_nccl\)$/\1/p' | sort)
-[ ${#targets[@]} -gt 3 ] || die "the build in $bdir has no CUDA test targets: is $kokkos a CUDA Kokkos?"
+[ ${#targets[@]} -gt 4 ] || die "the build in $bdir has no CUDA test targets: is $kokkos a CUDA Kokkos?"
 log "building ${targets[*]} in $bdir (nvcc: long on few cores)"
 build_args=()
 for t in "${targets[@]}"; do build_args+=(--target "$t"); done

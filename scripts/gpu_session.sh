@@ -4,7 +4,8 @@
 # scripts/gpu_perf.sh (the performance targets), inside the tool's 600 s per command; then the raw
 # outputs of all three with a manifest, ready for scripts/gpu_keep.sh to keep in docs/gpu-runs/.
 #
-#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S [EAGER_S [FLASH_S [CONTEND_S]]]]]]]   defaults 170 80 300 0 0 0 0 0
+#   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S [EAGER_S [FLASH_S [CONTEND_S [SUSTAIN_S]]]]]]]]
+#   defaults 170 80 300 0 0 0 0 0 0
 #
 # OWN_S > 0: also calibrate at the GPT-2 124M step's own shapes (gpu_perf.sh's step: micro-batch 8,
 # T 1024, vocab 50304, kernels.attention and kernels.gemm from KFORMER_STEP_ATTENTION and
@@ -23,6 +24,10 @@
 # CONTEND_S > 0: also the bundle's kformer-sm-share (bench/contention: cuBLAS GEMMs and a streaming copy
 # beside a kernel that holds 16-32 SMs as an NCCL collective does, with and without HBM traffic, set
 # against the SM-share model predict charges, issue 37) into contend/, about 10 s.
+# SUSTAIN_S > 0: also the bundle's kformer-sustained (bench/contention: a bf16 GEMM's rate over
+# SUSTAIN_S - 5 seconds, alone and between 1 GiB streaming copies, against its first half second;
+# issue 37: the tenth of a step predict misses on both GPUs once their GEMM curve is measured), with
+# nvidia-smi's SM clock, power and temperature every 0.5 s beside it, into sustain/; 45 s is enough.
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
@@ -44,7 +49,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,43p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,48p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
@@ -53,7 +58,7 @@ for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP; do
   [ -n "${!v:-}" ] && command="$v=$(printf %q "${!v}") $command"
 done
 check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0} large_s=${5:-0} eager_s=${6:-0} flash_s=${7:-0}
-contend_s=${8:-0}
+contend_s=${8:-0} sustain_s=${9:-0}
 out=$(realpath -m "${OUT:-$top/build/gpu-session}")
 bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
 work=$(mktemp -d)
@@ -68,7 +73,7 @@ rc_check=$?
 # shellcheck source=scripts/gpu_env.sh
 source "$top/scripts/gpu_env.sh"
 tool=gpu_session logf=$work/calibrate/gpu_env.log
-rc_cal=2 rc_contend=2
+rc_cal=2 rc_contend=2 rc_sustain=2
 if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
   (cd "$top" && timeout "$calibrate_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml \
      predict.machine="$work/calibrate/h100-measured.yaml") >"$work/calibrate/calibrate.log" 2>&1
@@ -99,10 +104,29 @@ if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
     fi
     echo "gpu_session: kformer-sm-share exit $rc_contend"; cat "$work/contend/sm_share.log"
   fi
+  if [ "$sustain_s" -gt 0 ]; then
+    mkdir -p "$work/sustain"
+    if [ -x "$bundle/bin/kformer-sustained" ]; then
+      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 500 \
+        >"$work/sustain/nvidia_smi.csv" 2>&1 &
+      smi=$!
+      timeout "$sustain_s" "$bundle/bin/kformer-sustained" --seconds $((sustain_s > 7 ? sustain_s - 5 : 2)) \
+        --json "$work/sustain/sustained.json" >"$work/sustain/sustained.log" 2>&1
+      rc_sustain=$?
+      kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+    else
+      echo "gpu_session: the bundle has no bin/kformer-sustained (a bundle from before it: run scripts/gpu_bundle.sh)" \
+        >"$work/sustain/sustained.log"
+    fi
+    echo "gpu_session: kformer-sustained exit $rc_sustain"; cat "$work/sustain/sustained.log"
+  fi
 else
   echo "gpu_session: calibrate not run: $gpu_env_error"
   if [ "$contend_s" -gt 0 ]; then
     mkdir -p "$work/contend" && echo "gpu_session: not run: $gpu_env_error" >"$work/contend/sm_share.log"
+  fi
+  if [ "$sustain_s" -gt 0 ]; then
+    mkdir -p "$work/sustain" && echo "gpu_session: not run: $gpu_env_error" >"$work/sustain/sustained.log"
   fi
 fi
 
@@ -124,6 +148,7 @@ torch_bench() {
 torch_bench eager "$eager_s" eager_op_cost
 torch_bench flash "$flash_s" flash2_rate
 [ "$contend_s" -gt 0 ] && exits+=(--exit "contend=$rc_contend")
+[ "$sustain_s" -gt 0 ] && exits+=(--exit "sustain=$rc_sustain")
 
 # --- the raw outputs and their manifest -------------------------------------------------------
 mkdir -p "$work/bundle"
@@ -131,7 +156,7 @@ cp "$bundle/MANIFEST" "$work/bundle/" 2>/dev/null
 rc_keep=0
 python3 "$top/scripts/gpu_manifest.py" write "$work" --command "$command" --started "$started" "${exits[@]}" || rc_keep=1
 rm -rf "$out/manifest.json" "$out/gpu_session.tgz" "$out/check" "$out/calibrate" "$out/perf" "$out/eager" "$out/flash" \
-  "$out/contend"  # an earlier run's
+  "$out/contend" "$out/sustain"  # an earlier run's
 tar czf "$out/gpu_session.tgz" -C "$work" . || rc_keep=1
 cp "$work/manifest.json" "$out/" 2>/dev/null
 for f in check/gpu_check.json perf/kernel_bench.json perf/sdpa.json perf/step_fp32.json perf/step_bf16.json \

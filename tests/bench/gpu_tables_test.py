@@ -345,16 +345,19 @@ def test_session(tmp):
     out = f"{tmp}/session"
     env = dict(os.environ, PATH=f"{tmp}/bin:{os.environ['PATH']}", OUT=out, KFORMER_BUNDLE_DIR=f"{tmp}/no-bundle",
                KFORMER_PERF_SKIP="gemm", PYTHON="/usr/bin/python3")
-    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10", "0", "0", "0", "20", "10"], env=env)
+    p = run([f"{SRC}/scripts/gpu_session.sh", "10", "10", "10", "0", "0", "0", "20", "10", "45"], env=env)
     files = [os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs]
     check(p.returncode == 2 and "manifest.json" in files and "gpu_session.tgz" in files and len(files) <= 8,
           f"gpu_session.sh without a bundle: exit {p.returncode}, files {files}: {p.stdout[-800:]}")
     m = json.load(open(f"{out}/manifest.json"))
     # bench/flash2_rate.py (the seventh budget) finds no CUDA device here: one line, exit 2, kept in flash/
-    # and kformer-sm-share (the eighth) is not run without the bundle's environment: exit 2, kept in contend/
-    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10 0 0 0 20 10" and m["gpu_slug"] == "h200"
-          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2, "flash": 2, "contend": 2}, f"the session's manifest: {m}")
-    check(any(f["path"] == "contend/sm_share.log" for f in m["files"]), f"the session kept no contend/ log: {m['files']}")
+    # and kformer-sm-share and kformer-sustained (the eighth and ninth) are not run without the bundle's
+    # environment: exit 2 each, kept in contend/ and sustain/
+    check(m["command"] == "KFORMER_PERF_SKIP=gemm scripts/gpu_session.sh 10 10 10 0 0 0 20 10 45" and m["gpu_slug"] == "h200"
+          and m["exit"] == {"check": 2, "calibrate": 2, "perf": 2, "flash": 2, "contend": 2, "sustain": 2},
+          f"the session's manifest: {m}")
+    for log in ("contend/sm_share.log", "sustain/sustained.log"):
+        check(any(f["path"] == log for f in m["files"]), f"the session kept no {log}: {m['files']}")
     p = keep(out, f"{tmp}/session-runs")
     check(p.returncode == 0, f"gpu_keep.sh on the session's folder: {p.stderr}")
 
