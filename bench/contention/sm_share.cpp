@@ -26,16 +26,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_bench.hpp"
+
 namespace {
 
 constexpr int kHolderThreads = 640, kMaxHeld = 64;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
-}
+using kformer_bench::check;
+using kformer_bench::stream_copy;
 
 __device__ unsigned long long now_ns() {
   unsigned long long t;
@@ -83,10 +81,6 @@ __global__ void __launch_bounds__(kHolderThreads)
     moved_bytes[blockIdx.x] = bytes_per_ns > 0 ? moved * 1.0 : 0.0;
     held_ns[blockIdx.x] = double(now_ns() - t0);
   }
-}
-
-__global__ void stream_copy(const int4* src, int4* dst, long n) {
-  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) dst[i] = src[i];
 }
 
 struct Gpu {

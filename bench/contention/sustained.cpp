@@ -31,18 +31,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_bench.hpp"
+
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
-}
-
-__global__ void stream_copy(const int4* src, int4* dst, long n) {
-  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) dst[i] = src[i];
-}
+using kformer_bench::check;
+using kformer_bench::stream_copy;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

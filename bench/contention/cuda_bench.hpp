@@ -1,0 +1,25 @@
+// What the two GPU programs of bench/contention share: CUDA and cuBLAS status checks that throw with
+// the call's name, and the streaming copy over every SM that stands for a step's memory-bound kernels.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace kformer_bench {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+inline void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
+}
+
+// dst = src, 16 bytes a thread, a grid-stride loop (launch 4 blocks a SM of 256 threads).
+__global__ void stream_copy(const int4* src, int4* dst, long n) {
+  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
+}  // namespace kformer_bench
