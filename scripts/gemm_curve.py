@@ -97,10 +97,12 @@ def main():
         if len(peaks) > 1:
             raise ValueError(f"the profiles' bf16 peaks differ ({sorted(peaks)}): check them one at a time")
         peak = peaks.pop() if peaks else args.peak
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        used = [s for s in shapes if s[0] >= args.min_gflop * 1e9]
+        if not used:
+            raise ValueError(f"{args.table}: no shape of {args.min_gflop:g} GFLOP or more to fit")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError) as e:
         print(f"gemm_curve: cannot read the input: {e}", file=sys.stderr)
         return 2
-    used = [s for s in shapes if s[0] >= args.min_gflop * 1e9]
     e, h = fit(used, peak)
     print(f"fit over {len(used)} of {len(shapes)} shapes of >= {args.min_gflop:g} GFLOP: "
           f"max_efficiency {e:.3f} ({e * peak:.1f} TFLOP/s), half_efficiency_gflop {h:.2f}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/gemm_curve.py: the fit gives back the curve a synthetic table was made from, --check
-refuses a profile whose curve is not the fit, and bad input is one line with exit 2."""
+refuses a profile whose curve is not the fit, and bad input (a missing or empty table, a profile
+without a bf16 curve or empty, no shape to fit) is one line with exit 2."""
 import os
 import subprocess
 import sys
@@ -49,7 +50,10 @@ with tempfile.TemporaryDirectory() as d:
     open(empty, "w").write("gpu,b,m,n,k,bf16_flops,f32_flops\n")
     no_curve = os.path.join(d, "q.yaml")
     open(no_curve, "w").write("name: q\n")
-    for args in ((os.path.join(d, "missing.csv"),), (empty,), (table, "--check", no_curve)):
+    blank = os.path.join(d, "blank.yaml")
+    open(blank, "w").write("")
+    for args in ((os.path.join(d, "missing.csv"),), (empty,), (table, "--check", no_curve), (table, "--check", blank),
+                 (table, "--min-gflop", "1e9")):
         r = run(*args)
         assert r.returncode == 2, (args, r.returncode, r.stdout)
         lines = r.stderr.strip().splitlines()
