@@ -9,7 +9,7 @@
 // and the H100 profiles once their GEMM curve is measured in the first way (docs/predict.md, "The
 // H100's bf16 GEMM curve, measured"). This program measures the difference on the GPU it runs on:
 //   alone        the Llama 3 8B FFN's up projection (8192 x 14336 x 4096, bf16 in and out, fp32
-//                compute) back to back, timed in windows of about half a second;
+//                compute) back to back, timed in windows of 64 GEMMs (about 0.1 s);
 //   interleaved  the same GEMM with a 1 GiB streaming copy (512 MiB each way) after each one, only
 //                the GEMMs timed (an event pair around each), in the same windows.
 // Each window's TFLOP/s goes to the JSON; the summary sets the last third of each phase against the
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
             "cublasGemmEx");
     };
     const double flops = 2.0 * m * n * k;
-    const int per_window = 8;  // GEMMs a window: about 0.1 s on an H100, 0.4 s on an A100
+    const int per_window = 64;  // GEMMs a window: 0.96 TFLOP each, about 0.08 s on an H100, 0.25 s on an A100
     std::vector<cudaEvent_t> ev(2 * per_window);
     for (auto& e : ev) check(cudaEventCreate(&e), "event");
 
