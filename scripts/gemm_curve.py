@@ -8,6 +8,9 @@ predict costs a GEMM of f FLOPs that no profile point names as
 half_efficiency_gflop to the kernel times of the shapes of at least --min-gflop (least squares on
 the logarithm of the time: every shape counts by its relative error), and prints them with the
 fit's errors. The launch is left out of the fit: the table times kernels, predict adds its launch.
+TABLE may also be a profile that `kformer calibrate` wrote on a GPU (a .yaml: its bf16.gemm.points,
+each forward time less the profile's launch_us), so that kformer's own measurement, e.g. the GPU
+session's calibrate/large.yaml at the H100 rows' shapes, can be set against a shipped profile.
 
   gemm_curve.py TABLE                      the fit
   gemm_curve.py TABLE --check PROFILE ...  exit 1 unless each PROFILE's bf16 curve is that fit
@@ -22,7 +25,24 @@ import yaml
 MIN_GFLOP = 4.0  # below about 4 GFLOP a GEMM is a few waves of tiles: the two-figure curve does not follow them
 
 
+def read_profile_points(path):
+    with open(path) as f:
+        p = yaml.safe_load(f)
+    launch = float(p.get("launch_us", 0))
+    shapes = []
+    for g in p["bf16"]["gemm"].get("points") or []:
+        flops = 2.0 * int(g["m"]) * int(g["n"]) * int(g["k"])
+        us = float(g["forward_us"]) - launch
+        if us > 0:
+            shapes.append((flops, us * 1e-6))
+    if not shapes:
+        raise ValueError(f"{path}: no bf16.gemm.points (want a profile kformer calibrate wrote on a GPU)")
+    return shapes
+
+
 def read_table(path, column="bf16_flops"):
+    if path.endswith((".yaml", ".yml")):
+        return read_profile_points(path)
     shapes = []
     with open(path) as f:
         rows = csv.DictReader(line for line in f if not line.startswith("#"))

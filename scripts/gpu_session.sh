@@ -13,8 +13,9 @@
 # predict of that step can be set against its measured time here.
 # LARGE_S > 0: also calibrate at the shapes of the H100 rows of scripts/published_runs.yaml (hidden
 # 8192, sequence 4096, micro-batch 1, vocabulary 131072, one layer: GEMMs of 0.8-9 TFLOP), into
-# calibrate/large.yaml, so that the profile's bf16 GEMM curve is measured where those rows run
-# (issue 37: the datasheet curve carries them until then).
+# calibrate/large.yaml, kformer's own measurement of the bf16 GEMM curve where those rows run (issue
+# 37; `scripts/gemm_curve.py calibrate/large.yaml --check input/machines/h100-sxm-80gb.yaml` sets it
+# against the shipped curve, OpenXLA's fit).
 # EAGER_S > 0: also bench/eager_op_cost.py (eager PyTorch's host time per operator and per layer,
 # async and under CUDA_LAUNCH_BLOCKING=1, seed note 001's step, AdamW, DTensor and FSDP2 on one rank:
 # the figures of a profile's eager_host section, issue 37 item 5) into eager/, about 60 s.
@@ -49,7 +50,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,48p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,49p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/gemm_curve.py: the fit gives back the curve a synthetic table was made from, --check
+"""scripts/gemm_curve.py: the fit gives back the curve a synthetic table (or calibrate profile) was made from, --check
 refuses a profile whose curve is not the fit, and bad input (a missing or empty table, a profile
 without a bf16 curve or empty, no shape to fit) is one line with exit 2."""
 import os
@@ -28,6 +28,18 @@ with tempfile.TemporaryDirectory() as d:
     r = run(table)
     assert r.returncode == 0, r.stderr
     assert "max_efficiency 0.700" in r.stdout and "half_efficiency_gflop 10.00" in r.stdout, r.stdout
+
+    # A profile kformer calibrate wrote: its bf16 points' forward times, less its launch, are the table.
+    measured = os.path.join(d, "measured.yaml")
+    with open(measured, "w") as f:
+        f.write("name: measured\nlaunch_us: 10\nbf16:\n  gemm:\n    peak_tflops: 500\n    max_efficiency: 1\n"
+                "    half_efficiency_gflop: 1\n    points:\n")
+        for m, n, k in ((8192, 4096, 4096), (8192, 1024, 4096), (4096, 2304, 6144), (2048, 2048, 2048), (8192, 14336, 4096)):
+            fl = 2.0 * m * n * k
+            us = 10 + fl / (peak * 1e12 * eff * fl / (fl + half * 1e9)) * 1e6
+            f.write(f"      - {{m: {m}, n: {n}, k: {k}, forward_us: {us!r}, backward_us: {2 * us!r}}}\n")
+    r = run(measured)
+    assert r.returncode == 0 and "max_efficiency 0.700" in r.stdout and "half_efficiency_gflop 10.00" in r.stdout, r.stdout + r.stderr
 
     def profile(e, h):
         p = os.path.join(d, "p.yaml")
