@@ -25,12 +25,20 @@ import yaml
 MIN_GFLOP = 4.0  # below about 4 GFLOP a GEMM is a few waves of tiles: the two-figure curve does not follow them
 
 
-def read_profile_points(path):
+def bf16_gemm(path):
+    """A machine profile's launch_us and its bf16.gemm section."""
     with open(path) as f:
         p = yaml.safe_load(f)
-    launch = float(p.get("launch_us", 0))
+    g = (p.get("bf16") or {}).get("gemm")
+    if not g:
+        raise ValueError(f"{path}: no bf16.gemm section")
+    return float(p.get("launch_us", 0)), g
+
+
+def read_profile_points(path):
+    launch, gemm = bf16_gemm(path)
     shapes = []
-    for g in p["bf16"]["gemm"].get("points") or []:
+    for g in gemm.get("points") or []:
         flops = 2.0 * int(g["m"]) * int(g["n"]) * int(g["k"])
         us = float(g["forward_us"]) - launch
         if us > 0:
@@ -88,11 +96,7 @@ def errors(shapes, peak_tflops, max_eff, half_gflop):
 
 
 def profile_curve(path):
-    with open(path) as f:
-        p = yaml.safe_load(f)
-    g = (p.get("bf16") or {}).get("gemm")
-    if not g:
-        raise ValueError(f"{path}: no bf16.gemm section")
+    g = bf16_gemm(path)[1]
     return float(g["peak_tflops"]), float(g["max_efficiency"]), float(g["half_efficiency_gflop"])
 
 

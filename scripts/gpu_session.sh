@@ -94,41 +94,47 @@ if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
       >"$work/calibrate/large.log" 2>&1
     echo "gpu_session: calibrate at the H100 rows' shapes exit $?: $(tail -n 1 "$work/calibrate/large.log")"
   fi
-  if [ "$contend_s" -gt 0 ]; then
-    mkdir -p "$work/contend"
-    if [ -x "$bundle/bin/kformer-sm-share" ]; then
-      timeout "$contend_s" "$bundle/bin/kformer-sm-share" --json "$work/contend/sm_share.json" >"$work/contend/sm_share.log" 2>&1
-      rc_contend=$?
-    else
-      echo "gpu_session: the bundle has no bin/kformer-sm-share (a bundle from before it: run scripts/gpu_bundle.sh)" \
-        >"$work/contend/sm_share.log"
-    fi
-    echo "gpu_session: kformer-sm-share exit $rc_contend"; cat "$work/contend/sm_share.log"
-  fi
-  if [ "$sustain_s" -gt 0 ]; then
-    mkdir -p "$work/sustain"
-    if [ -x "$bundle/bin/kformer-sustained" ]; then
-      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 500 \
-        >"$work/sustain/nvidia_smi.csv" 2>&1 &
-      smi=$!
-      timeout "$sustain_s" "$bundle/bin/kformer-sustained" --seconds $((sustain_s > 7 ? sustain_s - 5 : 2)) \
-        --json "$work/sustain/sustained.json" >"$work/sustain/sustained.log" 2>&1
-      rc_sustain=$?
-      kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
-    else
-      echo "gpu_session: the bundle has no bin/kformer-sustained (a bundle from before it: run scripts/gpu_bundle.sh)" \
-        >"$work/sustain/sustained.log"
-    fi
-    echo "gpu_session: kformer-sustained exit $rc_sustain"; cat "$work/sustain/sustained.log"
-  fi
+  env_error=""
 else
   echo "gpu_session: calibrate not run: $gpu_env_error"
-  if [ "$contend_s" -gt 0 ]; then
-    mkdir -p "$work/contend" && echo "gpu_session: not run: $gpu_env_error" >"$work/contend/sm_share.log"
+  env_error=$gpu_env_error
+fi
+
+# A program of the bundle within BUDGET, its output in DIR/LOG and its exit status in bench_rc (2
+# when it could not run: no environment, or a bundle from before it); SMI_CSV other than "-":
+# nvidia-smi's SM and memory clocks, power and temperature every 0.5 s into that file beside it.
+#   bundle_bench DIR LOG BUDGET SMI_CSV NAME [ARGS...]
+bundle_bench() {
+  local dir=$1 log=$2 budget=$3 smi_csv=$4 name=$5 smi=""
+  shift 5
+  bench_rc=2
+  mkdir -p "$work/$dir"
+  if [ -n "$env_error" ]; then
+    echo "gpu_session: not run: $env_error" >"$work/$dir/$log"
+    return
   fi
-  if [ "$sustain_s" -gt 0 ]; then
-    mkdir -p "$work/sustain" && echo "gpu_session: not run: $gpu_env_error" >"$work/sustain/sustained.log"
+  if [ -x "$bundle/bin/$name" ]; then
+    if [ "$smi_csv" != - ]; then
+      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 500 \
+        >"$smi_csv" 2>&1 &
+      smi=$!
+    fi
+    timeout "$budget" "$bundle/bin/$name" "$@" >"$work/$dir/$log" 2>&1
+    bench_rc=$?
+    [ -n "$smi" ] && { kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null; }
+  else
+    echo "gpu_session: the bundle has no bin/$name (a bundle from before it: run scripts/gpu_bundle.sh)" >"$work/$dir/$log"
   fi
+  echo "gpu_session: $name exit $bench_rc"; cat "$work/$dir/$log"
+}
+if [ "$contend_s" -gt 0 ]; then
+  bundle_bench contend sm_share.log "$contend_s" - kformer-sm-share --json "$work/contend/sm_share.json"
+  rc_contend=$bench_rc
+fi
+if [ "$sustain_s" -gt 0 ]; then
+  bundle_bench sustain sustained.log "$sustain_s" "$work/sustain/nvidia_smi.csv" kformer-sustained \
+    --seconds $((sustain_s > 7 ? sustain_s - 5 : 2)) --json "$work/sustain/sustained.json"
+  rc_sustain=$bench_rc
 fi
 
 KFORMER_PERF_BUDGET_S=$perf_s "$top/scripts/gpu_perf.sh" "$work/perf"
