@@ -41,7 +41,10 @@ struct Rank {
 class Sim {
  public:
   Sim(const PipelineSetup& s, const NetworkCost& net, bool record)
-      : s_(s), net_(net), record_(record), ranks_(s.pp), out_(s.pp) {}
+      : s_(s), net_(net), record_(record), ranks_(s.pp), out_(s.pp) {
+    for (std::size_t r = 0; r < s.start_us.size() && r < ranks_.size(); ++r)
+      ranks_[r].t = out_[r].start_us = s.start_us[r];
+  }
 
   std::vector<StageTimeline> run() {
     for (bool progress = true; progress;) {

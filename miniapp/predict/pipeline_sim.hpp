@@ -38,7 +38,8 @@ struct BucketPost {
 };
 
 struct StageTimeline {
-  double wall_us = 0;                         // the pipeline's end; it starts at 0
+  double start_us = 0;                        // the pipeline's start: the end of the step's prepare phase
+  double wall_us = 0;                         // the pipeline's end
   double forward_us = 0, backward_us = 0;     // the stage's timers (TP calls and gathers inside)
   double exposed_us = 0;                      // time blocked in calls and group waits
   std::vector<std::pair<double, double>> comm;  // intervals with a call in flight
@@ -50,6 +51,9 @@ struct StageTimeline {
 struct PipelineSetup {
   int pp = 1, n_chunks = 1, microbatches = 1;
   std::vector<Program> programs;        // [pipeline rank]
+  // [pipeline rank] when its pipeline begins: after the kernels of the step's prepare phase
+  // (StepProgram::prepare: gradients zeroed, bf16 weight copies refreshed); empty: all at 0
+  std::vector<double> start_us;
   std::vector<ChunkWork> chunks;        // [global chunk]
   // [pipeline rank] layer -> bytes (nccl-tests' size) of its unit's ZeRO-3 gather and of its
   // data-parallel bucket, as the rank's described calls make them (step_sim.cpp)

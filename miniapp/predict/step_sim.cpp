@@ -66,6 +66,16 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.fsdp_grads = plan.numerics.shards_grads;
   ps.gather_prefetch = cfg.predict.zero3_gather == Overlap::overlapped;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
+  // Each stage's pipeline begins after its prepare phase: kernels only, on the rank's own data.
+  for (int r = 0; r < l.pp; ++r) {
+    double us = 0;
+    for (const WorkEntry& e : phases[r].before.entries) {
+      if (e.kind == WorkEntry::Kind::comm)
+        throw std::logic_error("predict: the described prepare phase makes a call on a group; it should launch kernels only");
+      if (e.kind == WorkEntry::Kind::kernel) us += kernel_us(prof, e.call, call_costs(cfg));
+    }
+    ps.start_us.push_back(us);
+  }
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
 
   // Per world rank from here: clocks, exposed and in-flight communication, busy time.
@@ -81,6 +91,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     busy[w] = x.forward_us + x.backward_us;
     if (w == straggler && slowdown > 1)  // it sleeps, then waits for a core
       t[w] += (slowdown - 1) * busy[w] + prof.wakeup_us, busy[w] *= slowdown;
+    busy[w] += x.start_us;  // the prepare phase's kernels (a straggler's stretch is the pipeline's, as the trainer's)
   }
   // A blocking collective over the members: all leave at the latest arrival plus its cost, and
   // each no earlier than its own arrival plus the emulated time.
@@ -217,7 +228,8 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     commt[w] = union_us(iv);
     p.rank_busy_ms.push_back(busy[w] / 1e3);
     p.rank_comm_ms.push_back(commt[w] / 1e3);
-    p.rank_bubble.push_back(x.wall_us > 0 ? 1.0 - (x.forward_us + x.backward_us) / x.wall_us : 0.0);
+    const double pipeline_us = x.wall_us - x.start_us;  // the pipeline's own time, as the trainer's timer sees it
+    p.rank_bubble.push_back(pipeline_us > 0 ? 1.0 - (x.forward_us + x.backward_us) / pipeline_us : 0.0);
   }
   const StageTimeline& x0 = st[0];
   p.rank0.forward_ms = x0.forward_us / 1e3;
@@ -225,7 +237,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   p.rank0.optimizer_ms = opt[0] / 1e3;
   p.rank0.comm_total_ms = commt[0] / 1e3;
   p.rank0.comm_exposed_ms = (x0.exposed_us + exposed[0]) / 1e3;
-  p.rank0.pipeline_wall_ms = x0.wall_us / 1e3;
+  p.rank0.pipeline_wall_ms = (x0.wall_us - x0.start_us) / 1e3;
   p.rank0.pipeline_compute_ms = (x0.forward_us + x0.backward_us) / 1e3;
   p.rank0.busy_ms = busy[0] / 1e3;
   for (int c = 0; c < S; c += l.pp) p.flops_rank0 += (ps.chunks[c].forward_flops + ps.chunks[c].backward_flops) * l.m;
@@ -233,6 +245,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (int r = 0; r < l.pp; ++r) {
       const int w = r * l.dp * l.tp;
       std::vector<SimSpan> sp = st[r].spans;
+      if (st[r].start_us > 0) sp.push_back({"prepare", false, 0.0, st[r].start_us, -1, -1, 0, false});
       for (std::size_t i = 0; i < extra[w].size(); ++i)
         sp.push_back({extra_name[w][i], true, extra[w][i].first, extra[w][i].second, -1, -1, 0, false});
       sp.push_back({"optimizer", false, opt_start[w], opt_start[w] + opt[w], -1, -1, 0, false});

@@ -1,5 +1,6 @@
-// One predicted training step of a deck's layout at its world size: the pipeline of every stage
-// (pipeline_sim.hpp), the straggler's wait (straggler.*), the data-parallel buckets finished
+// One predicted training step of a deck's layout at its world size: each stage's prepare phase
+// (its kernels: the gradients zeroed, the bf16 weight copies refreshed), the pipeline of every
+// stage from there (pipeline_sim.hpp), the straggler's wait (straggler.*), the data-parallel buckets finished
 // (overlapped with the backward where the network progresses on its own, else at the wait), then
 // the rest of the iteration as the step program describes it for each stage (grad_sync,
 // grad_norm, optimizer, metrics: train/step_work.hpp describe_phases): its kernels on the profile,

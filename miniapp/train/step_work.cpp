@@ -90,6 +90,7 @@ PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
     r.groups.log = &log;
     f();
   };
+  into(out.before, [&] { r.program->prepare(); });
   std::vector<int> layers;  // as the backward completes them: the head's unit first, the embedding's last
   for (const ParamUnit& u : r.model->params->units())
     if (std::find(layers.begin(), layers.end(), u.layer) == layers.end()) layers.push_back(u.layer);

@@ -50,13 +50,14 @@ class WorkLog : public kernels::CallSink {
 // the region kformer::unit_done on the last micro-batch), grad_sync, grad_norm, optimizer, metrics.
 WorkLog describe_iteration(const RunPlan& plan, RankPlace at);
 
-// The phases of the rank at `at` after its pipeline, described without the pipeline itself
-// (predict simulates that one chunk call at a time): `after` (grad_sync, grad_norm, optimizer,
-// metrics) as they run once the last micro-batch's backward has handed every unit of the rank to
-// the buckets (the buckets' posts are not in the list: the simulator places them during the
-// backward).
+// The phases of the rank at `at` around its pipeline, described without the pipeline itself
+// (predict simulates that one chunk call at a time): `before` (prepare: the gradients and the
+// step's scalars zeroed, the bf16 weight copies refreshed), and `after` (grad_sync, grad_norm,
+// optimizer, metrics) as they run once the last micro-batch's backward has handed every unit of
+// the rank to the buckets (the buckets' posts are not in the list: the simulator places them
+// during the backward).
 struct PhaseLogs {
-  WorkLog after;
+  WorkLog before, after;
   // The bytes (nccl-tests' size) of the data-parallel calls each unit's done hook posts, by the
   // unit's layer: the buckets the simulator places during the last backward. Empty where there
   // are none (dp = 1, or ZeRO-3's sharded gradients, reduce-scattered inside the chunks' lists).

@@ -17,6 +17,7 @@
 #include "predict/step_sim.hpp"
 #include "parallel/schedule.hpp"
 #include "train/make_plan.hpp"
+#include "train/step_work.hpp"
 
 namespace kp = kformer::predict;
 using kformer::Phase;
@@ -250,4 +251,47 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
     }
   }
   EXPECT_THROW(kp::load_profile(path + ".missing"), kformer::ConfigError);
+}
+
+// The trainer's step begins with the step program's prepare phase (every gradient zeroed, the
+// bf16 copies of the fp32 masters refreshed), so predict's does: its kernels move the bytes of the
+// gradients (and in bf16 the masters read and their copies written: the estimate's 6 bytes a
+// parameter), and each stage's pipeline starts once they are done.
+TEST(PredictStep, EachStageBeginsAfterItsPrepareKernels) {
+  const auto prof = a100();
+  const auto bytes_of = [](const kformer::WorkLog& log) {
+    double b = 0;
+    for (const kformer::WorkEntry& e : log.entries)
+      if (e.kind == kformer::WorkEntry::Kind::kernel) b += e.call.bytes;
+    return b;
+  };
+  for (const char* precision : {"fp32", "bf16"}) {
+    const kformer::RunPlan one = deck("gpt3-small.yaml", {std::string("train.precision=") + precision});
+    const double b = bytes_of(kformer::describe_phases(one, {0, 0, 0}).before);
+    const double expected = one.memory.grads + (one.memory.bf16 ? one.memory.params : 0.0);
+    EXPECT_NEAR(b / expected, 1.0, 1e-4) << precision;  // a few bytes of the step's scalars besides
+
+    const kformer::RunPlan two = deck("gpt3-small.yaml", {std::string("train.precision=") + precision, "parallel.pp=2"});
+    const kp::StepPrediction p = kp::predict_step(two, prof, true);
+    ASSERT_EQ(p.spans.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      double prepare = 0;
+      for (const kformer::WorkEntry& e : kformer::describe_phases(two, {r, 0, 0}).before.entries)
+        if (e.kind == kformer::WorkEntry::Kind::kernel) prepare += kp::kernel_us(prof, e.call);
+      ASSERT_GT(prepare, 0) << precision << " stage " << r;
+      double first_compute = 1e300, prepare_end = -1;
+      for (const kp::SimSpan& s : p.spans[std::size_t(r)]) {
+        if (s.name == "prepare") {
+          EXPECT_EQ(s.start_us, 0.0);
+          prepare_end = s.end_us;
+        }
+        if (s.name == "forward" || s.name == "backward") first_compute = std::min(first_compute, s.start_us);
+      }
+      EXPECT_NEAR(prepare_end, prepare, 1e-6 * prepare) << precision << " stage " << r;
+      EXPECT_GE(first_compute, prepare_end) << precision << " stage " << r;
+    }
+    // The pipeline's own time (and so its bubble) leaves the prepare phase out, as the trainer's
+    // timer does: one stage has none.
+    EXPECT_NEAR(kp::predict_step(one, prof, false).rank0.bubble(), 0.0, 1e-9) << precision;
+  }
 }
