@@ -25,6 +25,9 @@ BLOOM's training ran). Measured here, each the median of repeated timings after 
   dtensor          where torch has DTensor and a one-rank process group can start: the tiny add on
                    a replicated DTensor (the per-operator cost of TP code such as ezpz's), and the
                    tiny model's per-layer host time with each block under FSDP2's fully_shard
+  tp_plan          the tiny model's per-layer host time under ezpz's tensor-parallel plan on a
+                   one-rank mesh, alone and inside FSDP1, beside the same layer without it
+                   (bench/tp_plan_host.py: what seed note 001's rows are made of)
 
 On a CPU the figures are the host's alone (no launch, no device queue); the GPU session's figures
 (scripts/gpu_session.sh) are the ones a profile takes. Writes one JSON (the figures, torch's
@@ -45,6 +48,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from tp_plan_host import tp_plan_figures  # this folder's
 
 try:  # torch >= 1.13
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -357,10 +362,14 @@ def main():
                 res["eager_host"].update({"blocking_" + k: v for k, v in b.items() if k.startswith("layer_")})
             else:
                 res["eager_host"]["blocking_error"] = (r.stderr or r.stdout)[-300:]
+    finish(res, args.json)  # each section written as it ends: a run stopped by its budget keeps what it measured
     shape = "tiny" if args.quick else "seed001"
     res["step"] = step_figures(device, 8, reps, dtype, shape)
     res["step_4_layers"] = step_figures(device, 4, reps, dtype, shape)
+    finish(res, args.json)
     res["dtensor"] = dtensor_figures(device, reps, n)
+    finish(res, args.json)
+    res["tp_plan"] = tp_plan_figures(device, reps, timed_us)
 
     s, s4 = res["step"], res["step_4_layers"]
     h = res["eager_host"]
@@ -387,6 +396,9 @@ def main():
         print(f"  FSDP2 per layer (tiny model): forward {f['layer_forward_us']:.1f} us, backward {f['layer_backward_us']:.1f} us")
     elif f:
         print(f"  FSDP2: {f['skipped']}")
+    for name, fig in res["tp_plan"].items():
+        print(f"  {name} per layer (tiny model): forward {fig['layer_forward_us']:.1f} us, "
+              f"backward {fig['layer_backward_us']:.1f} us" if "layer_forward_us" in fig else f"  {name}: {fig['skipped']}")
     return finish(res, args.json)
 
 

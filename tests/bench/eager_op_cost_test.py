@@ -46,6 +46,16 @@ for name in ("adamw_foreach", "adamw_per_tensor"):
     check(s8[name]["tensors"] == 2 + 6 * 8 + 1 and s8[name]["step_us"] > 0,
           f"{name}: {s8[name]} (embedding, head, final norm and 6 tensors per layer)")
 check("dtensor" in res, "no dtensor entry (a figure or the reason it was skipped)")
+# The layer under ezpz's tensor-parallel plan: the plain layer always measured; the planned ones
+# measured or skipped with their reason (this machine's torch may lack the plan's API).
+tp = res.get("tp_plan", {})
+plain = tp.get("plain", {})
+check(all(math.isfinite(plain.get(k, float("nan"))) for k in ("layer_forward_us", "layer_backward_us")),
+      f"tp_plan.plain: {plain}: not the plain layer's figures")
+for name in ("tp_plan", "tp_plan_fsdp1"):
+    fig = tp.get(name, {})
+    check(("layer_forward_us" in fig and math.isfinite(fig["layer_backward_us"])) or fig.get("skipped"),
+          f"tp_plan.{name}: {fig}: neither figures nor the reason they were skipped")
 if fails:
     sys.exit("FAIL: " + "; ".join(fails))
-print("eager_op_cost: every figure present, operators per layer constant")
+print("eager_op_cost: every figure present, operators per layer constant, the TP plan measured or its absence said")

@@ -177,6 +177,9 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
         << sys.name;
   EXPECT_EQ(read({"predict.system=deepspeed-2022", "predict.host=blocking"}).predict.host, HostCost::blocking);
   EXPECT_EQ(core.predict.param_gather, Overlap::overlapped);
+  // ezpz's fsdp_tp example and torchtitan both take F.cross_entropy over the model's widened logits.
+  for (const char* sys : {"torchtitan", "pytorch-eager"})
+    EXPECT_EQ(read({std::string("predict.system=") + sys}).predict.loss, LossKernels::cross_entropy) << sys;
   EXPECT_EQ(choices("predict.system"), software_system_names());
   // Every preset's keys are keys of the schema, each resolved to the preset's value with its origin.
   for (const SoftwareSystem& sys : software_systems()) {
