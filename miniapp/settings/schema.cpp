@@ -236,7 +236,7 @@ std::vector<KeySpec> make_schema() {
              "three passes), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
              "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
              "kernel; the megatron-lm-2022, megatron-core and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
-             "the widened logits: log_softmax and its backward; the torchtitan preset)"),
+             "the widened logits: log_softmax and its backward; the torchtitan and pytorch-eager presets)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
