@@ -35,7 +35,6 @@ version, the device and host CPU names, the command) and prints a line per figur
 """
 import argparse
 import contextlib
-import gc
 import json
 import os
 import platform
@@ -43,43 +42,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tp_plan_host import tp_plan_figures  # this folder's
+from layer_host import one_rank_group, per_layer_host, sync, timed_us  # this folder's
+from tp_plan_host import tp_plan_figures
 
 try:  # torch >= 1.13
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:  # pragma: no cover
     TorchDispatchMode = None
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed_us(fn, device, reps, inner, pick=statistics.median):
-    """One call of fn (which runs `inner` operators) timed `reps` times, per operator, in us: the
-    median, or with pick=min the fastest (the host's own cost, which other processes only add to)."""
-    fn()
-    sync(device)
-    times = []
-    gc.collect()
-    gc.disable()  # a collection lands in one repeat or another: timed apart from the operators
-    try:
-        for _ in range(reps):
-            sync(device)
-            t0 = time.perf_counter()
-            fn()
-            sync(device)
-            times.append((time.perf_counter() - t0) * 1e6 / inner)
-    finally:
-        gc.enable()
-    return pick(times)
 
 
 # --- a Llama of seed note 001's size -------------------------------------------------------------
@@ -234,7 +208,6 @@ def step_figures(device, layers, reps, dtype, shape, layers_only=False, pick=sta
 
 def dtensor_figures(device, reps, n):
     try:
-        import torch.distributed as dist
         try:
             from torch.distributed.tensor import Replicate, distribute_tensor
             from torch.distributed.device_mesh import init_device_mesh
@@ -243,28 +216,20 @@ def dtensor_figures(device, reps, n):
             from torch.distributed._tensor.device_mesh import init_device_mesh
     except ImportError as e:
         return {"skipped": f"this torch has no DTensor ({e.__class__.__name__})"}
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    started = False
     try:
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
-            started = True
-        mesh = init_device_mesh(device.type, (1,))
-        x = distribute_tensor(torch.zeros(1, device=device), mesh, [Replicate()])
+        with one_rank_group(device, "29517"):
+            mesh = init_device_mesh(device.type, (1,))
+            x = distribute_tensor(torch.zeros(1, device=device), mesh, [Replicate()])
 
-        def chain():
-            for _ in range(n):
-                x.add_(1.0)
+            def chain():
+                for _ in range(n):
+                    x.add_(1.0)
 
-        res = {"op_us": timed_us(chain, device, reps, n)}
-        res["fsdp2"] = fsdp2_layer_host(device, reps)
-        return res
+            res = {"op_us": timed_us(chain, device, reps, n)}
+            res["fsdp2"] = fsdp2_layer_host(device, reps)
+            return res
     except Exception as e:
         return {"skipped": repr(e)[:200]}
-    finally:
-        if started:
-            dist.destroy_process_group()
 
 
 def fsdp2_layer_host(device, reps):
@@ -277,28 +242,20 @@ def fsdp2_layer_host(device, reps):
             from torch.distributed._composable.fsdp import fully_shard
     except ImportError as e:
         return {"skipped": f"this torch has no fully_shard ({e.__class__.__name__})"}
+
+    def make(layers):
+        torch.manual_seed(0)
+        sh = dict(SHAPES["tiny"])
+        B = sh.pop("B")
+        model = Llama(layers, **sh).to(device)
+        for b in model.blocks:
+            fully_shard(b)
+        fully_shard(model)
+        tok = torch.randint(0, sh["vocab"], (B, sh["T"]), device=device)
+        return (lambda: model(tok, tok)), (lambda: model(tok, tok).backward())
+
     try:
-        times = {}
-        for layers in (8, 4):
-            torch.manual_seed(0)
-            sh = dict(SHAPES["tiny"])
-            B = sh.pop("B")
-            model = Llama(layers, **sh).to(device)
-            for b in model.blocks:
-                fully_shard(b)
-            fully_shard(model)
-            tok = torch.randint(0, sh["vocab"], (B, sh["T"]), device=device)
-
-            def forward():
-                model(tok, tok)
-
-            def forward_backward():
-                model(tok, tok).backward()
-
-            times[layers] = (timed_us(forward, device, max(reps, 9), 1, min),
-                             timed_us(forward_backward, device, max(reps, 9), 1, min))
-        (f8, fb8), (f4, fb4) = times[8], times[4]
-        return {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
+        return per_layer_host(device, reps, make)
     except Exception as e:
         return {"skipped": repr(e)[:200]}
 
@@ -369,7 +326,7 @@ def main():
     finish(res, args.json)
     res["dtensor"] = dtensor_figures(device, reps, n)
     finish(res, args.json)
-    res["tp_plan"] = tp_plan_figures(device, reps, timed_us)
+    res["tp_plan"] = tp_plan_figures(device, reps)
 
     s, s4 = res["step"], res["step_4_layers"]
     h = res["eager_host"]

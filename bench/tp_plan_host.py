@@ -17,11 +17,11 @@ addresses), not ezpz's.
 Each: forward and backward host time of one layer, the difference of 8 and 4 layers over 4 (the
 fastest repeats), or the reason it was skipped (a torch without the plan's API, or FSDP1 on a CPU).
 """
-import os
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from layer_host import one_rank_group, per_layer_host
 
 # A tiny Llama: host-bound on any device, as bench/eager_op_cost.py's "tiny" shape.
 D, HEADS, KV_HEADS, FFN, VOCAB, T, B = 32, 4, 2, 64, 256, 16, 1
@@ -133,23 +133,16 @@ def apply_plan(model, tp_mesh):
     return model
 
 
-def per_layer(device, reps, timed, build):
-    """Host time of one layer: (8 layers - 4 layers) / 4, forward and backward, fastest repeats."""
-    times = {}
-    for layers in (8, 4):
+def per_layer(device, reps, build):
+    """Host time of one layer, forward and backward (layer_host.per_layer_host) of the Llama above,
+    made by `build` from the plain model."""
+    def make(layers):
         torch.manual_seed(0)
         model = build(Llama(layers).to(device))
         tok = torch.randint(0, VOCAB, (B, T), device=device)
+        return (lambda: model(tok)), (lambda: F.cross_entropy(model(tok).reshape(-1, VOCAB), tok.reshape(-1)).backward())
 
-        def forward():
-            model(tok)
-
-        def forward_backward():
-            F.cross_entropy(model(tok).reshape(-1, VOCAB), tok.reshape(-1)).backward()
-
-        times[layers] = (timed(forward, device, max(reps, 9), 1, min), timed(forward_backward, device, max(reps, 9), 1, min))
-    (f8, fb8), (f4, fb4) = times[8], times[4]
-    return {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
+    return per_layer_host(device, reps, make)
 
 
 def guarded(f):
@@ -161,26 +154,19 @@ def guarded(f):
         return {"skipped": repr(e)[:200]}
 
 
-def tp_plan_figures(device, reps, timed):
-    out = {"plain": guarded(lambda: per_layer(device, reps, timed, lambda m: m))}
-    import torch.distributed as dist
-    started = False
+def tp_plan_figures(device, reps):
+    out = {"plain": guarded(lambda: per_layer(device, reps, lambda m: m))}
+
+    def skipped(e):
+        return {"skipped": f"no one-rank device mesh here ({e.__class__.__name__}: {e})"[:200]}
+
     try:
         from torch.distributed.device_mesh import init_device_mesh
-        if not dist.is_initialized():
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", "29518")
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
-            started = True
-        mesh = init_device_mesh(device.type, (1, 1), mesh_dim_names=("dp", "tp"))
-    except Exception as e:
-        reason = {"skipped": f"no one-rank device mesh here ({e.__class__.__name__}: {e})"[:200]}
-        out["tp_plan"] = out["tp_plan_fsdp1"] = reason
-        if started:
-            dist.destroy_process_group()
+    except ImportError as e:
+        out["tp_plan"] = out["tp_plan_fsdp1"] = skipped(e)
         return out
 
-    def fsdp1(m):
+    def fsdp1(m, mesh):
         from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
         if device.type != "cuda":
             raise RuntimeError("FSDP1 with mixed precision is measured on a GPU only")
@@ -188,9 +174,12 @@ def tp_plan_figures(device, reps, timed):
             param_dtype=torch.bfloat16, cast_forward_inputs=True, reduce_dtype=torch.float32))
 
     try:
-        out["tp_plan"] = guarded(lambda: per_layer(device, reps, timed, lambda m: apply_plan(m, mesh["tp"])))
-        out["tp_plan_fsdp1"] = guarded(lambda: per_layer(device, reps, timed, lambda m: fsdp1(apply_plan(m, mesh["tp"]))))
-    finally:
-        if started:
-            dist.destroy_process_group()
+        with one_rank_group(device, "29518"):
+            mesh = init_device_mesh(device.type, (1, 1), mesh_dim_names=("dp", "tp"))
+            out["tp_plan"] = guarded(lambda: per_layer(device, reps, lambda m: apply_plan(m, mesh["tp"])))
+            out["tp_plan_fsdp1"] = guarded(lambda: per_layer(device, reps,
+                                                             lambda m: fsdp1(apply_plan(m, mesh["tp"]), mesh)))
+    except Exception as e:  # the group or the mesh would not start
+        out.setdefault("tp_plan", skipped(e))
+        out.setdefault("tp_plan_fsdp1", skipped(e))
     return out

@@ -1,14 +1,24 @@
-// What the two GPU programs of bench/contention share: CUDA and cuBLAS status checks that throw with
-// the call's name, and the streaming copy over every SM that stands for a step's memory-bound kernels.
+// What the two GPU programs of bench/contention share: the check that a GPU is there, CUDA and cuBLAS
+// status checks that throw with the call's name, and the streaming copy over every SM that stands for
+// a step's memory-bound kernels.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <iostream>
 #include <stdexcept>
 #include <string>
 
 namespace kformer_bench {
+
+// False, with one line naming `program`, where no CUDA device is visible.
+inline bool have_gpu(const char* program) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
+  std::cerr << program << ": no CUDA device here: it measures a GPU (run it on one)\n";
+  return false;
+}
 
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));

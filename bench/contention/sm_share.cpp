@@ -33,6 +33,7 @@ namespace {
 constexpr int kHolderThreads = 640, kMaxHeld = 64;
 
 using kformer_bench::check;
+using kformer_bench::have_gpu;
 using kformer_bench::stream_copy;
 
 __device__ unsigned long long now_ns() {
@@ -155,11 +156,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::cerr << "kformer-sm-share: no CUDA device here: it measures a GPU (run it on one)\n";
-    return 2;
-  }
+  if (!have_gpu("kformer-sm-share")) return 2;
   try {
     Gpu g;
     cudaDeviceProp prop{};

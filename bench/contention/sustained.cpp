@@ -36,6 +36,7 @@
 namespace {
 
 using kformer_bench::check;
+using kformer_bench::have_gpu;
 using kformer_bench::stream_copy;
 
 double median(std::vector<double> v) {
@@ -58,11 +59,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::cerr << "kformer-sustained: no CUDA device here: it measures a GPU (run it on one)\n";
-    return 2;
-  }
+  if (!have_gpu("kformer-sustained")) return 2;
   try {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "device properties");
