@@ -88,14 +88,16 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
   const double product = 2.0 * double(b) * h * t * t * hd;  // one of QK^T and PV over the full scores
   if (model == AttentionModel::flash || model == AttentionModel::cudnn) {
     // Both products over the causal half: one product's FLOPs, the backward 2.5 times them (its
-    // recomputed scores, dV, dP, dQ, dK), on the GEMM curve; FlashAttention-2 no faster than its
-    // published ceiling on this GPU where the profile gives it (flash2_tflops): it fills the GPU as a
-    // GEMM of its FLOPs would, and its tiles never reach a large GEMM's rate.
+    // recomputed scores, dV, dP, dQ, dK), on the GEMM curve, no faster than the kernel's published
+    // ceiling on this GPU where the profile gives it (flash2_tflops; cuDNN's a pass each): it fills
+    // the GPU as a GEMM of its FLOPs would, and its tiles (the online softmax between the products)
+    // never reach a large GEMM's rate.
     const double flops = backward ? 2.5 * product : product;
+    const double ceiling = model == AttentionModel::flash ? r.flash2_tflops
+                           : backward                     ? r.cudnn_backward_tflops
+                                                          : r.cudnn_forward_tflops;
     const double curve = curve_us(r, flops);
-    if (model == AttentionModel::flash && r.flash2_tflops > 0)
-      return p.launch_us + std::max(curve, flops / (r.flash2_tflops * 1e6));
-    return p.launch_us + curve;
+    return p.launch_us + (ceiling > 0 ? std::max(curve, flops / (ceiling * 1e6)) : curve);
   }
   // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them;
   // dropout on the probabilities a pass of its own each way (2 e + 1 bytes an element).

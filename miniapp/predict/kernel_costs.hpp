@@ -41,7 +41,9 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 //   GEMM curve but no faster than the profile's flash2_tflops where it has one (FA2 is not a GEMM:
 //   50-73% of the A100's peak, 35% of the H100's, as its authors report).
 // - cudnn (cuDNN's fused flash attention, Transformer Engine's FusedAttention): the same FLOPs on the
-//   GEMM curve (kformer's own cuDNN kernel, kernels.attention=vendor, where calibrate has not timed it).
+//   GEMM curve, no faster than the profile's cudnn_forward_tflops and cudnn_backward_tflops where it
+//   has them (its published rates on that GPU); kformer's own cuDNN kernel (kernels.attention=vendor)
+//   is costed so where calibrate has not timed it.
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element

@@ -84,15 +84,20 @@ struct Reader {
       }
     const YAML::Node a = root["attention"];
     if (!a) bad(file, at + "attention", "missing: give naive_tflops and fused_tflops");
-    keys(a, at + "attention", {"naive_tflops", "fused_tflops", "flash2_tflops", "points"});
+    keys(a, at + "attention",
+         {"naive_tflops", "fused_tflops", "flash2_tflops", "cudnn_forward_tflops", "cudnn_backward_tflops", "points"});
     for (const char* kind : {"naive", "fused"}) {
       c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
       if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
     }
-    if (a["flash2_tflops"]) {
-      c.flash2_tflops = number(a, at + "attention", "flash2_tflops", 0, true);
-      if (c.flash2_tflops <= 0) bad(file, at + "attention.flash2_tflops", "must be > 0 (or leave it out)");
-    }
+    const auto ceiling = [&](const char* key, double& into) {
+      if (!a[key]) return;
+      into = number(a, at + "attention", key, 0, true);
+      if (into <= 0) bad(file, at + "attention." + key, "must be > 0 (or leave it out)");
+    };
+    ceiling("flash2_tflops", c.flash2_tflops);
+    ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
+    ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (a["points"])
       for (std::size_t i = 0; i < a["points"].size(); ++i) {
         const YAML::Node n = a["points"][i];
@@ -288,6 +293,8 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     o << indent << "attention:\n" << indent << "  naive_tflops: " << c.attention_tflops.at("naive") << "\n" << indent
       << "  fused_tflops: " << c.attention_tflops.at("fused") << "\n";
     if (c.flash2_tflops > 0) o << indent << "  flash2_tflops: " << c.flash2_tflops << "\n";
+    if (c.cudnn_forward_tflops > 0) o << indent << "  cudnn_forward_tflops: " << c.cudnn_forward_tflops << "\n";
+    if (c.cudnn_backward_tflops > 0) o << indent << "  cudnn_backward_tflops: " << c.cudnn_backward_tflops << "\n";
     o << indent << "  points:\n";
     for (const auto& a : c.attention_points)
       o << indent << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd

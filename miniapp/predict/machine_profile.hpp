@@ -57,6 +57,11 @@ struct ComputeRates {
   // never above it; 0 where the profile does not say (the curve alone). Not kformer's kernel: what
   // the systems that call FA2 run.
   double flash2_tflops = 0;
+  // attention.cudnn_forward_tflops / cudnn_backward_tflops: cuDNN's fused flash attention's published
+  // rates on this GPU at head size 128 (over the causal half's FLOPs), each pass's ceiling where
+  // predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor kernel where
+  // calibrate has not timed it); 0 where the profile does not say (the GEMM curve alone).
+  double cudnn_forward_tflops = 0, cudnn_backward_tflops = 0;
   // bf16 section only: GB/s of the memory-bound families calibrate timed on bf16 activations
   // (half the bytes of fp32, not always half the time); a family missing here takes the top
   // level's rate.

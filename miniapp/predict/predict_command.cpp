@@ -46,7 +46,14 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
                               " TFLOP/s (flash2_tflops)"
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
-    case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels on the GEMM curve";
+    case AttentionModel::cudnn: {
+      const ComputeRates& r = profile.rates(cfg.bf16());
+      if (r.cudnn_forward_tflops <= 0 && r.cudnn_backward_tflops <= 0)
+        return ", attention costed as cuDNN's fused kernels on the GEMM curve (the profile has no cudnn_*_tflops)";
+      return ", attention costed as cuDNN's fused kernels, at most the profile's " +
+             format_value(r.cudnn_forward_tflops) + " TFLOP/s forward and " + format_value(r.cudnn_backward_tflops) +
+             " backward (cudnn_*_tflops)";
+    }
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
   }
 }

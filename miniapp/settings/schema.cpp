@@ -152,7 +152,8 @@ std::vector<KeySpec> make_schema() {
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
              "bandwidth), flash (FlashAttention-2's: the causal half on the GEMM curve, no faster than the profile's bf16 "
              "attention.flash2_tflops; no T*T traffic) or cudnn (cuDNN's fused flash attention, Transformer Engine's "
-             "choice on Hopper: the causal half on the GEMM curve)"),
+             "choice on Hopper: the causal half on the GEMM curve, no faster than the profile's bf16 "
+             "attention.cudnn_forward_tflops and cudnn_backward_tflops)"),
       choice("predict.pipeline_p2p", names_of<Overlap>(),
              "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
              "flight) or serialized (Megatron-LM's and DeepSpeed's pipelines of 2022: a stage's next computation "

@@ -75,6 +75,42 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
   EXPECT_GT(own, 5 * with(a100, bg, false));
 }
 
+// cuDNN's flash attention on an H100 (Megatron-Core's, through Transformer Engine): at the
+// Megatron-Core rows' shape (T 4096, 16 heads of 128) the GEMM curve would run it near a large GEMM's
+// rate, above what its authors' benchmark measured (the profile's cudnn_forward_tflops and
+// cudnn_backward_tflops, from Shah et al. 2024): each pass takes its FLOPs at that ceiling. A small
+// call stays on the curve, and a profile without the figures costs both passes on the curve alone.
+TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
+  const auto h100 = profile("h100-sxm-80gb");
+  const auto& r = h100.rates(true);
+  ASSERT_GT(r.cudnn_forward_tflops, 0) << "the premise: the H100 profile gives cuDNN's rates";
+  ASSERT_GT(r.cudnn_backward_tflops, 0);
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  const auto cudnn = [&](const kp::MachineProfile& p, bool backward) {
+    c.backward = backward;
+    return kp::kernel_us(p, c, kp::CallCosts(kformer::AttentionModel::cudnn));
+  };
+  const double L = h100.launch_us;
+  c.shape = {1, 4096, 16, 16, 128, 0};
+  const double product = 2.0 * 16 * 4096.0 * 4096 * 128;  // the causal half of both products
+  ASSERT_LT(curve_us(r, L, product), L + product / (r.cudnn_forward_tflops * 1e6)) << "the premise: the curve is faster";
+  EXPECT_NEAR(cudnn(h100, false), L + product / (r.cudnn_forward_tflops * 1e6), 1e-6);
+  EXPECT_NEAR(cudnn(h100, true), L + 2.5 * product / (r.cudnn_backward_tflops * 1e6), 1e-6);
+  kp::MachineProfile unsaid = h100;
+  unsaid.bf16.cudnn_forward_tflops = unsaid.bf16.cudnn_backward_tflops = 0;
+  EXPECT_NEAR(cudnn(unsaid, false), curve_us(r, L, product), 1e-6);
+  EXPECT_NEAR(cudnn(unsaid, true), curve_us(r, L, 2.5 * product), 1e-6);
+  std::cout << "cuDNN attention, T 4096, 16 heads of 128, on an H100: " << cudnn(h100, false) / 1e3 << " ms forward, "
+            << cudnn(h100, true) / 1e3 << " ms backward (on the GEMM curve alone " << cudnn(unsaid, false) / 1e3
+            << " and " << cudnn(unsaid, true) / 1e3 << ")" << std::endl;
+  c.shape = {1, 512, 4, 4, 128, 0};  // 0.27 GFLOP: the curve is below the ceiling
+  const double small = 2.0 * 4 * 512.0 * 512 * 128;
+  ASSERT_GT(curve_us(r, L, small), L + small / (r.cudnn_forward_tflops * 1e6));
+  EXPECT_NEAR(cudnn(h100, false), curve_us(r, L, small), 1e-6);
+}
+
 // A batched product over a small head moves its T*T matrix for few FLOPs an element: at hd 64 in
 // bf16 on an H100 each product takes that matrix's bytes at the copy bandwidth, not its FLOPs on
 // the curve. kformer's own kernels.attention=batched_gemm keeps the scores and d(probabilities) in
