@@ -10,7 +10,9 @@ from the FlashAttention papers (228 TFLOP/s on an A100, 346 on an H100).
 A shape is BxTxHxhd: batch, sequence, query heads (K and V repeated to them, as torchtitan's
 repeat_kv hands SDPA), head size; causal. The defaults: Llama 3 8B at local batch 1 and T 8192
 (torchtitan's T5/T6 and, at batch 2, its H100 rows), Llama 2 13B at batch 2 and T 4096 (T3, T4,
-T7), the 70B's 64 heads at T 8192 (T1), and Megatron-Core's 1.7B GPT (H1: 16 heads at T 4096).
+T7), the 70B's 64 heads at T 8192 (T1), Megatron-Core's 1.7B GPT (H1: 16 heads at T 4096) and its
+70B at TP 8 (H5: 8 heads a rank), where cuDNN's rows check the H100 profiles' cudnn_forward_tflops
+and cudnn_backward_tflops (FlashAttention-3's published rates).
 FLOPs as predict counts them (kernel_costs.cpp, system_attention_us): the causal half of QK^T and
 PV, 2 B H T^2 hd forward, 2.5 times that backward (its recomputed scores, dV, dP, dQ, dK). Median of
 --reps timed calls after --warmup more (CUDA events on a GPU); the backward is the forward and
@@ -35,7 +37,7 @@ import torch  # noqa: E402
 import torch_gpt  # noqa: E402
 from attention_vs_sdpa import time_ms  # noqa: E402  (median ms after warm-up, CUDA events on a GPU)
 
-DEFAULT_SHAPES = "1x8192x32x128,2x4096x40x128,1x8192x64x128,1x4096x16x128"
+DEFAULT_SHAPES = "1x8192x32x128,2x4096x40x128,1x8192x64x128,1x4096x16x128,1x4096x8x128"
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
