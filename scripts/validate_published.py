@@ -20,7 +20,9 @@ FILE; --doc replaces the text between the markers "<!-- published-validation:beg
 with --check (the suite's predict_published) when the predicted fastest of seed note 004's layouts
 is not the logged one, when the median absolute error exceeds 10% or any row's 20%, when a
 system's mean signed error leaves +-5% (or the wider bound the runs file's open_biases names for
-it, with why; a named system that has come within +-5% fails too, so the list only shrinks), or when
+it, with why; a named system that has come within +-5% fails too, so the list only shrinks), when a
+source of rows shown but not counted that the runs file's shown_bounds names has a median absolute
+error above its bound (or more than a point below it: the bound only tightens), or when
 docs/predict.md's table is not what this run prints (regenerate it with --doc docs/predict.md).
 The peak column is the report's predicted peak per rank (the estimate and the process baseline).
 """
@@ -71,6 +73,7 @@ def gpus(row):
 
 
 SYSTEM_BOUND_PCT = 5  # issue 37: every system's mean signed error within +-5%
+SHOWN_SLACK_PCT = 1.0  # a shown source's bound may sit at most this far above its median (it only tightens)
 
 
 def system_guard_line(open_biases):
@@ -96,6 +99,27 @@ def system_bias_problems(signed, open_biases):
         elif name in open_biases and abs(mean) <= SYSTEM_BOUND_PCT:
             problems.append(f"{name}'s mean signed error is {mean:+.1f}%, within +-{SYSTEM_BOUND_PCT}%: "
                             "drop its line from open_biases in scripts/published_runs.yaml")
+    return problems
+
+
+def shown_bound_problems(shown, shown_bounds):
+    """Each source the runs file's shown_bounds names (rows shown, not in the statistics) against
+    its bound on the median absolute error; a bound more than SHOWN_SLACK_PCT above the median is a
+    problem too (tighten it), and so is a name no shown row has."""
+    medians = {}
+    for (source, _, _), errs in shown.items():
+        medians.setdefault(source, []).extend(abs(e) for e in errs)
+    problems = []
+    for name, b in sorted(shown_bounds.items()):
+        if name not in medians:
+            problems.append(f"shown_bounds names {name}, which no shown row comes from: drop its line")
+            continue
+        median, bound = 100 * statistics.median(medians[name]), b["bound_pct"]
+        if median > bound:
+            problems.append(f"{name}'s shown rows are off by {median:.1f}% (median; at most {bound}%)")
+        elif bound - median > SHOWN_SLACK_PCT:
+            problems.append(f"{name}'s shown rows are off by {median:.1f}% (median), more than {SHOWN_SLACK_PCT}% "
+                            f"under its bound of {bound}%: lower it in scripts/published_runs.yaml's shown_bounds")
     return problems
 
 
@@ -155,10 +179,13 @@ def main():
         out += ("Mean signed error by machine profile: " +
                 ", ".join(f"{k} {100 * statistics.mean(v):+.1f}% ({len(v)} rows)" for k, v in sorted(by_machine.items())) +
                 ".\n")
+    shown_bounds = runs.get("shown_bounds") or {}
     for (source, machine, steady), v in sorted(shown.items()):
         what = "" if steady else " (each measured only on a job's first iteration)"
+        guard = (f" (guarded: at most {shown_bounds[source]['bound_pct']}%, scripts/published_runs.yaml's shown_bounds)"
+                 if source in shown_bounds else "")
         out += (f"Shown, not in the statistics: {source} on {machine}{what}, {len(v)} rows, median absolute error "
-                f"{100 * statistics.median(abs(e) for e in v):.1f}%, mean signed {100 * statistics.mean(v):+.1f}%.\n")
+                f"{100 * statistics.median(abs(e) for e in v):.1f}%{guard}, mean signed {100 * statistics.mean(v):+.1f}%.\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])
@@ -190,6 +217,7 @@ def main():
         if errors and max(errors) > 0.20:
             problems.append(f"a row is off by {100 * max(errors):.1f}% (at most 20%)")
         problems += system_bias_problems(signed, runs.get("open_biases") or {})
+        problems += shown_bound_problems(shown, shown_bounds)
         with open(os.path.join(TOP, "docs", "predict.md")) as f:
             doc = f.read()
         if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():
