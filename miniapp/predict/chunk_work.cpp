@@ -20,6 +20,8 @@ CallCosts call_costs(const RunSettings& s) {
   c.loss = s.predict.loss;
   c.eager_op_rerun = c.eager_pointwise && s.train.recompute == Recompute::op;
   if (s.bf16()) c.residual = s.predict.residual;
+  if (s.predict.logits == LogitsLayout::gathered) c.logits_tp = s.parallel.tp;
+  c.logit_bytes = s.bf16() ? 2 : 4;
   return c;
 }
 
@@ -32,6 +34,15 @@ double stream_us(const MachineProfile& p, const char* family, double bytes, bool
 
 double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCosts& costs) {
   const auto& s = c.shape;
+  if (costs.logits_tp > 1 && c.family == kk::Family::cross_entropy && s[1] > 0) {
+    // predict.logits=gathered: the same pass over the whole vocabulary's logits
+    kk::KernelCall whole = c;
+    whole.shape[1] *= costs.logits_tp;
+    whole.bytes *= costs.logits_tp;
+    CallCosts one = costs;
+    one.logits_tp = 1;
+    return kernel_us(p, whole, one);
+  }
   if (costs.eager_rmsnorm && c.family == kk::Family::norm && std::strncmp(c.name, "rmsnorm", 7) == 0)
     return eager_rmsnorm_us(p, s[0], s[1], c.backward);  // the other norms at the family's rate, below
   // predict.residual: the norms and residual adds over (rows, channels) of the stream (not the 1-D
@@ -79,6 +90,11 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
   for (const WorkEntry& e : entries) {
     switch (e.kind) {
       case WorkEntry::Kind::kernel: {
+        if (costs.logits_tp > 1 && std::strcmp(e.call.name, "xent_local_max") == 0) {
+          // predict.logits=gathered: ezpz's Replicate() output all-gathers the (rows, Vl) logits over TP
+          const double whole = double(e.call.shape[0]) * e.call.shape[1] * costs.logits_tp * costs.logit_bytes;
+          out->push_back({ItemKind::tp_comm, "allgather", 0, whole, 0, comm::OpKind::allgather});
+        }
         const double us = kernel_us(p, e.call, costs) * p.compute_scale;
         if (miss) {
           miss->us += us;

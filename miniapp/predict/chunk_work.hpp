@@ -52,6 +52,10 @@ struct CallCosts {
   LossKernels loss = LossKernels::fused;  // predict.loss: whose operators the loss's passes cost
   bool eager_op_rerun = false;   // eager pointwise under train.recompute=op: Q's RoPE and repeat_kv re-run
   ResidualStream residual = ResidualStream::fp32;  // predict.residual in a bf16 run (fp32: kformer's own bytes)
+  // predict.logits=gathered under TP: the loss's passes over tp times the rank's share of the logits,
+  // after an all-gather of them in logit_bytes an element (the run's precision)
+  int logits_tp = 1;
+  double logit_bytes = 4;
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
                      bool copied = false)
       : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied) {}

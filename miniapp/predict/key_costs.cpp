@@ -48,6 +48,7 @@ const std::vector<KeyField>& fields() {
       field("predict.residual", &PredictSettings::residual),
       field("predict.rmsnorm", &PredictSettings::rmsnorm),
       field("predict.pointwise", &PredictSettings::pointwise),
+      field("predict.logits", &PredictSettings::logits),
       field("predict.loss", &PredictSettings::loss),
       field("predict.host", &PredictSettings::host),
   };

@@ -144,6 +144,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.loss == LossKernels::vocab_parallel ? ", the loss as Megatron-LM's vocab-parallel operators"
                 : cfg.predict.loss == LossKernels::cross_entropy ? ", the loss as PyTorch's cross_entropy operators"
                                                                  : "")
+            << (cfg.predict.logits == LogitsLayout::gathered && cfg.parallel.tp > 1
+                    ? ", the logits gathered whole to every TP rank for the loss"
+                    : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"

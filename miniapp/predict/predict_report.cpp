@@ -120,6 +120,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"rmsnorm", name_of(cfg.predict.rmsnorm)},
             {"pointwise", name_of(cfg.predict.pointwise)},
             {"loss", name_of(cfg.predict.loss)},
+            {"logits", name_of(cfg.predict.logits)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", host_costed},

@@ -57,6 +57,10 @@ enum class Fusion { fused, eager };
 // predict.loss: how the costed software runs the loss over the logits: kformer's fused passes,
 // Megatron-LM's vocab-parallel cross-entropy, or PyTorch's F.cross_entropy (kernel_costs.hpp).
 enum class LossKernels { fused, vocab_parallel, cross_entropy };
+// predict.logits: where the loss runs under TP: on each rank's share of the vocabulary (kformer's,
+// Megatron-LM's vocab-parallel loss, torchtitan's loss_parallel), or on the whole logits gathered to
+// every TP rank (ezpz's plan: the output layer ColwiseParallel with output_layouts=Replicate()).
+enum class LogitsLayout { sharded, gathered };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -125,6 +129,10 @@ struct Names<ResidualStream> {
 template <>
 struct Names<Fusion> {
   static constexpr std::array<const char*, 2> list{"fused", "eager"};
+};
+template <>
+struct Names<LogitsLayout> {
+  static constexpr std::array<const char*, 2> list{"sharded", "gathered"};
 };
 template <>
 struct Names<LossKernels> {

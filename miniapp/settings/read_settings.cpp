@@ -86,6 +86,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.rmsnorm = choice<Fusion>(cfg, "predict.rmsnorm");
   s.predict.pointwise = choice<Fusion>(cfg, "predict.pointwise");
   s.predict.loss = choice<LossKernels>(cfg, "predict.loss");
+  s.predict.logits = choice<LogitsLayout>(cfg, "predict.logits");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.predict.breakdown = flag(cfg, "predict.breakdown");

@@ -107,6 +107,7 @@ struct PredictSettings {
   Fusion rmsnorm = Fusion::fused;
   Fusion pointwise = Fusion::fused;
   LossKernels loss = LossKernels::fused;
+  LogitsLayout logits = LogitsLayout::sharded;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   HostCost host = HostCost::kformer;
   bool breakdown = false;  // predict.breakdown: what each key above that departs from kformer's costs

@@ -238,6 +238,12 @@ std::vector<KeySpec> make_schema() {
              "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
              "kernel; the megatron-lm-2022, megatron-core and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
              "the widened logits: log_softmax and its backward; the torchtitan and pytorch-eager presets)"),
+      choice("predict.logits", names_of<LogitsLayout>(),
+             "where the costed software runs the loss under tensor parallelism: sharded (kformer's, Megatron-LM's "
+             "vocab-parallel loss and torchtitan's loss_parallel: each TP rank over its share of the vocabulary) or "
+             "gathered (ezpz's examples/fsdp_tp.py: its output layer's ColwiseParallel(output_layouts=Replicate()) "
+             "all-gathers the logits over TP, in the run's precision, and every TP rank runs the loss over the whole "
+             "vocabulary; the pytorch-eager preset)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "

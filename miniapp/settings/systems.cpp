@@ -55,7 +55,8 @@ const std::vector<SoftwareSystem>& software_systems() {
        "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, F.cross_entropy over the widened logits, the "
        "host's per-layer time where the profile has it)",
        {{"predict.attention", "flash"}, {"predict.rmsnorm", "eager"}, {"predict.pointwise", "eager"},
-        {"predict.residual", "activations"}, {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
+        {"predict.residual", "activations"}, {"predict.loss", "cross_entropy"}, {"predict.logits", "gathered"},
+        {"predict.host", "eager"}}},
   };
   return systems;
 }

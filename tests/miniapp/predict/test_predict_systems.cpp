@@ -597,3 +597,53 @@ TEST(PredictFeatures, AnEagerLossCostsItsOperatorsBytesOverTheLogits) {
     }
   }
 }
+
+// predict.logits=gathered (ezpz's plan: the output layer's ColwiseParallel(output_layouts=Replicate())):
+// at TP 2 the forward all-gathers the logits in the run's precision before the loss, and the loss's
+// three passes cost what they cost one rank holding the whole vocabulary (a vocabulary of 65536, so
+// that bytes, not launches, set them); nothing else changes, and at TP 1 there is nothing to gather.
+TEST(PredictFeatures, GatheredLogitsCostAnAllGatherAndTheWholeVocabularysLoss) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto chunk = [&](int tp, const std::string& logits) {
+    return kp::chunk_work(a100, plan("tiny.yaml", {"predict.world=" + std::to_string(tp), "parallel.tp=" + std::to_string(tp),
+                                                   "train.precision=bf16", "predict.loss=cross_entropy",
+                                                   "model.vocab_size=65536", "predict.logits=" + logits}),
+                          0);
+  };
+  const auto passes = [](const kp::ChunkWork& w) {
+    double us = 0;
+    for (const auto* list : {&w.forward, &w.head_backward, &w.backward})
+      for (const auto& i : *list)
+        if (i.name == std::string("xent_local_max") || i.name == std::string("xent_local_sums") ||
+            i.name == std::string("xent_finish"))
+          us += i.us;
+    return us;
+  };
+  const kp::ChunkWork sharded = chunk(2, "sharded"), gathered = chunk(2, "gathered"), whole = chunk(1, "sharded");
+  const auto d = plan("tiny.yaml", {}).dims;
+  const auto s_tp = of_kind(sharded.forward, kp::ItemKind::tp_comm), g_tp = of_kind(gathered.forward, kp::ItemKind::tp_comm);
+  ASSERT_EQ(g_tp.size(), s_tp.size() + 1);
+  double extra = bytes_of(g_tp) - bytes_of(s_tp);
+  EXPECT_NEAR(extra, double(d.N()) * 65536 * 2, 1e-9) << "the whole (tokens, vocabulary) logits in bf16";
+  const auto gather = std::find_if(gathered.forward.begin(), gathered.forward.end(),
+                                   [](const kp::WorkItem& i) { return i.name == std::string("xent_local_max"); });
+  ASSERT_NE(gather, gathered.forward.begin());
+  EXPECT_EQ(std::prev(gather)->kind, kp::ItemKind::tp_comm) << "the gather comes right before the loss";
+  EXPECT_EQ(std::prev(gather)->op, kformer::comm::OpKind::allgather);
+  EXPECT_NEAR(passes(gathered), passes(whole), 1e-9 * passes(whole)) << "the loss over the whole vocabulary";
+  EXPECT_LT(passes(sharded), 0.75 * passes(gathered));
+  // every other kernel as it was, in the same order
+  for (const auto& [a_list, b_list] : {std::pair{&sharded.forward, &gathered.forward},
+                                       std::pair{&sharded.head_backward, &gathered.head_backward},
+                                       std::pair{&sharded.backward, &gathered.backward}}) {
+    const auto a = of_kind(*a_list, kp::ItemKind::compute), b = of_kind(*b_list, kp::ItemKind::compute);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      if (a[i].name.rfind("xent_", 0) != 0) EXPECT_EQ(a[i].us, b[i].us) << a[i].name;
+    }
+  }
+  const kp::ChunkWork one = chunk(1, "gathered");
+  EXPECT_EQ(one.forward.size(), whole.forward.size());
+  EXPECT_EQ(passes(one), passes(whole));
+}
