@@ -52,8 +52,8 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, its Llama's "
-       "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, F.cross_entropy over the widened logits, the "
-       "host's per-layer time where the profile has it)",
+       "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, F.cross_entropy over the widened logits gathered "
+       "whole to every TP rank, the host's per-layer time where the profile has it)",
        {{"predict.attention", "flash"}, {"predict.rmsnorm", "eager"}, {"predict.pointwise", "eager"},
         {"predict.residual", "activations"}, {"predict.loss", "cross_entropy"}, {"predict.logits", "gathered"},
         {"predict.host", "eager"}}},
