@@ -246,8 +246,9 @@ std::vector<KeySpec> make_schema() {
              "vocabulary; the pytorch-eager preset)"),
       choice("predict.grad_reduce", names_of<Overlap>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
-             "last backward frees it, where the profile's network progresses on its own) or serialized (Megatron-LM's "
-             "of 2022 and DeepSpeed's pipeline engine: one reduction after the last backward)"),
+             "last backward frees it, where the profile's network progresses on its own; PyTorch's DDP, which "
+             "Megatron-LM's published runs took without a pipeline) or serialized (Megatron-LM's own DDP, which they "
+             "took with one, and DeepSpeed's pipeline engine: one reduction after the last backward)"),
       choice("predict.grad_accumulate", names_of<GradAccumulation>(),
              "how kformer predict adds each micro-batch's weight gradients to the iteration's: fused (kformer's and "
              "Megatron-LM's: the weight-gradient GEMM adds into the fp32 gradient), fp32_pass (DeepSpeed's "

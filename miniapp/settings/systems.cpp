@@ -14,11 +14,13 @@ const std::vector<SoftwareSystem>& software_systems() {
   static const std::vector<SoftwareSystem> systems = {
       {"kformer", "kformer, as kernels.attention and kernels.gemm would choose on the machine", {}},
       {"megatron-lm-2022",
-       "Megatron-LM of 2021-22 (fused softmax attention, sends on the compute stream, one gradient reduction "
-       "after the backward)",
+       "Megatron-LM of 2021-22 as NVIDIA's published runs ran it (fused softmax attention, sends on the compute "
+       "stream; with a pipeline its own DDP, one gradient reduction after the backward; without one PyTorch's "
+       "DDP, buckets reduced during the last backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
-        {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}},
+       {{"predict.grad_reduce", "overlapped"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
        "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
@@ -79,8 +81,14 @@ const std::string kPresetOrigin = "predict.system=";  // a preset key's origin: 
 
 void apply_software_system(Config& cfg) {
   const std::string name = cfg.str("predict.system");
-  for (const auto& [key, value] : software_system(name).keys)
-    if (cfg.origin(key) == "default") cfg.set(key, value, kPresetOrigin + name);
+  const SoftwareSystem& s = software_system(name);
+  const bool no_pipeline = cfg.i64("parallel.pp") == 1;
+  for (const auto* keys : {&s.keys, &s.keys_without_pipeline}) {
+    if (keys == &s.keys_without_pipeline && !no_pipeline) break;
+    for (const auto& [key, value] : *keys)
+      if (cfg.origin(key) == "default" || (keys == &s.keys_without_pipeline && !set_by_software_system(cfg, key).empty()))
+        cfg.set(key, value, kPresetOrigin + name);
+  }
 }
 
 std::string set_by_software_system(const Config& cfg, const std::string& key) {

@@ -17,6 +17,10 @@ struct SoftwareSystem {
   const char* name;
   const char* what;  // the software and its generation, as the report's text names it
   std::vector<std::pair<const char*, const char*>> keys;
+  // Keys set only where the run has no pipeline (parallel.pp = 1), over `keys`: what the software's
+  // published configurations chose by layout (Megatron-LM's SC21 scripts: torch DDP without a
+  // pipeline, its own DDP with one).
+  std::vector<std::pair<const char*, const char*>> keys_without_pipeline = {};
 };
 
 // Every preset, the default (kformer) first: the schema's choices for predict.system come from here.
