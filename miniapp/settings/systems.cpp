@@ -85,9 +85,10 @@ void apply_software_system(Config& cfg) {
   const bool no_pipeline = cfg.i64("parallel.pp") == 1;
   for (const auto* keys : {&s.keys, &s.keys_without_pipeline}) {
     if (keys == &s.keys_without_pipeline && !no_pipeline) break;
+    const bool by_layout = keys == &s.keys_without_pipeline;
     for (const auto& [key, value] : *keys)
-      if (cfg.origin(key) == "default" || (keys == &s.keys_without_pipeline && !set_by_software_system(cfg, key).empty()))
-        cfg.set(key, value, kPresetOrigin + name);
+      if (cfg.origin(key) == "default" || (by_layout && !set_by_software_system(cfg, key).empty()))
+        cfg.set(key, value, kPresetOrigin + name + (by_layout ? ", no pipeline" : ""));
   }
 }
 
