@@ -93,9 +93,10 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
     // the GPU as a GEMM of its FLOPs would, and its tiles (the online softmax between the products)
     // never reach a large GEMM's rate.
     const double flops = backward ? 2.5 * product : product;
-    const double ceiling = model == AttentionModel::flash ? r.flash2_tflops
-                           : backward                     ? r.cudnn_backward_tflops
-                                                          : r.cudnn_forward_tflops;
+    const SeqRate& rate = model == AttentionModel::flash ? r.flash2_tflops
+                          : backward                     ? r.cudnn_backward_tflops
+                                                         : r.cudnn_forward_tflops;
+    const double ceiling = rate.at(t);
     const double curve = curve_us(r, flops);
     return p.launch_us + (ceiling > 0 ? std::max(curve, flops / (ceiling * 1e6)) : curve);
   }

@@ -90,10 +90,28 @@ struct Reader {
       c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
       if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
     }
-    const auto ceiling = [&](const char* key, double& into) {
-      if (!a[key]) return;
-      into = number(a, at + "attention", key, 0, true);
-      if (into <= 0) bad(file, at + "attention." + key, "must be > 0 (or leave it out)");
+    const auto ceiling = [&](const char* key, SeqRate& into) {
+      const YAML::Node v = a[key];
+      if (!v) return;
+      const std::string where = at + "attention." + key;
+      const char* fix = "must be a rate > 0, or a map of sequence lengths > 0 to rates > 0 (or leave it out)";
+      if (v.IsScalar()) {
+        into.by_seq[0] = number(a, at + "attention", key, 0, true);
+      } else if (v.IsMap()) {
+        for (const auto& kv : v) {
+          int t = 0;
+          double r = 0;
+          try {
+            t = kv.first.as<int>();
+            r = kv.second.as<double>();
+          } catch (const YAML::Exception&) {
+            bad(file, where, fix);
+          }
+          if (t <= 0 || !std::isfinite(r) || r <= 0) bad(file, where, fix);
+          into.by_seq[t] = r;
+        }
+      }
+      if (!into.given() || into.by_seq.begin()->second <= 0) bad(file, where, fix);
     };
     ceiling("flash2_tflops", c.flash2_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
@@ -292,9 +310,20 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
         << ", backward_us: " << g.backward_us << "}\n";
     o << indent << "attention:\n" << indent << "  naive_tflops: " << c.attention_tflops.at("naive") << "\n" << indent
       << "  fused_tflops: " << c.attention_tflops.at("fused") << "\n";
-    if (c.flash2_tflops > 0) o << indent << "  flash2_tflops: " << c.flash2_tflops << "\n";
-    if (c.cudnn_forward_tflops > 0) o << indent << "  cudnn_forward_tflops: " << c.cudnn_forward_tflops << "\n";
-    if (c.cudnn_backward_tflops > 0) o << indent << "  cudnn_backward_tflops: " << c.cudnn_backward_tflops << "\n";
+    const auto rate = [&](const char* key, const SeqRate& r) {
+      if (!r.given()) return;
+      o << indent << "  " << key << ": ";
+      if (r.by_seq.size() == 1 && r.by_seq.begin()->first == 0) {
+        o << r.by_seq.begin()->second << "\n";
+        return;
+      }
+      const char* sep = "{";
+      for (const auto& [t, v] : r.by_seq) o << sep << t << ": " << v, sep = ", ";
+      o << "}\n";
+    };
+    rate("flash2_tflops", c.flash2_tflops);
+    rate("cudnn_forward_tflops", c.cudnn_forward_tflops);
+    rate("cudnn_backward_tflops", c.cudnn_backward_tflops);
     o << indent << "  points:\n";
     for (const auto& a : c.attention_points)
       o << indent << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd
@@ -330,6 +359,18 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   link("intra_node", p.intra_node);
   link("inter_node", p.inter_node);
   return o.str();
+}
+
+double SeqRate::at(int t) const {
+  if (by_seq.empty()) return 0;
+  const auto hi = by_seq.lower_bound(t);
+  if (hi == by_seq.begin()) return hi->second;  // at or before the first length (or one figure for all)
+  if (hi == by_seq.end()) return std::prev(hi)->second;
+  const auto lo = std::prev(hi);
+  if (hi->first == t) return hi->second;
+  const double f = (std::log2(double(t)) - std::log2(double(lo->first))) /
+                   (std::log2(double(hi->first)) - std::log2(double(lo->first)));
+  return lo->second + f * (hi->second - lo->second);
 }
 
 double ComputeRates::best_gemm_tflops() const {

@@ -28,6 +28,15 @@ struct AttentionPoint {  // a measured causal attention of one rank's heads
   double forward_us = 0, backward_us = 0;
 };
 
+// A kernel's published rate (TFLOP/s) by sequence length: one figure for every length (a YAML
+// number), or figures at lengths (a map {T: TFLOP/s}) interpolated in log2 T between them and held
+// beyond the first and the last. Not given: empty.
+struct SeqRate {
+  std::map<int, double> by_seq;  // T -> TFLOP/s; one figure for every length sits at T = 0
+  bool given() const { return !by_seq.empty(); }
+  double at(int t) const;  // 0 where not given
+};
+
 struct LinkCost {  // time = latency_us + bus bytes / bandwidth
   double latency_us = 0, bandwidth_gbps = 0;  // Gbit/s of bus bandwidth; 0 = unlimited
   int ranks = 0;                              // the group size it was measured on; 0 = any
@@ -52,16 +61,16 @@ struct ComputeRates {
   std::vector<GemmPoint> gemm_points;
   std::map<std::string, double> attention_tflops;  // naive, fused
   std::vector<AttentionPoint> attention_points;
-  // attention.flash2_tflops: FlashAttention-2's ceiling on this GPU (forward and backward, over the
-  // causal half's FLOPs), as its authors publish it; predict.attention=flash takes the GEMM curve but
-  // never above it; 0 where the profile does not say (the curve alone). Not kformer's kernel: what
-  // the systems that call FA2 run.
-  double flash2_tflops = 0;
+  // attention.flash2_tflops: FlashAttention-2's rate on this GPU by sequence length (forward and
+  // backward together, over the causal half's FLOPs), as its authors publish it; predict.attention=
+  // flash takes the GEMM curve but never above it; not given: the curve alone. Not kformer's kernel:
+  // what the systems that call FA2 run.
+  SeqRate flash2_tflops;
   // attention.cudnn_forward_tflops / cudnn_backward_tflops: cuDNN's fused flash attention's published
-  // rates on this GPU at head size 128 (over the causal half's FLOPs), each pass's ceiling where
-  // predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor kernel where
-  // calibrate has not timed it); 0 where the profile does not say (the GEMM curve alone).
-  double cudnn_forward_tflops = 0, cudnn_backward_tflops = 0;
+  // rates on this GPU at head size 128 by sequence length (over the causal half's FLOPs), each pass's
+  // ceiling where predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor
+  // kernel where calibrate has not timed it); not given: the GEMM curve alone.
+  SeqRate cudnn_forward_tflops, cudnn_backward_tflops;
   // bf16 section only: GB/s of the memory-bound families calibrate timed on bf16 activations
   // (half the bytes of fp32, not always half the time); a family missing here takes the top
   // level's rate.

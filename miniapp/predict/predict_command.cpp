@@ -36,23 +36,24 @@ std::string host_text(HostCost host, const MachineProfile& profile) {
 // The first line's word on the attention: the system's kernel and the rate it is costed at, or
 // kformer's own (with what kernels.attention=auto chose).
 std::string attention_text(const RunSettings& cfg, AttentionKind own, const MachineProfile& profile) {
-  const double flash2 = profile.rates(cfg.bf16()).flash2_tflops;
+  const int t = cfg.train.seq_len;
+  const double flash2 = profile.rates(cfg.bf16()).flash2_tflops.at(t);
   switch (cfg.predict.attention) {
     case AttentionModel::kformer:
       return std::string(", attention ") + (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") +
              name_of(own);
     case AttentionModel::flash:
       return flash2 > 0 ? ", attention costed as FlashAttention-2's, at most the profile's " + format_value(flash2) +
-                              " TFLOP/s (flash2_tflops)"
+                              " TFLOP/s at T " + std::to_string(t) + " (flash2_tflops)"
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
     case AttentionModel::cudnn: {
       const ComputeRates& r = profile.rates(cfg.bf16());
-      if (r.cudnn_forward_tflops <= 0 && r.cudnn_backward_tflops <= 0)
+      if (!r.cudnn_forward_tflops.given() && !r.cudnn_backward_tflops.given())
         return ", attention costed as cuDNN's fused kernels on the GEMM curve (the profile has no cudnn_*_tflops)";
       return ", attention costed as cuDNN's fused kernels, at most the profile's " +
-             format_value(r.cudnn_forward_tflops) + " TFLOP/s forward and " + format_value(r.cudnn_backward_tflops) +
-             " backward (cudnn_*_tflops)";
+             format_value(r.cudnn_forward_tflops.at(t)) + " TFLOP/s forward and " +
+             format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
     }
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
   }

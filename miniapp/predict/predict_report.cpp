@@ -97,10 +97,10 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"system", cfg.predict.system},
             {"system_what", software_system(cfg.predict.system).what},
             {"attention", name_of(cfg.predict.attention)},
-            {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops},  // the rate flash is costed at; 0: the GEMM curve
-            // cudnn's ceilings, forward and backward; 0: the GEMM curve
-            {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops},
-                              {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops}}},
+            // the rates flash and cudnn are costed at, at the deck's sequence length; 0: the GEMM curve
+            {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(cfg.train.seq_len)},
+            {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops.at(cfg.train.seq_len)},
+                              {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops.at(cfg.train.seq_len)}}},
             // the SMs a collective holds beside compute, within a node and across nodes, of the device's; 0: not charged
             {"collective_sms", {{"device", prof.sms}, {"intra_node", prof.collective_sms_intra},
                                 {"inter_node", prof.collective_sms_inter}}},

@@ -226,7 +226,7 @@ def test_tables(tmp):
                 "| flash | 1x8192x32x128 | 1.600 | 344 | 5.000 | 275 | 292 |",
                 "a profile's `bf16.attention.flash2_tflops`: 292 TFLOP/s; not timed: efficient: no kernel.",
                 "| cudnn | 1x4096x16x128 | 0.137 | 502 | 0.350 | 491 | 494 |",
-                "`cudnn_backward_tflops`: 502 and 491 TFLOP/s (the H100 profiles take 539 and 518",
+                "and `cudnn_backward_tflops` by sequence length: T 4096: 502 and 491 TFLOP/s (the H100 profiles take",
                 "| gemm | 8192x4096x4096 | 24 | 900 | 871 | 1000.0 | 1250.0 | 1.250 | 1.222 |",
                 "| kformer step no slower than PyTorch eager (fp32) | torch/kformer 0.800 (160.0 / 200.0 ms; kformer: "
                 "attention batched_gemm, GEMM vendor) | FAIL |",

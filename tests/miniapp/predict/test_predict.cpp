@@ -3,6 +3,7 @@
 // machine profiles (the shipped ones load; a bad one is refused with one line).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -202,16 +203,30 @@ TEST(MachineProfile, TheShippedProfilesLoad) {
   EXPECT_GE(shipped, 7);
 }
 
-// attention.flash2_tflops (FlashAttention-2's published rate, which predict.attention=flash costs):
-// read where a profile gives it, written back by profile_yaml, 0 (the GEMM curve) where it does not.
-TEST(MachineProfile, FlashAttention2sRateIsReadAndWrittenBack) {
+// attention.flash2_tflops (FlashAttention-2's published rates by sequence length, which
+// predict.attention=flash costs): read where a profile gives them, each length's figure exact,
+// interpolated in log2 T between lengths and held beyond the ends, written back by profile_yaml;
+// one figure stands for every length; not given (the GEMM curve) where a profile says nothing.
+TEST(MachineProfile, FlashAttention2sRatesByLengthAreReadAndWrittenBack) {
   const auto a100 = kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
-  EXPECT_EQ(a100.bf16.flash2_tflops, 228);
-  EXPECT_EQ(a100.fp32.flash2_tflops, 0);
+  const kp::SeqRate& fa2 = a100.bf16.flash2_tflops;
+  EXPECT_EQ(fa2.at(4096), 173);
+  EXPECT_EQ(fa2.at(8192), 182);
+  EXPECT_NEAR(fa2.at(6144), 173 + (182 - 173) * (std::log2(6144.0) - 12), 1e-9);  // log2 4096 = 12
+  EXPECT_EQ(fa2.at(256), 99);      // below the first length: its figure
+  EXPECT_EQ(fa2.at(65536), 189);   // past the last
+  EXPECT_FALSE(a100.fp32.flash2_tflops.given());
+  EXPECT_EQ(a100.fp32.flash2_tflops.at(4096), 0);
   const std::string path = testing::TempDir() + "/flash2_profile.yaml";
   std::ofstream(path) << kp::profile_yaml(a100, "# again\n");
-  EXPECT_EQ(kp::load_profile(path).bf16.flash2_tflops, 228);
-  EXPECT_EQ(kp::load_profile(kSource + "/input/machines/h200-measured.yaml").bf16.flash2_tflops, 0);
+  EXPECT_EQ(kp::load_profile(path).bf16.flash2_tflops.by_seq, fa2.by_seq);
+  kp::MachineProfile one = a100;
+  one.bf16.flash2_tflops.by_seq = {{0, 200}};  // one figure for every length, written as a number
+  std::ofstream(path) << kp::profile_yaml(one, "# one\n");
+  const auto again = kp::load_profile(path);
+  EXPECT_EQ(again.bf16.flash2_tflops.at(512), 200);
+  EXPECT_EQ(again.bf16.flash2_tflops.at(16384), 200);
+  EXPECT_FALSE(kp::load_profile(kSource + "/input/machines/h200-measured.yaml").bf16.flash2_tflops.given());
   std::remove(path.c_str());
 }
 
@@ -231,7 +246,9 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("fma_peak_tflops: 19.5", "fma_peak_tflops: fast"), "fma_peak_tflops"},
       {with("max_efficiency: 0.9", "max_efficiency: 1.5"), "gemm"},
       {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
-      {with("flash2_tflops: 228", "flash2_tflops: 0"), "attention.flash2_tflops"},
+      {with("flash2_tflops: {512: 99,", "flash2_tflops: {512: 0,"), "attention.flash2_tflops"},
+      {with("flash2_tflops: {512: 99,", "flash2_tflops: {-512: 99,"), "attention.flash2_tflops"},
+      {with("flash2_tflops: {512: 99,", "flash2_tflops: {long: 99,"), "attention.flash2_tflops"},
       {with("network:", "networks:"), "networks"},
       {with("sms: 108", "# no SMs"), "collective_sms"},
       {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},

@@ -35,7 +35,7 @@ using namespace predict_features;
 TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
   const auto a100 = profile("dgx-a100-80gb");
   const auto& r = a100.rates(true);
-  ASSERT_GT(r.flash2_tflops, 0) << "the premise: the A100 profile gives FlashAttention-2's rate";
+  ASSERT_TRUE(r.flash2_tflops.given()) << "the premise: the A100 profile gives FlashAttention-2's rates";
   const double b = 2, t = 2048, h = 12, hd = 128, scores = b * h * t * t, product = 2 * scores * hd;
   kformer::kernels::KernelCall c;
   c.family = kformer::kernels::Family::attention;
@@ -50,7 +50,7 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
              cu = kformer::AttentionModel::cudnn;
   EXPECT_NEAR(with(a100, bg, false), 2 * curve_us(r, a100.launch_us, product) + a100.launch_us + 2 * 2 * scores / act, 1e-6);
   EXPECT_NEAR(with(a100, bg, true), 4 * curve_us(r, a100.launch_us, product) + a100.launch_us + 3 * 2 * scores / act, 1e-6);
-  const double fa2 = r.flash2_tflops * 1e6;  // FLOPs per us
+  const double fa2 = r.flash2_tflops.at(2048) * 1e6;  // FLOPs per us, at this call's T
   EXPECT_NEAR(with(a100, cu, false), curve_us(r, a100.launch_us, product), 1e-6);
   EXPECT_NEAR(with(a100, cu, true), curve_us(r, a100.launch_us, 2.5 * product), 1e-6);
   for (bool backward : {false, true}) {
@@ -60,11 +60,11 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
   // At T 8192 (torchtitan's Llama 3 8B) the ceiling binds: FA2 slower than cuDNN's on the curve.
   c.shape = {1, 8192, 32, 32, 128, 0};
   const double long_product = 2.0 * 32 * 8192.0 * 8192 * 128;
-  EXPECT_NEAR(with(a100, fl, true), a100.launch_us + 2.5 * long_product / fa2, 1e-6);
+  EXPECT_NEAR(with(a100, fl, true), a100.launch_us + 2.5 * long_product / (r.flash2_tflops.at(8192) * 1e6), 1e-6);
   EXPECT_GT(with(a100, fl, true), 1.05 * with(a100, cu, true));
   c.shape = {2, 2048, 12, 12, 128, 0};
   kp::MachineProfile unsaid = a100;
-  unsaid.bf16.flash2_tflops = 0;  // a profile that does not give FA2's rate: flash takes the curve
+  unsaid.bf16.flash2_tflops = {};  // a profile that does not give FA2's rate: flash takes the curve
   EXPECT_EQ(with(unsaid, fl, false), with(a100, cu, false));
   EXPECT_EQ(with(unsaid, fl, true), with(a100, cu, true));
   // kformer's own kernel on this profile runs on the CUDA cores: far slower than any of them.
@@ -83,8 +83,9 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
 TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
   const auto h100 = profile("h100-sxm-80gb");
   const auto& r = h100.rates(true);
-  ASSERT_GT(r.cudnn_forward_tflops, 0) << "the premise: the H100 profile gives cuDNN's rates";
-  ASSERT_GT(r.cudnn_backward_tflops, 0);
+  ASSERT_TRUE(r.cudnn_forward_tflops.given()) << "the premise: the H100 profile gives cuDNN's rates";
+  ASSERT_TRUE(r.cudnn_backward_tflops.given());
+  const double fwd = r.cudnn_forward_tflops.at(4096), bwd = r.cudnn_backward_tflops.at(4096);
   kformer::kernels::KernelCall c;
   c.family = kformer::kernels::Family::attention;
   c.bf16 = true;
@@ -95,11 +96,11 @@ TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
   const double L = h100.launch_us;
   c.shape = {1, 4096, 16, 16, 128, 0};
   const double product = 2.0 * 16 * 4096.0 * 4096 * 128;  // the causal half of both products
-  ASSERT_LT(curve_us(r, L, product), L + product / (r.cudnn_forward_tflops * 1e6)) << "the premise: the curve is faster";
-  EXPECT_NEAR(cudnn(h100, false), L + product / (r.cudnn_forward_tflops * 1e6), 1e-6);
-  EXPECT_NEAR(cudnn(h100, true), L + 2.5 * product / (r.cudnn_backward_tflops * 1e6), 1e-6);
+  ASSERT_LT(curve_us(r, L, product), L + product / (fwd * 1e6)) << "the premise: the curve is faster";
+  EXPECT_NEAR(cudnn(h100, false), L + product / (fwd * 1e6), 1e-6);
+  EXPECT_NEAR(cudnn(h100, true), L + 2.5 * product / (bwd * 1e6), 1e-6);
   kp::MachineProfile unsaid = h100;
-  unsaid.bf16.cudnn_forward_tflops = unsaid.bf16.cudnn_backward_tflops = 0;
+  unsaid.bf16.cudnn_forward_tflops = unsaid.bf16.cudnn_backward_tflops = {};
   EXPECT_NEAR(cudnn(unsaid, false), curve_us(r, L, product), 1e-6);
   EXPECT_NEAR(cudnn(unsaid, true), curve_us(r, L, 2.5 * product), 1e-6);
   std::cout << "cuDNN attention, T 4096, 16 heads of 128, on an H100: " << cudnn(h100, false) / 1e3 << " ms forward, "
@@ -107,7 +108,7 @@ TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
             << " and " << cudnn(unsaid, true) / 1e3 << ")" << std::endl;
   c.shape = {1, 512, 4, 4, 128, 0};  // 0.27 GFLOP: the curve is below the ceiling
   const double small = 2.0 * 4 * 512.0 * 512 * 128;
-  ASSERT_GT(curve_us(r, L, small), L + small / (r.cudnn_forward_tflops * 1e6));
+  ASSERT_GT(curve_us(r, L, small), L + small / (r.cudnn_forward_tflops.at(512) * 1e6));
   EXPECT_NEAR(cudnn(h100, false), curve_us(r, L, small), 1e-6);
 }
 
