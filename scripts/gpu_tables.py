@@ -181,19 +181,18 @@ def flash_part(run):
                 ["backend", "BxTxHxhd", "forward ms", "TFLOP/s", "backward ms", "TFLOP/s", "together TFLOP/s"], rows,
                 "no backend ran")
     skipped = "; ".join(f"{k}: {v}" for k, v in f.get("skipped", {}).items())
-    flash = sorted((r for r in f.get("backends", {}).get("flash", []) if r.get("fwd_bwd_tflops") is not None),
-                   key=lambda r: r["T"])
-    by_t = ", ".join(f"T {r['T']}: {fmt(r['fwd_bwd_tflops'], '.0f')}" for r in flash) or "none timed"
+    def by_length(backend, *keys):  # a backend's timed rates by sequence length, as the profiles take them
+        rows = sorted((r for r in f.get("backends", {}).get(backend, []) if r.get(keys[0]) is not None),
+                      key=lambda r: r["T"])
+        return ", ".join(f"T {r['T']}: " + " and ".join(fmt(r.get(k), ".0f") for k in keys) for r in rows)
     out += ["", f"FlashAttention-2's forward and backward together here, for a profile's `bf16.attention.flash2_tflops` "
-                f"by sequence length: {by_t} TFLOP/s (lowest {fmt(f.get('flash2_tflops'), '.0f')}; the profiles take "
-                f"its authors' charts: 173 and 182 at T 4096 and 8192 on an A100, 294 and 308 on an H100)"
-                f"{'; not timed: ' + skipped if skipped else ''}."]
-    cudnn = [r for r in f.get("backends", {}).get("cudnn", []) if r.get("forward_tflops") is not None]
-    if cudnn:  # by sequence length, as the profiles take the published bars
-        by_t = ", ".join(f"T {r['T']}: {fmt(r['forward_tflops'], '.0f')} and {fmt(r.get('backward_tflops'), '.0f')}"
-                         for r in sorted(cudnn, key=lambda r: r["T"]))
+                f"by sequence length: {by_length('flash', 'fwd_bwd_tflops') or 'none timed'} TFLOP/s (lowest "
+                f"{fmt(f.get('flash2_tflops'), '.0f')}; the profiles take its authors' charts: 173 and 182 at T 4096 "
+                f"and 8192 on an A100, 294 and 308 on an H100){'; not timed: ' + skipped if skipped else ''}."]
+    cudnn = by_length("cudnn", "forward_tflops", "backward_tflops")
+    if cudnn:
         out += ["", f"cuDNN's rates here, forward and backward, for a profile's `bf16.attention.cudnn_forward_tflops` "
-                    f"and `cudnn_backward_tflops` by sequence length: {by_t} TFLOP/s (the H100 profiles take "
+                    f"and `cudnn_backward_tflops` by sequence length: {cudnn} TFLOP/s (the H100 profiles take "
                     f"FlashAttention-3's charts: 518 and 499 at T 4096)."]
     return out
 

@@ -97,6 +97,7 @@ struct Reader {
       const char* fix = "must be a rate > 0, or a map of sequence lengths > 0 to rates > 0 (or leave it out)";
       if (v.IsScalar()) {
         into.by_seq[0] = number(a, at + "attention", key, 0, true);
+        if (into.by_seq[0] <= 0) bad(file, where, fix);
       } else if (v.IsMap()) {
         for (const auto& kv : v) {
           int t = 0;
@@ -111,7 +112,7 @@ struct Reader {
           into.by_seq[t] = r;
         }
       }
-      if (!into.given() || into.by_seq.begin()->second <= 0) bad(file, where, fix);
+      if (!into.given()) bad(file, where, fix);  // a list, or an empty map
     };
     ceiling("flash2_tflops", c.flash2_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);

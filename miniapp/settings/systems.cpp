@@ -82,14 +82,12 @@ const std::string kPresetOrigin = "predict.system=";  // a preset key's origin: 
 void apply_software_system(Config& cfg) {
   const std::string name = cfg.str("predict.system");
   const SoftwareSystem& s = software_system(name);
-  const bool no_pipeline = cfg.i64("parallel.pp") == 1;
-  for (const auto* keys : {&s.keys, &s.keys_without_pipeline}) {
-    if (keys == &s.keys_without_pipeline && !no_pipeline) break;
-    const bool by_layout = keys == &s.keys_without_pipeline;
-    for (const auto& [key, value] : *keys)
-      if (cfg.origin(key) == "default" || (by_layout && !set_by_software_system(cfg, key).empty()))
-        cfg.set(key, value, kPresetOrigin + name + (by_layout ? ", no pipeline" : ""));
-  }
+  for (const auto& [key, value] : s.keys)
+    if (cfg.origin(key) == "default") cfg.set(key, value, kPresetOrigin + name);
+  if (cfg.i64("parallel.pp") != 1) return;
+  for (const auto& [key, value] : s.keys_without_pipeline)  // over the preset's own value, not a given one
+    if (cfg.origin(key) == "default" || !set_by_software_system(cfg, key).empty())
+      cfg.set(key, value, kPresetOrigin + name + ", no pipeline");
 }
 
 std::string set_by_software_system(const Config& cfg, const std::string& key) {
