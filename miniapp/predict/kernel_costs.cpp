@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <map>
 
 namespace kformer::predict {
 
@@ -61,6 +63,20 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p) {
   return best;
 }
 
+double measured_batched_us(const ComputeRates& r, double scores, int t, int hd) {
+  const auto& m = r.batched_gemm_tflops;
+  if (m.empty()) return 0;
+  // The time of one T*T score at a given head size: 14 hd FLOPs (both products, forward and backward)
+  // at its rate at this T.
+  const auto per_score = [&](std::map<int, SeqRate>::const_iterator i) { return 14.0 * i->first / (i->second.at(t) * 1e6); };
+  if (m.size() == 1 || hd <= m.begin()->first) return scores * per_score(m.begin());
+  auto hi = m.lower_bound(hd);
+  if (hi == m.end()) --hi;  // past the largest head size: along the last two
+  const auto lo = std::prev(hi);
+  const double f = double(hd - lo->first) / (hi->first - lo->first);
+  return scores * (per_score(lo) + f * (per_score(hi) - per_score(lo)));
+}
+
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
                             bool backward) {
   const ComputeRates& r = p.rates(bf16);
@@ -100,11 +116,15 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
     const double curve = curve_us(r, flops);
     return p.launch_us + (ceiling > 0 ? std::max(curve, flops / (ceiling * 1e6)) : curve);
   }
-  // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them;
-  // dropout on the probabilities a pass of its own each way (2 e + 1 bytes an element).
-  const double e = bf16 ? 2 : 4;
-  const double drop = dropout > 0 ? memory_us(p, "activation", double(b) * h * t * t * (2 * e + 1), bf16) : 0.0;
-  return drop + batched_attention_us(p, bf16, e, b, t, h, hd, backward);
+  // batched_gemm (Megatron-LM's): the scores in the run's precision, as its fused softmax takes them,
+  // both passes together no faster than the benchmark the profile gives (each scaled alike); dropout on
+  // the probabilities a pass of its own each way (2 e + 1 bytes an element).
+  const double e = bf16 ? 2 : 4, scores = double(b) * h * t * t;
+  const double drop = dropout > 0 ? memory_us(p, "activation", scores * (2 * e + 1), bf16) : 0.0;
+  const double fwd = batched_attention_us(p, bf16, e, b, t, h, hd, false);
+  const double bwd = batched_attention_us(p, bf16, e, b, t, h, hd, true);
+  const double measured = measured_batched_us(r, scores, t, hd);
+  return drop + (measured > fwd + bwd ? measured / (fwd + bwd) : 1.0) * (backward ? bwd : fwd);
 }
 
 namespace {

@@ -36,6 +36,8 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 //   the forward also runs a dropout pass over the probabilities (reads them, writes them and a 1-byte
 //   mask) and the backward one over their gradient (reads it and the mask, writes it), at the
 //   `activation` bandwidth: PyTorch's dropout kernels, which Megatron-LM's attention calls.
+//   Where the profile gives batched_gemm_tflops (a published benchmark of these kernels on that GPU),
+//   the two passes together take no less than it says, each scaled alike (measured_batched_us).
 // - flash (FlashAttention-2: flash-attn 2, PyTorch SDPA's flash backend): both products over the causal
 //   half, no T*T traffic; backward 2.5 times the forward's products (it recomputes the scores), on the
 //   GEMM curve but no faster than the profile's flash2_tflops where it has one (FA2 is not a GEMM:
@@ -47,9 +49,15 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element
-// (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision).
+// (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision), as modelled.
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
                             bool backward);
+// What the profile's benchmark of batched-GEMM attention (batched_gemm_tflops) says a call over
+// `scores` T*T scores at head size hd takes, forward and backward together; 0 where it gives none.
+// A score's time (14 hd FLOPs at the rate at T) is linear in hd between the head sizes given and
+// past the largest (the T*T passes cost a score the same at any hd, the products' work grows with
+// it), held at the smallest's below it and at the one's where only one is given.
+double measured_batched_us(const ComputeRates& r, double scores, int t, int hd);
 // An RMSNorm of rows x channels as eager PyTorch runs torchtitan's RMSNorm module (predict.rmsnorm=eager;
 // torchtitan/models/norms.py: output = (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x)
 // * weight), each operator a kernel over the activations, at the profile's `activation` bandwidth.

@@ -62,6 +62,36 @@ struct Reader {
     c.ranks = int(number(n, where, "ranks", 0));
     return c;
   }
+  // A SeqRate at `where`: a rate > 0 for every length, or a map of lengths > 0 to rates > 0.
+  SeqRate seq_rate(const YAML::Node& v, const std::string& where) const {
+    const char* fix = "must be a rate > 0, or a map of sequence lengths > 0 to rates > 0 (or leave it out)";
+    SeqRate into;
+    double one = 0;
+    if (v.IsScalar()) {
+      try {
+        one = v.as<double>();
+      } catch (const YAML::Exception&) {
+        bad(file, where, fix);
+      }
+      if (!std::isfinite(one) || one <= 0) bad(file, where, fix);
+      into.by_seq[0] = one;
+    } else if (v.IsMap()) {
+      for (const auto& kv : v) {
+        int t = 0;
+        double r = 0;
+        try {
+          t = kv.first.as<int>();
+          r = kv.second.as<double>();
+        } catch (const YAML::Exception&) {
+          bad(file, where, fix);
+        }
+        if (t <= 0 || !std::isfinite(r) || r <= 0) bad(file, where, fix);
+        into.by_seq[t] = r;
+      }
+    }
+    if (!into.given()) bad(file, where, fix);  // a list, or an empty map
+    return into;
+  }
   // The gemm and attention sections under `at` ("" or "bf16.").
   ComputeRates rates(const YAML::Node& root, const std::string& at) const {
     ComputeRates c;
@@ -85,38 +115,31 @@ struct Reader {
     const YAML::Node a = root["attention"];
     if (!a) bad(file, at + "attention", "missing: give naive_tflops and fused_tflops");
     keys(a, at + "attention",
-         {"naive_tflops", "fused_tflops", "flash2_tflops", "cudnn_forward_tflops", "cudnn_backward_tflops", "points"});
+         {"naive_tflops", "fused_tflops", "flash2_tflops", "cudnn_forward_tflops", "cudnn_backward_tflops",
+          "batched_gemm_tflops", "points"});
     for (const char* kind : {"naive", "fused"}) {
       c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
       if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
     }
     const auto ceiling = [&](const char* key, SeqRate& into) {
-      const YAML::Node v = a[key];
-      if (!v) return;
-      const std::string where = at + "attention." + key;
-      const char* fix = "must be a rate > 0, or a map of sequence lengths > 0 to rates > 0 (or leave it out)";
-      if (v.IsScalar()) {
-        into.by_seq[0] = number(a, at + "attention", key, 0, true);
-        if (into.by_seq[0] <= 0) bad(file, where, fix);
-      } else if (v.IsMap()) {
-        for (const auto& kv : v) {
-          int t = 0;
-          double r = 0;
-          try {
-            t = kv.first.as<int>();
-            r = kv.second.as<double>();
-          } catch (const YAML::Exception&) {
-            bad(file, where, fix);
-          }
-          if (t <= 0 || !std::isfinite(r) || r <= 0) bad(file, where, fix);
-          into.by_seq[t] = r;
-        }
-      }
-      if (!into.given()) bad(file, where, fix);  // a list, or an empty map
+      if (a[key]) into = seq_rate(a[key], at + "attention." + key);
     };
     ceiling("flash2_tflops", c.flash2_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
+    if (const YAML::Node m = a["batched_gemm_tflops"]) {
+      const std::string where = at + "attention.batched_gemm_tflops";
+      if (!m.IsMap() || m.size() == 0) bad(file, where, "must be a map of head sizes > 0 to rates by sequence length");
+      for (const auto& kv : m) {
+        int hd = 0;
+        try {
+          hd = kv.first.as<int>();
+        } catch (const YAML::Exception&) {
+        }
+        if (hd <= 0) bad(file, where, "'" + kv.first.Scalar() + "' is not a head size > 0");
+        c.batched_gemm_tflops[hd] = seq_rate(kv.second, where + "." + std::to_string(hd));
+      }
+    }
     if (a["points"])
       for (std::size_t i = 0; i < a["points"].size(); ++i) {
         const YAML::Node n = a["points"][i];
@@ -311,20 +334,32 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
         << ", backward_us: " << g.backward_us << "}\n";
     o << indent << "attention:\n" << indent << "  naive_tflops: " << c.attention_tflops.at("naive") << "\n" << indent
       << "  fused_tflops: " << c.attention_tflops.at("fused") << "\n";
-    const auto rate = [&](const char* key, const SeqRate& r) {
-      if (!r.given()) return;
-      o << indent << "  " << key << ": ";
+    const auto flow = [&](const SeqRate& r) {  // a number, or {T: rate, ...}
       if (r.by_seq.size() == 1 && r.by_seq.begin()->first == 0) {
-        o << r.by_seq.begin()->second << "\n";
+        o << r.by_seq.begin()->second;
         return;
       }
       const char* sep = "{";
       for (const auto& [t, v] : r.by_seq) o << sep << t << ": " << v, sep = ", ";
-      o << "}\n";
+      o << "}";
+    };
+    const auto rate = [&](const char* key, const SeqRate& r) {
+      if (!r.given()) return;
+      o << indent << "  " << key << ": ";
+      flow(r);
+      o << "\n";
     };
     rate("flash2_tflops", c.flash2_tflops);
     rate("cudnn_forward_tflops", c.cudnn_forward_tflops);
     rate("cudnn_backward_tflops", c.cudnn_backward_tflops);
+    if (!c.batched_gemm_tflops.empty()) {
+      o << indent << "  batched_gemm_tflops:\n";
+      for (const auto& [hd, r] : c.batched_gemm_tflops) {
+        o << indent << "    " << hd << ": ";
+        flow(r);
+        o << "\n";
+      }
+    }
     o << indent << "  points:\n";
     for (const auto& a : c.attention_points)
       o << indent << "    - {b: " << a.b << ", t: " << a.t << ", h: " << a.h << ", kv: " << a.kv << ", hd: " << a.hd

@@ -71,6 +71,12 @@ struct ComputeRates {
   // ceiling where predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor
   // kernel where calibrate has not timed it); not given: the GEMM curve alone.
   SeqRate cudnn_forward_tflops, cudnn_backward_tflops;
+  // attention.batched_gemm_tflops: batched GEMMs around a softmax kernel (Megatron-LM's attention,
+  // PyTorch's standard attention) as a published benchmark timed them on this GPU, by head size, each
+  // a rate by sequence length: forward and backward together over both products' FLOPs on the full
+  // T*T scores (14 hd an element of them). predict.attention=batched_gemm costs a call's passes no
+  // faster together than this (kernel_costs.hpp); not given: the modelled passes alone.
+  std::map<int, SeqRate> batched_gemm_tflops;  // head size -> its rate by T
   // bf16 section only: GB/s of the memory-bound families calibrate timed on bf16 activations
   // (half the bytes of fp32, not always half the time); a family missing here takes the top
   // level's rate.

@@ -230,6 +230,27 @@ TEST(MachineProfile, FlashAttention2sRatesByLengthAreReadAndWrittenBack) {
   std::remove(path.c_str());
 }
 
+// attention.batched_gemm_tflops (a published benchmark of batched-GEMM attention, which
+// predict.attention=batched_gemm takes as its floor): by head size, each a rate by sequence length,
+// read from the A100 80GB profiles, written back by profile_yaml; not given for a 40 GB A100 (slower
+// HBM than the benchmark's GPU) nor in the fp32 section.
+TEST(MachineProfile, BatchedGemmAttentionsBenchmarkIsReadAndWrittenBack) {
+  const auto a100 = kp::load_profile(kSource + "/input/machines/dgx-a100-80gb.yaml");
+  const auto& m = a100.bf16.batched_gemm_tflops;
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.at(64).at(2048), 43);
+  EXPECT_EQ(m.at(128).at(8192), 86);
+  EXPECT_EQ(m.at(128).at(16384), 86);  // past the last length (the chart's 16k ran out of memory)
+  EXPECT_TRUE(a100.fp32.batched_gemm_tflops.empty());
+  EXPECT_TRUE(kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml").bf16.batched_gemm_tflops.empty());
+  const std::string path = testing::TempDir() + "/batched_profile.yaml";
+  std::ofstream(path) << kp::profile_yaml(a100, "# again\n");
+  const auto again = kp::load_profile(path).bf16.batched_gemm_tflops;
+  ASSERT_EQ(again.size(), m.size());
+  for (const auto& [hd, r] : m) EXPECT_EQ(again.at(hd).by_seq, r.by_seq) << hd;
+  std::remove(path.c_str());
+}
+
 TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
   const std::string good = [] {
     std::ifstream in(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
@@ -249,6 +270,12 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("flash2_tflops: {512: 99,", "flash2_tflops: {512: 0,"), "attention.flash2_tflops"},
       {with("flash2_tflops: {512: 99,", "flash2_tflops: {-512: 99,"), "attention.flash2_tflops"},
       {with("flash2_tflops: {512: 99,", "flash2_tflops: {long: 99,"), "attention.flash2_tflops"},
+      {with("flash2_tflops: {512: 99,", "batched_gemm_tflops: {0: 50}\n    flash2_tflops: {512: 99,"),
+       "attention.batched_gemm_tflops"},
+      {with("flash2_tflops: {512: 99,", "batched_gemm_tflops: {64: {512: 0}}\n    flash2_tflops: {512: 99,"),
+       "attention.batched_gemm_tflops.64"},
+      {with("flash2_tflops: {512: 99,", "batched_gemm_tflops: 50\n    flash2_tflops: {512: 99,"),
+       "attention.batched_gemm_tflops"},
       {with("network:", "networks:"), "networks"},
       {with("sms: 108", "# no SMs"), "collective_sms"},
       {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},
