@@ -177,7 +177,8 @@ def flash_part(run):
              fmt(r.get("backward_ms"), ".3f"), fmt(r.get("backward_tflops"), ".0f"), fmt(r.get("fwd_bwd_tflops"), ".0f")]
             for name, rs in f.get("backends", {}).items() for r in rs]
     out = table(f"PyTorch SDPA's kernels at the published rows' attention shapes (`flash/flash2_rate.json`, torch "
-                f"{f.get('torch', '?')}, {f.get('dtype', '?')}, causal; FLOPs as predict counts them)",
+                f"{f.get('torch', '?')}, {f.get('dtype', '?')}, causal but for batched; FLOPs as predict counts them, "
+                f"batched's over every score)",
                 ["backend", "BxTxHxhd", "forward ms", "TFLOP/s", "backward ms", "TFLOP/s", "together TFLOP/s"], rows,
                 "no backend ran")
     skipped = "; ".join(f"{k}: {v}" for k, v in f.get("skipped", {}).items())
@@ -189,6 +190,14 @@ def flash_part(run):
                 f"by sequence length: {by_length('flash', 'fwd_bwd_tflops') or 'none timed'} TFLOP/s (lowest "
                 f"{fmt(f.get('flash2_tflops'), '.0f')}; the profiles take its authors' charts: 173 and 182 at T 4096 "
                 f"and 8192 on an A100, 294 and 308 on an H100){'; not timed: ' + skipped if skipped else ''}."]
+    batched = f.get("batched_gemm_tflops") or {}
+    if batched:
+        here = "; ".join(f"heads of {hd}: " + ", ".join(f"T {t}: {fmt(r, '.0f')}" for t, r in sorted(by_t.items(), key=lambda x: int(x[0])))
+                         for hd, by_t in sorted(batched.items(), key=lambda x: int(x[0])))
+        out += ["", f"Megatron-LM's attention kernels (baddbmm, softmax, bmm; not causal) here, forward and backward "
+                    f"together, for a profile's `bf16.attention.batched_gemm_tflops`: {here} TFLOP/s (the profiles take "
+                    f"FlashAttention-2's charts' PyTorch bars: at T 2048, 43 and 76 with heads of 64 and 128 on an "
+                    f"A100 80GB, 81 and 145 on an H100)."]
     cudnn = by_length("cudnn", "forward_tflops", "backward_tflops")
     if cudnn:
         out += ["", f"cuDNN's rates here, forward and backward, for a profile's `bf16.attention.cudnn_forward_tflops` "

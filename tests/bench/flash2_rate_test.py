@@ -4,7 +4,10 @@ Debian's torch has no scaled_dot_product_attention, so every backend is listed w
 and the explicit attention stands in; its rows carry predict's FLOP convention (forward the causal
 half of the two products, 2 B H T^2 hd; backward 2.5 times that) over their own times, and no FA2
 rate is reported from a stand-in. Where torch has SDPA, the flash backend on the CPU is timed or
-skipped with a reason. Bad input is one line and exit 2."""
+skipped with a reason. Backend "batched" (Megatron-LM's baddbmm, softmax, bmm) runs with any torch:
+its output is softmax(Q K^T / sqrt(hd)) V against float64, its rows count both products over the full
+scores, and its rates come back by head size and T as a profile's batched_gemm_tflops. Bad input is
+one line and exit 2."""
 import json
 import math
 import os
@@ -33,8 +36,15 @@ with tempfile.TemporaryDirectory() as tmp:
         res = json.load(f)
     rows = [row for name, rs in res["backends"].items() for row in rs]
     check(len(rows) >= 2, f"{len(rows)} rows timed for two shapes")
+    for name, rs in res["backends"].items():
+        check(all(row["causal"] == (name != "batched") for row in rs), f"{name}: causal flags {[r['causal'] for r in rs]}")
+    batched = res["backends"].get("batched", [])
+    check(len(batched) == 2, f"{len(batched)} batched rows for two shapes")
+    for row in batched:
+        rate = res["batched_gemm_tflops"][str(row["hd"])][str(row["T"])]
+        check(math.isclose(rate, row["fwd_bwd_tflops"]), f"batched_gemm_tflops {rate} is not the row's {row['fwd_bwd_tflops']}")
     for row in rows:
-        product = 2.0 * row["B"] * row["H"] * row["T"] ** 2 * row["hd"]
+        product = (4.0 if not row["causal"] else 2.0) * row["B"] * row["H"] * row["T"] ** 2 * row["hd"]
         for key, flops, ms in (("forward_tflops", product, row["forward_ms"]),
                                ("backward_tflops", 2.5 * product, row["backward_ms"]),
                                ("fwd_bwd_tflops", 3.5 * product, row["forward_ms"] + row["backward_ms"])):
@@ -51,6 +61,15 @@ with tempfile.TemporaryDirectory() as tmp:
         lines = bad.stderr.strip().splitlines()
         check(bad.returncode == 2 and len(lines) == 1 and word in lines[0],
               f"{args}: exit {bad.returncode}, stderr {bad.stderr!r}")
+sys.path.insert(0, os.path.join(top, "bench"))
+import torch  # noqa: E402
+import flash2_rate  # noqa: E402
+
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 3, 24, 8, dtype=torch.float64) for _ in range(3))
+ref = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8), dim=-1) @ v
+got = flash2_rate.batched_attention(q.float(), k.float(), v.float()).double()
+check(torch.allclose(got, ref, atol=1e-5, rtol=1e-5), f"batched attention off by {(got - ref).abs().max().item()}")
 if fails:
     sys.exit("FAIL: " + "; ".join(fails))
 print("flash2_rate: rows in predict's FLOP convention, stand-in reported as such, bad input refused")

@@ -168,8 +168,14 @@ def fake_run(d):
     # cuDNN's at H1's shape: 2 x 16 x 4096^2 x 128 = 6.9e10 FLOPs forward in 0.137 ms, backward in 0.35 ms
     crow = {"B": 1, "T": 4096, "H": 16, "hd": 128, "forward_ms": 0.137, "backward_ms": 0.35, "forward_tflops": 501.6,
             "backward_tflops": 490.8, "fwd_bwd_tflops": 493.9}
-    dump(f"{d}/flash/flash2_rate.json", {"torch": "2.11.0+cu130", "dtype": "bf16", "backends": {"flash": [row], "cudnn": [crow]},
-                                        "skipped": {"efficient": "no kernel"}, "flash2_tflops": 291.5})
+    # Megatron-LM's kernels (batched) at the chart's shape, every score: 4 x 8 x 16 x 2048^2 x 128 = 2.7e11 FLOPs
+    # forward in 3.9 ms, 2.5 times them backward in 8.6 ms
+    brow = {"B": 8, "T": 2048, "H": 16, "hd": 128, "causal": False, "forward_ms": 3.9, "backward_ms": 8.6,
+            "forward_tflops": 70.5, "backward_tflops": 79.9, "fwd_bwd_tflops": 76.9}
+    dump(f"{d}/flash/flash2_rate.json", {"torch": "2.11.0+cu130", "dtype": "bf16",
+                                        "backends": {"flash": [row], "cudnn": [crow], "batched": [brow]},
+                                        "skipped": {"efficient": "no kernel"}, "flash2_tflops": 291.5,
+                                        "batched_gemm_tflops": {"128": {"2048": 76.9}}})
     # kformer-sm-share: a GEMM of 1000 us alone, 1250 beside 24 of 132 SMs held (the SM share's 132/108 = 1.222)
     dump(f"{d}/contend/sm_share.json", {"device": "NVIDIA H100 80GB HBM3", "sms": 132, "iters": 20, "cases": [
         {"kernel": "gemm", "shape": [8192, 4096, 4096], "held_sms": 24, "traffic_target_gbps": 900, "traffic_gbps": 871.4,
@@ -228,6 +234,8 @@ def test_tables(tmp):
                 "294 and 308 on an H100); not timed: efficient: no kernel.",
                 "| cudnn | 1x4096x16x128 | 0.137 | 502 | 0.350 | 491 | 494 |",
                 "and `cudnn_backward_tflops` by sequence length: T 4096: 502 and 491 TFLOP/s (the H100 profiles take",
+                "| batched | 8x2048x16x128 | 3.900 | 70 | 8.600 | 80 | 77 |",
+                "`bf16.attention.batched_gemm_tflops`: heads of 128: T 2048: 77 TFLOP/s (the profiles take",
                 "| gemm | 8192x4096x4096 | 24 | 900 | 871 | 1000.0 | 1250.0 | 1.250 | 1.222 |",
                 "| kformer step no slower than PyTorch eager (fp32) | torch/kformer 0.800 (160.0 / 200.0 ms; kformer: "
                 "attention batched_gemm, GEMM vendor) | FAIL |",
