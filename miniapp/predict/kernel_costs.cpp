@@ -77,6 +77,11 @@ double measured_batched_us(const ComputeRates& r, double scores, int t, int hd) 
   return scores * (per_score(lo) + f * (per_score(hi) - per_score(lo)));
 }
 
+double batched_gemm_rate(const ComputeRates& r, int t, int hd) {
+  const double per_score = measured_batched_us(r, 1.0, t, hd);
+  return per_score > 0 ? 14.0 * hd / (per_score * 1e6) : 0.0;
+}
+
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
                             bool backward) {
   const ComputeRates& r = p.rates(bf16);

@@ -58,6 +58,9 @@ double batched_attention_us(const MachineProfile& p, bool bf16, double score_byt
 // past the largest (the T*T passes cost a score the same at any hd, the products' work grows with
 // it), held at the smallest's below it and at the one's where only one is given.
 double measured_batched_us(const ComputeRates& r, double scores, int t, int hd);
+// That benchmark's rate (TFLOP/s, both products' forward and backward FLOPs over every score) at T and
+// head size hd, as measured_batched_us takes it; 0 where the profile gives none.
+double batched_gemm_rate(const ComputeRates& r, int t, int hd);
 // An RMSNorm of rows x channels as eager PyTorch runs torchtitan's RMSNorm module (predict.rmsnorm=eager;
 // torchtitan/models/norms.py: output = (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x)
 // * weight), each operator a kernel over the activations, at the profile's `activation` bandwidth.

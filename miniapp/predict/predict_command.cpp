@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 
 #include "settings/cli.hpp"
@@ -54,6 +55,16 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
       return ", attention costed as cuDNN's fused kernels, at most the profile's " +
              format_value(r.cudnn_forward_tflops.at(t)) + " TFLOP/s forward and " +
              format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
+    }
+    case AttentionModel::batched_gemm: {
+      const int hd = cfg.model.d_model / cfg.model.n_heads;
+      const double rate = batched_gemm_rate(profile.rates(cfg.bf16()), t, hd);
+      if (rate <= 0)
+        return ", attention costed as batched_gemm's kernels (Megatron-LM's), as modelled (the profile has no "
+               "batched_gemm_tflops)";
+      return ", attention costed as batched_gemm's kernels (Megatron-LM's), no faster than the profile's " +
+             std::to_string(std::lround(rate)) + " TFLOP/s at T " + std::to_string(t) + ", heads of " +
+             std::to_string(hd) + " (batched_gemm_tflops)";
     }
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
   }

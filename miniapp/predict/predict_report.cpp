@@ -9,6 +9,7 @@
 #include "train/metrics.hpp"
 #include "model/model_spec.hpp"
 #include "parallel/schedule.hpp"
+#include "predict/kernel_costs.hpp"
 #include "report/summary_text.hpp"
 #include "settings/systems.hpp"
 
@@ -101,6 +102,9 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(cfg.train.seq_len)},
             {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops.at(cfg.train.seq_len)},
                               {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops.at(cfg.train.seq_len)}}},
+            // batched_gemm's floor, forward and backward together over every score, at the deck's T and head size
+            {"batched_gemm_tflops",
+             batched_gemm_rate(prof.rates(cfg.bf16()), cfg.train.seq_len, cfg.model.d_model / cfg.model.n_heads)},
             // the SMs a collective holds beside compute, within a node and across nodes, of the device's; 0: not charged
             {"collective_sms", {{"device", prof.sms}, {"intra_node", prof.collective_sms_intra},
                                 {"inter_node", prof.collective_sms_inter}}},

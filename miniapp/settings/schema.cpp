@@ -150,7 +150,7 @@ std::vector<KeySpec> make_schema() {
       choice("predict.attention", names_of<AttentionModel>(),
              "attention kernels kformer predict costs: kformer's own (the profile's attention rates), batched_gemm "
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
-             "bandwidth), flash (FlashAttention-2's: the causal half on the GEMM curve, no faster than the profile's bf16 "
+             "bandwidth, no faster together than the profile's bf16 attention.batched_gemm_tflops), flash (FlashAttention-2's: the causal half on the GEMM curve, no faster than the profile's bf16 "
              "attention.flash2_tflops; no T*T traffic) or cudnn (cuDNN's fused flash attention, Transformer Engine's "
              "choice on Hopper: the causal half on the GEMM curve, no faster than the profile's bf16 "
              "attention.cudnn_forward_tflops and cudnn_backward_tflops)"),
