@@ -60,8 +60,9 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
       const int hd = cfg.model.d_model / cfg.model.n_heads;
       const double rate = batched_gemm_rate(profile.rates(cfg.bf16()), t, hd);
       if (rate <= 0)
-        return ", attention costed as batched_gemm's kernels (Megatron-LM's), as modelled (the profile has no "
-               "batched_gemm_tflops)";
+        return std::string(", attention costed as batched_gemm's kernels (Megatron-LM's), as modelled (the profile "
+                           "gives no batched_gemm_tflops in ") +
+               (cfg.bf16() ? "bf16" : "fp32") + ")";
       return ", attention costed as batched_gemm's kernels (Megatron-LM's), no faster than the profile's " +
              std::to_string(std::lround(rate)) + " TFLOP/s at T " + std::to_string(t) + ", heads of " +
              std::to_string(hd) + " (batched_gemm_tflops)";
