@@ -24,7 +24,9 @@ PV, 2 B H T^2 hd forward, 2.5 times that backward (its recomputed scores, dV, dP
 backward's time less the forward's. The report's "flash2_tflops" is the flash backend's forward and
 backward rate together at each shape and their lowest, the figure a profile's ceiling takes (null
 where flash did not run); "batched_gemm_tflops" the batched rows' rates together, by head size and
-T, the form of the profile's key. Bad input (a shape, a backend, no GPU) is one line and exit 2.
+T, the form of the profile's key. --json is written after each backend, so that a run its time
+budget stops (gpu_session.sh's `timeout`) keeps what it timed. Bad input (a shape, a backend, no
+GPU) is one line and exit 2.
 
 A backend this torch or GPU cannot run (cuDNN's before torch 2.5, flash in fp32) is listed with the
 reason, not timed. Where torch has no scaled_dot_product_attention (torch < 2.0, as on the CPU test
@@ -137,6 +139,19 @@ def main():
               "flops": "forward 2 B H T^2 hd (the causal half of QK^T and PV), backward 2.5 times that; "
                        "batched (not causal): twice those",
               "backends": {}, "skipped": {}}
+
+    def write():  # after each backend, so that a run stopped by its time budget keeps what it timed
+        flash = report["backends"].get("flash")  # FlashAttention-2's; none where only the stand-in ran
+        report["flash2_tflops"] = min(r["fwd_bwd_tflops"] for r in flash) if flash else None
+        batched = {}  # head size -> T -> rate, as a profile's batched_gemm_tflops (the lowest where shapes share both)
+        for r in report["backends"].get("batched", []):
+            at = batched.setdefault(str(r["hd"]), {})
+            at[str(r["T"])] = min(at.get(str(r["T"]), r["fwd_bwd_tflops"]), r["fwd_bwd_tflops"])
+        report["batched_gemm_tflops"] = batched or None
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(report, f, indent=1)
+
     sdpa_backends = [b for b in backends if b != "batched"]
     if sdpa is None and sdpa_backends:  # torch < 2.0: the explicit attention, so the report's form is checked anyway
         math_attention = torch_gpt.attention_impl()[0]
@@ -144,6 +159,7 @@ def main():
                              for b in sdpa_backends}
         report["backends"]["math"] = [measure(lambda q, k, v: math_attention(q, k, v), s, dtype, a.device, a.reps, a.warmup)
                                       for s in shapes]
+        write()
     elif sdpa is not None:
         for name in sdpa_backends:
             ctx, why = backend_context(name)
@@ -160,19 +176,14 @@ def main():
                 report["skipped"][name] = str(e).splitlines()[0][:300]
                 continue
             report["backends"][name] = rows
+            write()
     if "batched" in backends:
         try:
             report["backends"]["batched"] = [measure(batched_attention, s, dtype, a.device, a.reps, a.warmup, full=True)
                                              for s in shapes]
         except RuntimeError as e:  # out of memory at a long sequence
             report["skipped"]["batched"] = str(e).splitlines()[0][:300]
-    flash = report["backends"].get("flash")  # FlashAttention-2's; none where only the stand-in ran
-    report["flash2_tflops"] = min(r["fwd_bwd_tflops"] for r in flash) if flash else None
-    batched = {}  # head size -> T -> rate, as a profile's batched_gemm_tflops (the lowest where shapes share both)
-    for r in report["backends"].get("batched", []):
-        at = batched.setdefault(str(r["hd"]), {})
-        at[str(r["T"])] = min(at.get(str(r["T"]), r["fwd_bwd_tflops"]), r["fwd_bwd_tflops"])
-    report["batched_gemm_tflops"] = batched or None
+    write()
     for name, rows in report["backends"].items():
         for r in rows:
             print(f"{name:9s} B{r['B']} T{r['T']} H{r['H']} hd{r['hd']}: forward {r['forward_ms']:.3f} ms "
@@ -180,9 +191,6 @@ def main():
                   f"({r['backward_tflops']:.1f}), together {r['fwd_bwd_tflops']:.1f} TFLOP/s")
     for name, why in report["skipped"].items():
         print(f"{name:9s} not timed: {why}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":
