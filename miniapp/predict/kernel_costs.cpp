@@ -71,10 +71,12 @@ double measured_batched_us(const ComputeRates& r, double scores, int t, int hd) 
   const auto per_score = [&](std::map<int, SeqRate>::const_iterator i) { return 14.0 * i->first / (i->second.at(t) * 1e6); };
   if (m.size() == 1 || hd <= m.begin()->first) return scores * per_score(m.begin());
   auto hi = m.lower_bound(hd);
-  if (hi == m.end()) --hi;  // past the largest head size: along the last two
+  const bool past = hi == m.end();
+  if (past) --hi;  // past the largest head size: along the last two, never below the largest's
   const auto lo = std::prev(hi);
   const double f = double(hd - lo->first) / (hi->first - lo->first);
-  return scores * (per_score(lo) + f * (per_score(hi) - per_score(lo)));
+  const double at = per_score(lo) + f * (per_score(hi) - per_score(lo));
+  return scores * (past ? std::max(at, per_score(hi)) : at);
 }
 
 double batched_gemm_rate(const ComputeRates& r, int t, int hd) {

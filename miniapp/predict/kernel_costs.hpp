@@ -56,7 +56,8 @@ double batched_attention_us(const MachineProfile& p, bool bf16, double score_byt
 // `scores` T*T scores at head size hd takes, forward and backward together; 0 where it gives none.
 // A score's time (14 hd FLOPs at the rate at T) is linear in hd between the head sizes given and
 // past the largest (the T*T passes cost a score the same at any hd, the products' work grows with
-// it), held at the smallest's below it and at the one's where only one is given.
+// it; never below the largest's there), held at the smallest's below it and at the one's where only
+// one is given.
 double measured_batched_us(const ComputeRates& r, double scores, int t, int hd);
 // That benchmark's rate (TFLOP/s, both products' forward and backward FLOPs over every score) at T and
 // head size hd, as measured_batched_us takes it; 0 where the profile gives none.

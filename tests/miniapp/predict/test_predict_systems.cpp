@@ -198,6 +198,13 @@ TEST(PredictFeatures, BatchedGemmAttentionIsNoFasterThanItsPublishedBenchmark) {
   EXPECT_NEAR(call(96), scores * (per_score(64) + per_score(128)) / 2, 1e-6 * call(96));
   EXPECT_NEAR(call(160), scores * (per_score(128) + (per_score(128) - per_score(64)) / 2), 1e-6 * call(160));
   EXPECT_NEAR(call(32), scores * per_score(64), 1e-6 * call(32));  // held below the smallest
+  kp::MachineProfile one = a100;  // one head size given: its score's time at every head size
+  one.bf16.batched_gemm_tflops.erase(64);
+  EXPECT_NEAR(kp::measured_batched_us(one.bf16, scores, 2048, 64), scores * per_score(128), 1e-9 * scores);
+  EXPECT_NEAR(kp::measured_batched_us(one.bf16, scores, 2048, 256), scores * per_score(128), 1e-9 * scores);
+  kp::MachineProfile falling = a100;  // a score no cheaper past the largest head size than at it
+  falling.bf16.batched_gemm_tflops[128].by_seq = {{2048, 500}};
+  EXPECT_NEAR(kp::measured_batched_us(falling.bf16, scores, 2048, 256), scores * 14.0 * 128 / 500e6, 1e-9 * scores);
   c.shape = {8, 2048, 16, 16, 128, 0};
   const auto [f0, b0] = both(a100);
   const auto [f1, b1] = both(a100, 0.1);
