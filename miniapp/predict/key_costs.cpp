@@ -105,6 +105,19 @@ std::string add_key_costs(nlohmann::json& report, const RunSettings& given, cons
          << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms << "%; the step " << without
          << " with none held)";
   }
+  // And what the measured floor under batched-GEMM attention costs, where the run's precision has one.
+  const ComputeRates& rates = profile.rates(given.bf16());
+  if (!rates.batched_gemm_tflops.empty()) {
+    MachineProfile modelled = profile;
+    (given.bf16() ? modelled.bf16 : modelled.fp32).batched_gemm_tflops.clear();
+    const double without = predicted_step_ms(given, modelled), delta = step_ms - without;
+    if (delta != 0) {
+      report["predicted"]["batched_gemm_floor_cost_ms"] = delta;
+      text << "\n  what batched-GEMM attention's measured rate costs over its modelled passes (the profile's "
+           << "attention.batched_gemm_tflops): " << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms
+           << "%; the step " << without << " with the modelled passes)";
+    }
+  }
   return text.str() + "\n";
 }
 

@@ -51,3 +51,34 @@ TEST(PredictKeys, EachDepartingKeyIsTheStepWithThatKeyAloneAtKformersValue) {
     else if (k.key == "predict.residual") EXPECT_LT(step, k.without_ms);  // a bf16 stream moves fewer bytes
   EXPECT_TRUE(kp::key_costs(settings({"predict.world=4", "parallel.dp=4"}), a100).empty());
 }
+
+// predict.breakdown also says what the profile's measured rate of batched-GEMM attention adds over
+// the modelled passes (Megatron-LM's attention on an A100): the step against the same step on the
+// profile without the figure (tiny widened to 12 heads of 64 at T 1024, where it binds), in the report
+// and a summary line; nothing where the run's attention takes no such floor (torchtitan's flash) or
+// the profile gives none.
+TEST(PredictKeys, TheBreakdownSaysWhatTheAttentionFloorCosts) {
+  const auto a100 = profile("dgx-a100-80gb");
+  kp::MachineProfile modelled = a100;
+  modelled.bf16.batched_gemm_tflops.clear();
+  const std::vector<std::string> wide = {"predict.world=2", "parallel.dp=2", "train.precision=bf16", "model.d_model=768",
+                                         "model.n_heads=12", "model.max_seq_len=1024", "train.seq_len=1024"};
+  std::vector<std::string> megatron = wide;
+  megatron.push_back("predict.system=megatron-lm-2022");
+  const auto s = settings(megatron);
+  const double step = kp::predicted_step_ms(s, a100), without = kp::predicted_step_ms(s, modelled);
+  ASSERT_GT(step, without) << "the premise: the floor binds at T 1024, heads of 64";
+  nlohmann::json report;
+  const std::string text = kp::add_key_costs(report, s, a100, step);
+  EXPECT_DOUBLE_EQ(report["predicted"]["batched_gemm_floor_cost_ms"].get<double>(), step - without);
+  EXPECT_NE(text.find("what batched-GEMM attention's measured rate costs"), std::string::npos) << text;
+  nlohmann::json plain;
+  EXPECT_EQ(kp::add_key_costs(plain, s, modelled, without).find("batched-GEMM"), std::string::npos);
+  EXPECT_FALSE(plain["predicted"].contains("batched_gemm_floor_cost_ms"));
+  std::vector<std::string> titan = wide;
+  titan.push_back("predict.system=torchtitan");
+  const auto flash = settings(titan);
+  nlohmann::json none;
+  kp::add_key_costs(none, flash, a100, kp::predicted_step_ms(flash, a100));
+  EXPECT_FALSE(none["predicted"].contains("batched_gemm_floor_cost_ms"));
+}
