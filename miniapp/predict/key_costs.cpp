@@ -86,37 +86,45 @@ std::string add_key_costs(nlohmann::json& report, const RunSettings& given, cons
   std::ostringstream text;
   text << std::fixed << std::setprecision(1)
        << "  what the keys cost (ms of the step, each key alone set back to kformer's value):";
+  // Writes "+12.3 (4.5%; the step 270.1": what the step costs over one without, its share, that step.
+  const auto cost = [&](double without) {
+    const double delta = step_ms - without;
+    text << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms << "%; the step " << without;
+    return delta;
+  };
   for (const KeyCost& k : key_costs(given, profile)) {
-    const double delta = step_ms - k.without_ms;
+    text << "\n    " << k.key << "=" << k.value << " ";
+    const double delta = cost(k.without_ms);
+    text << " with " << k.kformer_value << ")";
     costs.push_back({{"key", k.key}, {"value", k.value}, {"kformer_value", k.kformer_value},
                      {"step_ms_without", k.without_ms}, {"cost_ms", delta}});
-    text << "\n    " << k.key << "=" << k.value << " " << (delta >= 0 ? "+" : "") << delta << " ("
-         << 100 * delta / step_ms << "%; the step " << k.without_ms << " with " << k.kformer_value << ")";
   }
   if (costs.empty()) text << " none departs from kformer's";
   report["predicted"]["key_costs"] = costs;
-  // The profile's figure beside the keys: what the SMs the collectives hold cost the compute beside them.
+  // The profile's figures beside the keys, each the step again on the profile without it: what the SMs
+  // the collectives hold cost the compute beside them, and what the measured floor under batched-GEMM
+  // attention costs where the run's precision has one (said only where it binds).
+  const auto figure = [&](double without, const char* key, const char* what, const char* baseline) {
+    text << "\n  " << what << ": ";
+    report["predicted"][key] = cost(without);
+    text << " " << baseline << ")";
+  };
   if (profile.holds_collective_sms()) {
     MachineProfile none = profile;
     none.collective_sms_intra = none.collective_sms_inter = 0;
-    const double without = predicted_step_ms(given, none), delta = step_ms - without;
-    report["predicted"]["collective_sms_cost_ms"] = delta;
-    text << "\n  what the collectives' SMs cost the compute beside them (the profile's network.collective_sms): "
-         << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms << "%; the step " << without
-         << " with none held)";
+    figure(predicted_step_ms(given, none), "collective_sms_cost_ms",
+           "what the collectives' SMs cost the compute beside them (the profile's network.collective_sms)",
+           "with none held");
   }
-  // And what the measured floor under batched-GEMM attention costs, where the run's precision has one.
-  const ComputeRates& rates = profile.rates(given.bf16());
-  if (!rates.batched_gemm_tflops.empty()) {
+  if (!profile.rates(given.bf16()).batched_gemm_tflops.empty()) {
     MachineProfile modelled = profile;
     (given.bf16() ? modelled.bf16 : modelled.fp32).batched_gemm_tflops.clear();
-    const double without = predicted_step_ms(given, modelled), delta = step_ms - without;
-    if (delta != 0) {
-      report["predicted"]["batched_gemm_floor_cost_ms"] = delta;
-      text << "\n  what batched-GEMM attention's measured rate costs over its modelled passes (the profile's "
-           << "attention.batched_gemm_tflops): " << (delta >= 0 ? "+" : "") << delta << " (" << 100 * delta / step_ms
-           << "%; the step " << without << " with the modelled passes)";
-    }
+    const double without = predicted_step_ms(given, modelled);
+    if (without != step_ms)
+      figure(without, "batched_gemm_floor_cost_ms",
+             "what batched-GEMM attention's measured rate costs over its modelled passes (the profile's "
+             "attention.batched_gemm_tflops)",
+             "with the modelled passes");
   }
   return text.str() + "\n";
 }

@@ -57,7 +57,7 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
              format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
     }
     case AttentionModel::batched_gemm: {
-      const int hd = cfg.model.d_model / cfg.model.n_heads;
+      const int hd = model_shape(cfg).head_dim;
       const double rate = batched_gemm_rate(profile.rates(cfg.bf16()), t, hd);
       if (rate <= 0)
         return std::string(", attention costed as batched_gemm's kernels (Megatron-LM's), as modelled (the profile "

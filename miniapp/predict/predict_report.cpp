@@ -104,7 +104,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
                               {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops.at(cfg.train.seq_len)}}},
             // batched_gemm's floor, forward and backward together over every score, at the deck's T and head size
             {"batched_gemm_tflops",
-             batched_gemm_rate(prof.rates(cfg.bf16()), cfg.train.seq_len, cfg.model.d_model / cfg.model.n_heads)},
+             batched_gemm_rate(prof.rates(cfg.bf16()), cfg.train.seq_len, model_shape(cfg).head_dim)},
             // the SMs a collective holds beside compute, within a node and across nodes, of the device's; 0: not charged
             {"collective_sms", {{"device", prof.sms}, {"intra_node", prof.collective_sms_intra},
                                 {"inter_node", prof.collective_sms_inter}}},
