@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "model/flops.hpp"
 #include "model/model_spec.hpp"
@@ -170,6 +171,32 @@ void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg
   add(w.backward_last, backward);
 }
 
+// predict.bucket_pass=nan_check_scale: what Megatron-Core r0.8 does to a unit's fp32 gradient before
+// its bucket is reduced (param_and_grad_buffer.py, Bucket.start_grad_sync), once an iteration, so on
+// the last micro-batch as the unit is done, before its bucket is posted (the unit_done item's time:
+// inside the backward, under a pipeline before the stage sends its input gradient, unless the
+// bucket is delayed past the pipeline, pipeline_sim.hpp). It reads the bucket for
+// the NaN check's norm (`grad_data.norm(p=2)`; --check-for-nan-in-loss-and-grad, on by default in
+// bf16), then, where DP > 1, multiplies it by 1/DP (`grad_data *= gradient_scaling_factor`). The
+// norm's host sync (`assert not norm.isnan()`) is one launch's wait a bucket, not charged.
+// predict.bucket_pass=scale (Megatron-LM's DDP of 2022) runs after the pipeline: step_sim.cpp.
+void add_bucket_passes(ChunkWork& w, const MachineProfile& p, const RunPlan& plan, const ChunkSpec& c) {
+  const RunSettings& cfg = plan.settings;
+  if (cfg.predict.bucket_pass != BucketPass::nan_check_scale || plan.numerics.shards_grads) return;
+  const bool scale = cfg.parallel.dp > 1;
+  const ModelShape& s = plan.shape;
+  std::map<int, double> unit_params;  // unit (-1 embedding, L final norm and head) -> this rank's share
+  for (const auto& t : rank_params(s, plan.chunks, cfg.parallel.pp, c.chunk % cfg.parallel.pp))
+    unit_params[t.layer] += double(t.local_size(s.tp));
+  for (auto* list : {&w.backward_last, &w.weight_last})
+    for (std::size_t k = 0; k < list->size(); ++k) {
+      if ((*list)[k].kind != ItemKind::unit_done) continue;
+      const double n = unit_params[(*list)[k].layer];
+      const double us = stream_us(p, "reduction", 4 * n) + (scale ? memory_us(p, "residual", 8 * n) : 0);
+      (*list)[k].us = us * p.compute_scale;
+    }
+}
+
 // predict.pipeline_messages: DeepSpeed's pipeline engine (runtime/pipe/engine.py) sends a stage's
 // output as a PartitionedTensor and keeps only its own part of it; before the backward it gathers
 // the whole back over TP (part_output.full(), in _exec_recv_grads or _exec_backward_pass): a gather
@@ -226,6 +253,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
                             : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last})
       if (!list->empty()) list->push_back(pass);
   }
+  add_bucket_passes(w, p, plan, c);
   add_host_time(w, p, plan.settings, c.n_layers);
   Flops f;
   for (int l = 0; l < c.n_layers; ++l) f += block_flops(plan.dims);

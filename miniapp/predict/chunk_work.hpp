@@ -28,7 +28,7 @@ enum class ItemKind { compute, tp_comm, require, unit_done, grad_scatter };
 struct WorkItem {
   ItemKind kind;
   std::string name;  // the kernel (compute), the call (tp_comm)
-  double us = 0;     // compute: modelled time
+  double us = 0;     // compute: modelled time; unit_done: the pass over its bucket before it is posted
   double bytes = 0;  // tp_comm, grad_scatter: nccl-tests' size; require: its gather's, where it gathers
   int layer = 0;     // require, unit_done: the unit (-1 embedding, L final norm and head)
   comm::OpKind op = comm::OpKind::allreduce;  // tp_comm

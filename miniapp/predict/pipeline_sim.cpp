@@ -36,6 +36,7 @@ struct Rank {
   int part = 0;
   std::size_t item = 0;
   double action_t0 = -1, part_t0 = 0;
+  std::vector<std::pair<double, double>> delayed;  // delay_buckets: (pass us, bytes) posted after the pipeline
 };
 
 class Sim {
@@ -59,6 +60,11 @@ class Sim {
         out_[r].comm.push_back({groups_[g].post_us, end});
         if (record_) span(r, "send", true, groups_[g].post_us, end, -1, -1, groups_[g].sent);
         ranks_[r].t = std::max(ranks_[r].t, end);
+      }
+      double after = 0;  // the delayed buckets: each one's pass on the compute stream, then its post
+      for (const auto& [us, bytes] : ranks_[r].delayed) {
+        computed(r, us, after);
+        if (s_.dp_buckets) out_[r].buckets.push_back({ranks_[r].t, bytes});
       }
       out_[r].wall_us = ranks_[r].t;
     }
@@ -240,8 +246,13 @@ class Sim {
           if (!require(r, i.layer, i.us, timer)) return false;
           break;
         case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
-          if (last_micro && !s_.fsdp_grads && s_.dp_buckets)
-            out_[r].buckets.push_back({me.t, s_.bucket_bytes[r].at(i.layer)});
+          if (!last_micro || s_.fsdp_grads) break;
+          if (s_.delay_buckets && r > 0) {  // with its pass (predict.bucket_pass), after the pipeline
+            me.delayed.push_back({i.us, s_.dp_buckets ? s_.bucket_bytes[r].at(i.layer) : 0.0});
+            break;
+          }
+          computed(r, i.us, timer);  // the software's pass over the bucket before it is posted (predict.bucket_pass)
+          if (s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.bucket_bytes[r].at(i.layer)});
           break;
         case ItemKind::grad_scatter:
           if (s_.dp_buckets) out_[r].buckets.push_back({me.t, i.bytes});

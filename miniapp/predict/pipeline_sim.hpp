@@ -63,6 +63,9 @@ struct PipelineSetup {
   bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
   bool dp_buckets = false;              // dp > 1: buckets are posted
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets
+  // Every pipeline rank but the first posts its buckets (and runs their passes) after its pipeline:
+  // Megatron-Core's delay_grad_reduce (predict.grad_reduce=delayed).
+  bool delay_buckets = false;
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units
   // A unit's gather runs on a stream of its own, issued as the unit before it begins (FSDP's

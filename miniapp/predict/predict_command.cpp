@@ -120,7 +120,10 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.pipeline_calls == PipelineCalls::one_by_one && cfg.parallel.pp > 1
                     ? ", each pipeline send and receive a blocking call of its own"
                     : "")
-            << (cfg.predict.grad_reduce == Overlap::serialized ? ", gradient reduction after the backward" : "")
+            << (cfg.predict.grad_reduce == GradReduce::serialized ? ", gradient reduction after the backward"
+                : cfg.predict.grad_reduce == GradReduce::delayed && cfg.parallel.pp > 1
+                    ? ", gradient reduction delayed past the last backward on all but the first stage"
+                    : "")
             << (cfg.predict.tp_comm == Overlap::overlapped ? ", TP collectives overlapped with their GEMMs" : "")
             << (cfg.predict.tp_input_grad == Overlap::overlapped && cfg.predict.tp_comm != Overlap::overlapped
                     ? ", input-gradient TP collectives beside the weight-gradient GEMMs"
@@ -164,6 +167,10 @@ int run_predict(const std::vector<std::string>& args) {
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
                     : std::string())
+            << (cfg.predict.bucket_pass == BucketPass::scale ? ", each gradient bucket divided by DP before its reduction"
+                : cfg.predict.bucket_pass == BucketPass::nan_check_scale
+                    ? ", each gradient bucket's norm checked for NaN and the bucket scaled before its reduction"
+                    : "")
             << host_text(cfg.predict.host, profile) << sms_text(profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"

@@ -126,6 +126,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"loss", name_of(cfg.predict.loss)},
             {"logits", name_of(cfg.predict.logits)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
+            {"bucket_pass", name_of(cfg.predict.bucket_pass)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", host_costed},
             // where the costed host figures come from (a run of bench/eager_op_cost.py, or what the profile says)

@@ -9,6 +9,7 @@
 #include "model/model_spec.hpp"
 #include "parallel/schedule.hpp"
 #include "predict/chunk_work.hpp"
+#include "predict/kernel_costs.hpp"
 #include "train/step_work.hpp"
 
 namespace kformer::predict {
@@ -64,6 +65,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
   ps.tp_input_grad = cfg.predict.tp_input_grad == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;
+  ps.delay_buckets = cfg.predict.grad_reduce == GradReduce::delayed;
   ps.gather_prefetch = cfg.predict.zero3_gather == Overlap::overlapped;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   // Each stage's pipeline begins after its prepare phase: kernels only, on the rank's own data.
@@ -125,6 +127,16 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       if ((w / g.stride) % g.size == 0) f(group_of(w, g));
   };
 
+  // predict.bucket_pass=scale: Megatron-LM's DDP of 2022 divides its fp32 gradient buffer by DP after
+  // the pipeline, before reducing it, at DP 1 too (megatron/model/distributed.py, allreduce_gradients:
+  // `buffer_.data /= mpu.get_data_parallel_world_size()`): 8 bytes a parameter the rank holds.
+  if (cfg.predict.bucket_pass == BucketPass::scale)
+    for (int w = 0; w < l.world; ++w) {
+      double n = 0;
+      for (const auto& p : rank_params(plan.shape, layers, l.pp, l.stage(w))) n += double(p.local_size(l.tp));
+      const double us = memory_us(prof, "residual", 8 * n) * prof.compute_scale;
+      t[w] += us, busy[w] += us;
+    }
   // The data-parallel buckets: reduce-scatter under ZeRO >= 2, else all-reduce, one after the
   // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where
   // the network progresses on its own (a GPU's NCCL) they run during the backward, unless
@@ -133,7 +145,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   // their share of the device (compute_share_lost) times the time they overlap its compute.
   if (l.dp > 1) {
     const comm::OpKind kind = l.zero >= 2 ? comm::OpKind::reduce_scatter : comm::OpKind::allreduce;
-    const bool overlap = prof.async_progress && cfg.predict.grad_reduce == Overlap::overlapped;
+    const bool overlap = prof.async_progress && cfg.predict.grad_reduce != GradReduce::serialized;
     for_groups(ps.dp, [&](const std::vector<int>& m) {
       const StageTimeline& x = st[l.stage(m.front())];
       double all_in = 0;

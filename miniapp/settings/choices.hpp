@@ -1,6 +1,6 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
-// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.tp_precision,
+// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.bucket_pass, predict.tp_precision,
 // predict.gather_copy, predict.pipeline_messages, predict.pipeline_calls, predict.residual, ...) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
@@ -25,11 +25,20 @@ enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before st
 enum class AttentionSetting { automatic, naive, fused, batched_gemm, vendor };
 // predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
 enum class AttentionModel { kformer, batched_gemm, flash, cudnn };
-// predict.pipeline_p2p and predict.grad_reduce: whether the communication runs beside the
+// predict.pipeline_p2p and the other TP, gather and send keys: whether the communication runs beside the
 // computation or the computation waits for it.
 enum class Overlap { overlapped, serialized };
+// predict.grad_reduce: when the data-parallel buckets are reduced: each as the last backward frees
+// it, after the last backward, or (Megatron-Core's delay_grad_reduce) the first pipeline stage's as
+// its last backward frees them and every other stage's after its pipeline (step_sim.hpp).
+enum class GradReduce { overlapped, serialized, delayed };
 // predict.grad_accumulate: how a micro-batch's weight gradients join the iteration's (chunk_work.hpp).
 enum class GradAccumulation { fused, fp32_pass, lp_pass };
+// predict.bucket_pass: what the costed software's data-parallel wrapper does to each fp32 gradient
+// bucket before its reduction, once an iteration (chunk_work.hpp): nothing (kformer's 1/N is in the
+// loss gradient), a division by DP (Megatron-LM's own DDP of 2022), or a NaN check by the bucket's
+// norm and then that scaling (Megatron-Core r0.8's start_grad_sync).
+enum class BucketPass { none, scale, nan_check_scale };
 // predict.host: who issues the kernels and whether the host waits for each (chunk_work.hpp).
 enum class HostCost { kformer, eager, blocking };
 // predict.tp_precision: the type a TP collective of activations moves in a bf16 run (chunk_work.hpp).
@@ -95,8 +104,16 @@ struct Names<Overlap> {
   static constexpr std::array<const char*, 2> list{"overlapped", "serialized"};
 };
 template <>
+struct Names<GradReduce> {
+  static constexpr std::array<const char*, 3> list{"overlapped", "serialized", "delayed"};
+};
+template <>
 struct Names<GradAccumulation> {
   static constexpr std::array<const char*, 3> list{"fused", "fp32_pass", "lp_pass"};
+};
+template <>
+struct Names<BucketPass> {
+  static constexpr std::array<const char*, 3> list{"none", "scale", "nan_check_scale"};
 };
 template <>
 struct Names<HostCost> {

@@ -71,7 +71,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.system = cfg.str("predict.system");
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");
   s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
-  s.predict.grad_reduce = choice<Overlap>(cfg, "predict.grad_reduce");
+  s.predict.grad_reduce = choice<GradReduce>(cfg, "predict.grad_reduce");
   s.predict.tp_comm = choice<Overlap>(cfg, "predict.tp_comm");
   s.predict.tp_input_grad = choice<Overlap>(cfg, "predict.tp_input_grad");
   s.predict.tp_precision = choice<TpPrecision>(cfg, "predict.tp_precision");
@@ -88,6 +88,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.loss = choice<LossKernels>(cfg, "predict.loss");
   s.predict.logits = choice<LogitsLayout>(cfg, "predict.logits");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
+  s.predict.bucket_pass = choice<BucketPass>(cfg, "predict.bucket_pass");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.predict.breakdown = flag(cfg, "predict.breakdown");
   s.deck = cfg.echo();

@@ -92,7 +92,7 @@ struct PredictSettings {
   std::string system = "kformer";  // predict.system: whose software's run is costed (settings/systems.hpp)
   AttentionModel attention = AttentionModel::kformer;
   Overlap pipeline_p2p = Overlap::overlapped;
-  Overlap grad_reduce = Overlap::overlapped;
+  GradReduce grad_reduce = GradReduce::overlapped;
   Overlap tp_comm = Overlap::serialized;
   Overlap tp_input_grad = Overlap::serialized;
   TpPrecision tp_precision = TpPrecision::fp32;
@@ -109,6 +109,7 @@ struct PredictSettings {
   LossKernels loss = LossKernels::fused;
   LogitsLayout logits = LogitsLayout::sharded;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
+  BucketPass bucket_pass = BucketPass::none;
   HostCost host = HostCost::kformer;
   bool breakdown = false;  // predict.breakdown: what each key above that departs from kformer's costs
 };

@@ -244,17 +244,26 @@ std::vector<KeySpec> make_schema() {
              "gathered (ezpz's examples/fsdp_tp.py: its output layer's ColwiseParallel(output_layouts=Replicate()) "
              "all-gathers the logits over TP, in the run's precision, and every TP rank runs the loss over the whole "
              "vocabulary; the pytorch-eager preset)"),
-      choice("predict.grad_reduce", names_of<Overlap>(),
+      choice("predict.grad_reduce", names_of<GradReduce>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own; PyTorch's DDP, which "
-             "Megatron-LM's published runs took without a pipeline) or serialized (Megatron-LM's own DDP, which they "
-             "took with one, and DeepSpeed's pipeline engine: one reduction after the last backward)"),
+             "Megatron-LM's published runs took without a pipeline), serialized (Megatron-LM's own DDP, which they "
+             "took with one, and DeepSpeed's pipeline engine: one reduction after the last backward) or delayed "
+             "(Megatron-Core's --overlap-grad-reduce with its default delay_grad_reduce: the first pipeline stage's "
+             "buckets as its last backward frees them, every other stage's after its last backward, in the "
+             "pipeline's bubble; overlapped without a pipeline)"),
       choice("predict.grad_accumulate", names_of<GradAccumulation>(),
              "how kformer predict adds each micro-batch's weight gradients to the iteration's: fused (kformer's and "
              "Megatron-LM's: the weight-gradient GEMM adds into the fp32 gradient), fp32_pass (DeepSpeed's "
              "BF16_Optimizer of 2022: after each micro-batch's backward its bf16 gradients are widened and added to "
              "fp32 ones, 18 bytes per parameter) or lp_pass (PyTorch's autograd adding into the bf16/fp16 gradient, "
              "DeepSpeed's pipeline of 2021: 6 bytes per parameter)"),
+      choice("predict.bucket_pass", names_of<BucketPass>(),
+             "what the data-parallel wrapper does to each fp32 gradient bucket before its reduction, once an "
+             "iteration, as kformer predict models it: none (kformer's: the 1/N is in the loss gradient), scale "
+             "(Megatron-LM's own DDP of 2022: the buffer divided by DP, 8 bytes per parameter) or nan_check_scale "
+             "(Megatron-Core r0.8: the bucket's norm checked for NaN, 4 bytes per parameter, then multiplied by "
+             "1/DP where DP > 1, 8 more)"),
       choice("predict.host", names_of<HostCost>(),
              "the host's part in kformer predict's cost of each layer: kformer (C++ launches that run ahead of the "
              "device: the profile's launch_us per kernel), eager (eager PyTorch: a layer's pass takes at least the "

@@ -15,19 +15,21 @@ const std::vector<SoftwareSystem>& software_systems() {
       {"kformer", "kformer, as kernels.attention and kernels.gemm would choose on the machine", {}},
       {"megatron-lm-2022",
        "Megatron-LM of 2021-22 as NVIDIA's published runs ran it (fused softmax attention, sends on the compute "
-       "stream; with a pipeline its own DDP, one gradient reduction after the backward; without one PyTorch's "
-       "DDP, buckets reduced during the last backward)",
+       "stream; with a pipeline its own DDP, the fp32 gradients divided by DP and reduced after the backward; without "
+       "one PyTorch's DDP, buckets reduced during the last backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
-        {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}},
-       {{"predict.grad_reduce", "overlapped"}}},
+        {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"},
+        {"predict.bucket_pass", "scale"}},
+       {{"predict.grad_reduce", "overlapped"}, {"predict.bucket_pass", "none"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
-       "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap; blocking batched sends unless "
-       "overlap_p2p_comm)",
+       "--overlap-grad-reduce with each bucket's NaN check and scaling, --overlap-param-gather, --tp-comm-overlap; "
+       "blocking batched sends unless overlap_p2p_comm)",
        {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
+        {"predict.grad_reduce", "delayed"},
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"},
-        {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}}},
+        {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}, {"predict.bucket_pass", "nan_check_scale"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention and residual stream, gradients added in "
        "fp16/bf16 by autograd, activations partitioned over TP between stages, gradients sent whole, each send and "

@@ -16,6 +16,7 @@
 #include "platform/errors.hpp"
 #include "predict/chunk_work.hpp"
 #include "predict/kernel_costs.hpp"
+#include "predict/key_costs.hpp"
 #include "predict/machine_profile.hpp"
 #include "predict/network_cost.hpp"
 #include "predict/pipeline_sim.hpp"
@@ -190,6 +191,53 @@ TEST(PredictFeatures, GradientAccumulationPassesCostTheirBytes) {
   EXPECT_EQ(sum(zb_fp32.backward, kp::ItemKind::compute), sum(zb.backward, kp::ItemKind::compute));
   EXPECT_NEAR(sum(zb_fp32.weight, kp::ItemKind::compute) - sum(zb.weight, kp::ItemKind::compute),
               2 * tensors * a100.launch_us + 18 * elements / rate, 1e-9 * base);
+}
+
+// What the data-parallel wrapper does to each fp32 gradient bucket before its reduction
+// (predict.bucket_pass), once an iteration. Megatron-Core's NaN check reads 4 bytes a parameter (a
+// reduction, at the residual rate where the profile measured none) and its `*= 1/dp` reads and
+// writes 8 more where DP > 1, on the last micro-batch as the unit is done, before its bucket is
+// posted (the unit_done item's time, which the pipeline simulation spends there or, delayed, after
+// the pipeline: test_predict_systems.cpp). Megatron-LM 2022's `/= dp` reads and writes 8 bytes a
+// parameter after the pipeline, before a serialized reduction: the step grows by exactly that.
+// Written out from the unit's tensors and the rank's.
+TEST(PredictFeatures, GradientBucketPassesCostTheirBytesOnceAnIteration) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  ASSERT_EQ(a100.memory_gbps.count("reduction"), 0u);
+  const double rate = a100.memory_gbps.at("residual") * 1e3;  // bytes per us
+  const std::vector<std::string> layout = {"parallel.pp=4", "parallel.tp=2", "train.global_batch=8", "train.micro_batch=1"};
+  const auto chunk = [&](int dp, const std::string& pass) {
+    std::vector<std::string> o = layout;
+    o.push_back("predict.world=" + std::to_string(8 * dp));
+    o.push_back("predict.bucket_pass=" + pass);
+    return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
+  };
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2"});
+  double elements = 0;
+  for (const auto& t : kformer::rank_params(pl.shape, pl.chunks, 4, 1))
+    if (t.layer == 1) elements += double(t.local_size(2));
+  const double norm = a100.launch_us + 4 * elements / rate, scale = a100.launch_us + 8 * elements / rate;
+  for (const int dp : {1, 2}) {
+    const kp::ChunkWork none = chunk(dp, "none"), checked = chunk(dp, "nan_check_scale"), scaled = chunk(dp, "scale");
+    double passes = 0;  // each unit's pass is its unit_done item's time
+    for (const auto& i : of_kind(checked.backward_last, kp::ItemKind::unit_done)) passes += i.us;
+    EXPECT_NEAR(passes, a100.compute_scale * (norm + (dp > 1 ? scale : 0)), 1e-9 * passes);
+    for (const auto* w : {&none, &scaled})  // scale is after the pipeline
+      for (const auto& i : of_kind(w->backward_last, kp::ItemKind::unit_done)) EXPECT_EQ(i.us, 0);
+    for (const auto& i : of_kind(checked.backward, kp::ItemKind::unit_done)) EXPECT_EQ(i.us, 0);  // not the last micro-batch
+    EXPECT_EQ(sum(checked.backward_last, kp::ItemKind::compute), sum(none.backward_last, kp::ItemKind::compute));
+  }
+  // scale: two identical data-parallel ranks, the reduction after the backward
+  const auto step = [&](const std::string& pass) {
+    return kp::predicted_step_ms(kformer::read_prediction_deck("predict", {kSource + "/input/tiny.yaml", "predict.world=2",
+                                                                           "parallel.dp=2", "predict.grad_reduce=serialized",
+                                                                           "predict.bucket_pass=" + pass}, false).settings,
+                                 a100);
+  };
+  double whole = 0;
+  for (const auto& t : kformer::rank_params(pl.shape, plan("tiny.yaml", {"predict.world=2", "parallel.dp=2"}).chunks, 1, 0))
+    whole += double(t.local_size(1));
+  EXPECT_NEAR(step("scale") - step("none"), a100.compute_scale * (a100.launch_us + 8 * whole / rate) / 1e3, 1e-9);
 }
 
 TEST(PredictFeatures, SequenceParallelismSplitsEachAllReduceInTwo) {

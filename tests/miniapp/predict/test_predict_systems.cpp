@@ -295,6 +295,33 @@ TEST(PredictFeatures, AGradientReductionAfterTheBackwardHidesNothing) {
   EXPECT_LE(serialized - overlapped, reduce_ms);
 }
 
+// Megatron-Core's delay_grad_reduce (predict.grad_reduce=delayed): on 2 stages the last stage runs
+// its bucket's pass (predict.bucket_pass, 0.5 ms here) and posts the bucket after its pipeline, its
+// last gradient sent first; the first stage as its last backward frees it. Undelayed, the last
+// stage's pass sits in its last backward, before the gradient the first stage waits for: the first
+// stage's pipeline ends the pass's time later, the last stage's at the same time.
+TEST(PredictFeatures, DelayedBucketsWaitForTheStagesPipelineExceptOnTheFirstStage) {
+  const auto run = [](bool delay) {
+    kp::PipelineSetup s = two_stages(false);
+    s.dp = {2, 2}, s.dp_buckets = true, s.delay_buckets = delay;
+    for (int c = 0; c < 2; ++c) {
+      s.bucket_bytes[c] = {{c, 1e6}};
+      s.chunks[c].backward_last = s.chunks[c].backward;
+      s.chunks[c].backward_last.push_back({kp::ItemKind::unit_done, "", 500, 0, c});
+    }
+    return kp::simulate_pipeline(s, kp::NetworkCost(profile("perlmutter-a100-40gb"), {}), false);
+  };
+  const auto now = run(false), delayed = run(true);
+  for (const auto* st : {&now, &delayed})
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(st->at(r).buckets.size(), 1u);
+  EXPECT_LT(now[1].buckets[0].post_us, now[1].wall_us);          // inside its last backward, before the send
+  EXPECT_DOUBLE_EQ(delayed[1].buckets[0].post_us, delayed[1].wall_us);  // after its pipeline and the pass
+  EXPECT_NEAR(now[1].wall_us, delayed[1].wall_us, 1e-6);
+  EXPECT_NEAR(now[0].wall_us - delayed[0].wall_us, 500, 1e-6);
+  EXPECT_DOUBLE_EQ(delayed[0].buckets[0].post_us, delayed[0].wall_us);  // the first stage's last unit ends its pipeline
+  EXPECT_NEAR(now[0].busy.back().second - delayed[0].busy.back().second, 500, 1e-6);
+}
+
 // ZeRO's parameter all-gather beside the next forward (predict.param_gather=overlapped, Megatron-
 // Core's --overlap-param-gather): at dp=8 under ZeRO-1 in bf16 the step is shorter, by at most one
 // micro-batch's forward of the stage (what it runs beside).

@@ -70,7 +70,7 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
   expect_round_trip<GemmSetting>("kernels.gemm", [](const RunSettings& s) { return s.kernels.gemm; });
   expect_round_trip<AttentionModel>("predict.attention", [](const RunSettings& s) { return s.predict.attention; });
   expect_round_trip<Overlap>("predict.pipeline_p2p", [](const RunSettings& s) { return s.predict.pipeline_p2p; });
-  expect_round_trip<Overlap>("predict.grad_reduce", [](const RunSettings& s) { return s.predict.grad_reduce; });
+  expect_round_trip<GradReduce>("predict.grad_reduce", [](const RunSettings& s) { return s.predict.grad_reduce; });
   expect_round_trip<Overlap>("predict.tp_comm", [](const RunSettings& s) { return s.predict.tp_comm; }, {}, 1,
                              Overlap::serialized);
   expect_round_trip<Overlap>("predict.param_gather", [](const RunSettings& s) { return s.predict.param_gather; }, {}, 1,
@@ -80,6 +80,7 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
   expect_round_trip<TpPrecision>("predict.tp_precision", [](const RunSettings& s) { return s.predict.tp_precision; }, {},
                                  1, TpPrecision::fp32);
   expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
+  expect_round_trip<BucketPass>("predict.bucket_pass", [](const RunSettings& s) { return s.predict.bucket_pass; });
   expect_round_trip<HostCost>("predict.host", [](const RunSettings& s) { return s.predict.host; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
   const std::vector<std::string> settings = names<AttentionSetting>();
@@ -142,10 +143,15 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   // Its published runs reduced gradients by layout (the SC21 scripts' --DDP-impl): PyTorch's DDP,
   // buckets during the backward, without a pipeline; its own DDP, after the backward, with one. A
   // given key still wins.
-  EXPECT_EQ(megatron.predict.grad_reduce, Overlap::overlapped);
-  EXPECT_EQ(read({"predict.system=megatron-lm-2022", "parallel.pp=2"}, 2).predict.grad_reduce, Overlap::serialized);
+  EXPECT_EQ(megatron.predict.grad_reduce, GradReduce::overlapped);
+  EXPECT_EQ(read({"predict.system=megatron-lm-2022", "parallel.pp=2"}, 2).predict.grad_reduce, GradReduce::serialized);
   EXPECT_EQ(read({"predict.system=megatron-lm-2022", "predict.grad_reduce=serialized"}).predict.grad_reduce,
-            Overlap::serialized);
+            GradReduce::serialized);
+  // Its own DDP divides the gradients by DP before reducing them; PyTorch's scales inside its copy.
+  EXPECT_EQ(megatron.predict.bucket_pass, BucketPass::none);
+  EXPECT_EQ(read({"predict.system=megatron-lm-2022", "parallel.pp=2"}, 2).predict.bucket_pass, BucketPass::scale);
+  EXPECT_EQ(read({"predict.system=megatron-core"}).predict.bucket_pass, BucketPass::nan_check_scale);
+  EXPECT_EQ(read({"predict.system=megatron-core"}).predict.grad_reduce, GradReduce::delayed);  // delay_grad_reduce
 
   const RunSettings given = read({"predict.system=deepspeed-2022", "predict.attention=flash"});
   EXPECT_EQ(given.predict.attention, AttentionModel::flash);  // the command line's
