@@ -15,6 +15,7 @@
 
 #include "platform/errors.hpp"
 #include "predict/chunk_work.hpp"
+#include "predict/key_costs.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/machine_profile.hpp"
 #include "predict/network_cost.hpp"
@@ -320,6 +321,22 @@ TEST(PredictFeatures, DelayedBucketsWaitForTheStagesPipelineExceptOnTheFirstStag
   EXPECT_NEAR(now[0].wall_us - delayed[0].wall_us, 500, 1e-6);
   EXPECT_DOUBLE_EQ(delayed[0].buckets[0].post_us, delayed[0].wall_us);  // the first stage's last unit ends its pipeline
   EXPECT_NEAR(now[0].busy.back().second - delayed[0].busy.back().second, 500, 1e-6);
+}
+
+// On a deck: delayed moves the last stage's bucket passes out of its last backward under 1F1B, and
+// changes nothing under interleaving (costed as overlapped: Megatron-Core launches a chunk's buckets
+// during the pipeline there).
+TEST(PredictFeatures, DelayedBucketsAreOverlappedUnderInterleaving) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto step = [&](const std::string& when, bool interleaved) {
+    std::vector<std::string> o = {kSource + "/input/tiny.yaml", "predict.world=4", "parallel.pp=2", "parallel.dp=2",
+                                  "train.global_batch=16", "train.micro_batch=1", "predict.bucket_pass=nan_check_scale",
+                                  "predict.grad_reduce=" + when};
+    if (interleaved) o.insert(o.end(), {"parallel.schedule=interleaved", "parallel.virtual_stages=2"});
+    return kp::predicted_step_ms(kformer::read_prediction_deck("predict", o, false).settings, a100);
+  };
+  EXPECT_NE(step("delayed", false), step("overlapped", false));
+  EXPECT_EQ(step("delayed", true), step("overlapped", true));
 }
 
 // ZeRO's parameter all-gather beside the next forward (predict.param_gather=overlapped, Megatron-
