@@ -167,7 +167,7 @@ int run_predict(const std::vector<std::string>& args) {
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"
                     : std::string())
-            << (cfg.predict.bucket_pass == BucketPass::scale ? ", each gradient bucket divided by DP before its reduction"
+            << (cfg.predict.bucket_pass == BucketPass::scale ? ", the gradient buffer divided by DP after the pipeline, before its reduction"
                 : cfg.predict.bucket_pass == BucketPass::nan_check_scale
                     ? ", each gradient bucket's norm checked for NaN and the bucket scaled before its reduction"
                     : "")

@@ -132,8 +132,9 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
 
   // predict.bucket_pass=scale: Megatron-LM's DDP of 2022 divides its fp32 gradient buffer by DP after
   // the pipeline, before reducing it, at DP 1 too (megatron/model/distributed.py, allreduce_gradients:
-  // `buffer_.data /= mpu.get_data_parallel_world_size()`): 8 bytes a parameter the rank holds.
-  if (cfg.predict.bucket_pass == BucketPass::scale)
+  // `buffer_.data /= mpu.get_data_parallel_world_size()`): 8 bytes a parameter the rank holds (not
+  // under ZeRO-3, which that DDP does not run, as nan_check_scale, chunk_work.cpp).
+  if (cfg.predict.bucket_pass == BucketPass::scale && !plan.numerics.shards_grads)
     for (int w = 0; w < l.world; ++w) {
       double n = 0;
       for (const auto& p : rank_params(plan.shape, layers, l.pp, l.stage(w))) n += double(p.local_size(l.tp));
