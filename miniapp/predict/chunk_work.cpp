@@ -184,6 +184,7 @@ void add_bucket_passes(ChunkWork& w, const MachineProfile& p, const RunPlan& pla
   const RunSettings& cfg = plan.settings;
   if (cfg.predict.bucket_pass != BucketPass::nan_check_scale || plan.numerics.shards_grads) return;
   const bool scale = cfg.parallel.dp > 1;
+  const double g = cfg.parallel.grad_reduce_dtype == Precision::bf16 ? 2 : 4;  // the buffer's element (fp16 runs: 2)
   const ModelShape& s = plan.shape;
   std::map<int, double> unit_params;  // unit (-1 embedding, L final norm and head) -> this rank's share
   for (const auto& t : rank_params(s, plan.chunks, cfg.parallel.pp, c.chunk % cfg.parallel.pp))
@@ -192,7 +193,7 @@ void add_bucket_passes(ChunkWork& w, const MachineProfile& p, const RunPlan& pla
     for (std::size_t k = 0; k < list->size(); ++k) {
       if ((*list)[k].kind != ItemKind::unit_done) continue;
       const double n = unit_params[(*list)[k].layer];
-      const double us = stream_us(p, "reduction", 4 * n) + (scale ? memory_us(p, "residual", 8 * n) : 0);
+      const double us = stream_us(p, "reduction", g * n) + (scale ? memory_us(p, "residual", 2 * g * n) : 0);
       (*list)[k].us = us * p.compute_scale;
     }
 }

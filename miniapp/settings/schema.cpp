@@ -263,7 +263,7 @@ std::vector<KeySpec> make_schema() {
              "iteration, as kformer predict models it: none (kformer's: the 1/N is in the loss gradient), scale "
              "(Megatron-LM's own DDP of 2022: the buffer divided by DP, 8 bytes per parameter) or nan_check_scale "
              "(Megatron-Core r0.8: the bucket's norm checked for NaN, 4 bytes per parameter, then multiplied by "
-             "1/DP where DP > 1, 8 more)"),
+             "1/DP where DP > 1, 8 more); half those bytes with parallel.grad_reduce_dtype=bf16 (an fp16 run's buffer)"),
       choice("predict.host", names_of<HostCost>(),
              "the host's part in kformer predict's cost of each layer: kformer (C++ launches that run ahead of the "
              "device: the profile's launch_us per kernel), eager (eager PyTorch: a layer's pass takes at least the "

@@ -206,10 +206,9 @@ TEST(PredictFeatures, GradientBucketPassesCostTheirBytesOnceAnIteration) {
   ASSERT_EQ(a100.memory_gbps.count("reduction"), 0u);
   const double rate = a100.memory_gbps.at("residual") * 1e3;  // bytes per us
   const std::vector<std::string> layout = {"parallel.pp=4", "parallel.tp=2", "train.global_batch=8", "train.micro_batch=1"};
-  const auto chunk = [&](int dp, const std::string& pass) {
+  const auto chunk = [&](int dp, const std::string& pass, const std::string& more = "train.seed=1") {
     std::vector<std::string> o = layout;
-    o.push_back("predict.world=" + std::to_string(8 * dp));
-    o.push_back("predict.bucket_pass=" + pass);
+    o.insert(o.end(), {"predict.world=" + std::to_string(8 * dp), "predict.bucket_pass=" + pass, more});
     return kp::chunk_work(a100, plan("tiny.yaml", o), 1);
   };
   const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=8", "parallel.pp=4", "parallel.tp=2"});
@@ -227,6 +226,11 @@ TEST(PredictFeatures, GradientBucketPassesCostTheirBytesOnceAnIteration) {
     for (const auto& i : of_kind(checked.backward, kp::ItemKind::unit_done)) EXPECT_EQ(i.us, 0);  // not the last micro-batch
     EXPECT_EQ(sum(checked.backward_last, kp::ItemKind::compute), sum(none.backward_last, kp::ItemKind::compute));
   }
+  // an fp16 run's 16-bit buffer (parallel.grad_reduce_dtype=bf16): half the bytes
+  double half = 0;
+  for (const auto& i : of_kind(chunk(2, "nan_check_scale", "parallel.grad_reduce_dtype=bf16").backward_last, kp::ItemKind::unit_done))
+    half += i.us;
+  EXPECT_NEAR(half, a100.compute_scale * (2 * a100.launch_us + 6 * elements / rate), 1e-9 * half);
   // scale: two identical data-parallel ranks, the reduction after the backward
   const auto step = [&](const std::string& pass) {
     return kp::predicted_step_ms(kformer::read_prediction_deck("predict", {kSource + "/input/tiny.yaml", "predict.world=2",
