@@ -198,6 +198,31 @@ void add_bucket_passes(ChunkWork& w, const MachineProfile& p, const RunPlan& pla
     }
 }
 
+// predict.embedding_grad: PyTorch's F.embedding backward (embedding_dense_backward) makes the token
+// embedding's gradient as a zeroed tensor of the rank's whole table (Vl, C) in the weights' type,
+// then adds the batch's rows into it, every micro-batch; Megatron's gradient hook then adds that
+// into the fp32 main_grad (`param.main_grad.add_(param.grad.data)`: the gradient and main_grad read,
+// main_grad written). kformer scatters the rows into its gradient (its embedding_backward, costed
+// as described). On the first chunk, before the embedding's unit is done; under zb-h1 in W, which
+// holds the embedding's scatter.
+void add_embedding_grad(ChunkWork& w, const MachineProfile& p, const RunPlan& plan, const ChunkSpec& c) {
+  const EmbeddingGrad how = plan.settings.predict.embedding_grad;
+  if (how == EmbeddingGrad::sparse || !c.first()) return;
+  const double n = double(plan.shape.vocab_padded) / plan.shape.tp * plan.shape.d_model;
+  const double e = plan.settings.bf16() ? 2 : 4;  // the weights' element
+  double us = stream_us(p, "copy", e * n);         // the zeros
+  if (how == EmbeddingGrad::dense_main_grad) us += memory_us(p, "residual", (e + 8) * n);
+  const WorkItem pass{ItemKind::compute, "embedding_dense_grad", us * p.compute_scale};
+  const bool split = !w.weight.empty();
+  for (auto* list : split ? std::vector<std::vector<WorkItem>*>{&w.weight, &w.weight_last}
+                          : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last}) {
+    if (list->empty()) continue;
+    auto at = std::find_if(list->begin(), list->end(),
+                           [](const WorkItem& i) { return i.kind == ItemKind::unit_done && i.layer == -1; });
+    list->insert(at, pass);
+  }
+}
+
 // predict.pipeline_messages: DeepSpeed's pipeline engine (runtime/pipe/engine.py) sends a stage's
 // output as a PartitionedTensor and keeps only its own part of it; before the backward it gathers
 // the whole back over TP (part_output.full(), in _exec_recv_grads or _exec_backward_pass): a gather
@@ -254,6 +279,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
                             : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last})
       if (!list->empty()) list->push_back(pass);
   }
+  add_embedding_grad(w, p, plan, c);
   add_bucket_passes(w, p, plan, c);
   add_host_time(w, p, plan.settings, c.n_layers);
   Flops f;

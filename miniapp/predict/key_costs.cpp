@@ -37,6 +37,7 @@ const std::vector<KeyField>& fields() {
       field("predict.grad_reduce", &PredictSettings::grad_reduce),
       field("predict.grad_accumulate", &PredictSettings::grad_accumulate),
       field("predict.bucket_pass", &PredictSettings::bucket_pass),
+      field("predict.embedding_grad", &PredictSettings::embedding_grad),
       field("predict.tp_comm", &PredictSettings::tp_comm),
       field("predict.tp_input_grad", &PredictSettings::tp_input_grad),
       field("predict.tp_precision", &PredictSettings::tp_precision),

@@ -171,6 +171,10 @@ int run_predict(const std::vector<std::string>& args) {
                 : cfg.predict.bucket_pass == BucketPass::nan_check_scale
                     ? ", each gradient bucket's norm checked for NaN and the bucket scaled before its reduction"
                     : "")
+            << (cfg.predict.embedding_grad == EmbeddingGrad::dense ? ", the embedding's gradient made dense each micro-batch"
+                : cfg.predict.embedding_grad == EmbeddingGrad::dense_main_grad
+                    ? ", the embedding's gradient made dense and added into main_grad each micro-batch"
+                    : "")
             << host_text(cfg.predict.host, profile) << sms_text(profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"

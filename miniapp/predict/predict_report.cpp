@@ -127,6 +127,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"logits", name_of(cfg.predict.logits)},
             {"grad_accumulate", name_of(cfg.predict.grad_accumulate)},
             {"bucket_pass", name_of(cfg.predict.bucket_pass)},
+            {"embedding_grad", name_of(cfg.predict.embedding_grad)},
             {"host", name_of(cfg.predict.host)},
             {"host_costed", host_costed},
             // where the costed host figures come from (a run of bench/eager_op_cost.py, or what the profile says)

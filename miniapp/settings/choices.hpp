@@ -1,6 +1,7 @@
 // The closed sets of the deck (model.family, train.precision, train.recompute, parallel.schedule,
 // kernels.gemm, kernels.attention (and the kinds it resolves to), predict.attention,
-// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.bucket_pass, predict.tp_precision,
+// predict.pipeline_p2p, predict.grad_reduce, predict.grad_accumulate, predict.bucket_pass, predict.embedding_grad,
+// predict.tp_precision,
 // predict.gather_copy, predict.pipeline_messages, predict.pipeline_calls, predict.residual, ...) as enums, with their
 // names: the one table of each set's names. The schema's choices are made from it (schema.cpp:
 // names_of<E>()), so a choice exists in the deck exactly when its enum value does.
@@ -39,6 +40,11 @@ enum class GradAccumulation { fused, fp32_pass, lp_pass };
 // loss gradient), a division by DP (Megatron-LM's own DDP of 2022), or a NaN check by the bucket's
 // norm and then that scaling (Megatron-Core r0.8's start_grad_sync).
 enum class BucketPass { none, scale, nan_check_scale };
+// predict.embedding_grad: how the token embedding's gradient is made each micro-batch
+// (chunk_work.hpp): kformer's scatter of the batch's rows into it, or PyTorch's
+// embedding_dense_backward (a zeroed dense gradient of the whole table), then (Megatron) added into
+// the fp32 main_grad by its gradient hook.
+enum class EmbeddingGrad { sparse, dense, dense_main_grad };
 // predict.host: who issues the kernels and whether the host waits for each (chunk_work.hpp).
 enum class HostCost { kformer, eager, blocking };
 // predict.tp_precision: the type a TP collective of activations moves in a bf16 run (chunk_work.hpp).
@@ -114,6 +120,10 @@ struct Names<GradAccumulation> {
 template <>
 struct Names<BucketPass> {
   static constexpr std::array<const char*, 3> list{"none", "scale", "nan_check_scale"};
+};
+template <>
+struct Names<EmbeddingGrad> {
+  static constexpr std::array<const char*, 3> list{"sparse", "dense", "dense_main_grad"};
 };
 template <>
 struct Names<HostCost> {

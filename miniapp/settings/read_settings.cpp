@@ -89,6 +89,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.logits = choice<LogitsLayout>(cfg, "predict.logits");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.bucket_pass = choice<BucketPass>(cfg, "predict.bucket_pass");
+  s.predict.embedding_grad = choice<EmbeddingGrad>(cfg, "predict.embedding_grad");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
   s.predict.breakdown = flag(cfg, "predict.breakdown");
   s.deck = cfg.echo();

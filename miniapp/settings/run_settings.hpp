@@ -110,6 +110,7 @@ struct PredictSettings {
   LogitsLayout logits = LogitsLayout::sharded;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   BucketPass bucket_pass = BucketPass::none;
+  EmbeddingGrad embedding_grad = EmbeddingGrad::sparse;
   HostCost host = HostCost::kformer;
   bool breakdown = false;  // predict.breakdown: what each key above that departs from kformer's costs
 };

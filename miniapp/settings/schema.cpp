@@ -264,6 +264,12 @@ std::vector<KeySpec> make_schema() {
              "(Megatron-LM's own DDP of 2022: the buffer divided by DP, 8 bytes per parameter) or nan_check_scale "
              "(Megatron-Core r0.8: the bucket's norm checked for NaN, 4 bytes per parameter, then multiplied by "
              "1/DP where DP > 1, 8 more); half those bytes with parallel.grad_reduce_dtype=bf16 (an fp16 run's buffer)"),
+      choice("predict.embedding_grad", names_of<EmbeddingGrad>(),
+             "how the token embedding's gradient is made each micro-batch as kformer predict models it: sparse "
+             "(kformer's: the batch's rows added into it), dense (PyTorch's F.embedding backward, "
+             "embedding_dense_backward: a zeroed gradient of the rank's whole table in the weights' type, every "
+             "micro-batch; DeepSpeed, torchtitan, eager PyTorch) or dense_main_grad (that, then Megatron's gradient "
+             "hook adding it into the fp32 main_grad: main_grad.add_(grad))"),
       choice("predict.host", names_of<HostCost>(),
              "the host's part in kformer predict's cost of each layer: kformer (C++ launches that run ahead of the "
              "device: the profile's launch_us per kernel), eager (eager PyTorch: a layer's pass takes at least the "

@@ -20,7 +20,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
         {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"},
-        {"predict.bucket_pass", "scale"}},
+        {"predict.bucket_pass", "scale"}, {"predict.embedding_grad", "dense_main_grad"}},
        {{"predict.grad_reduce", "overlapped"}, {"predict.bucket_pass", "none"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
@@ -29,7 +29,8 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
         {"predict.grad_reduce", "delayed"},
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"},
-        {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}, {"predict.bucket_pass", "nan_check_scale"}}},
+        {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}, {"predict.bucket_pass", "nan_check_scale"},
+        {"predict.embedding_grad", "dense_main_grad"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention and residual stream, gradients added in "
        "fp16/bf16 by autograd, activations partitioned over TP between stages, gradients sent whole, each send and "
@@ -37,7 +38,8 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "lp_pass"}, {"predict.attention_dropout", "0.1"},
         {"predict.pipeline_messages", "partitioned_whole_grads"}, {"predict.pipeline_calls", "one_by_one"},
-        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"},
+        {"predict.embedding_grad", "dense"}}},
       {"deepspeed-2022",
        "DeepSpeed's pipeline engine with its BF16_Optimizer of 2022 (Megatron's attention and residual stream, bf16 "
        "gradients widened into fp32 ones after each micro-batch, activations and gradients partitioned over TP "
@@ -45,7 +47,8 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.grad_accumulate", "fp32_pass"}, {"predict.attention_dropout", "0.1"},
         {"predict.pipeline_messages", "partitioned"}, {"predict.pipeline_calls", "one_by_one"},
-        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"}}},
+        {"predict.residual", "activations_dropout"}, {"predict.loss", "vocab_parallel"}, {"predict.host", "eager"},
+        {"predict.embedding_grad", "dense"}}},
       {"torchtitan",
        "torchtitan (FSDP2 reduce-scatters in the backward, copying each unit's gradients into its input, and copies each "
        "all-gather out into the parameters, SDPA "
@@ -53,14 +56,16 @@ const std::vector<SoftwareSystem>& software_systems() {
        "eager operators)",
        {{"predict.attention", "flash"}, {"predict.gather_copy", "copy_out"}, {"predict.scatter_copy", "copy_in"},
         {"predict.pointwise", "eager"}, {"predict.residual", "activations"},
-        {"predict.loss", "cross_entropy"}, {"predict.host", "eager"}}},
+        {"predict.loss", "cross_entropy"}, {"predict.host", "eager"},
+        {"predict.embedding_grad", "dense"}}},
       {"pytorch-eager",
        "eager PyTorch as ezpz runs it (SDPA flash attention, DDP/FSDP buckets during the backward, its Llama's "
        "RMSNorm, RoPE, repeated heads and SwiGLU as eager operators, F.cross_entropy over the widened logits gathered "
        "whole to every TP rank, the host's per-layer time where the profile has it)",
        {{"predict.attention", "flash"}, {"predict.rmsnorm", "eager"}, {"predict.pointwise", "eager"},
         {"predict.residual", "activations"}, {"predict.loss", "cross_entropy"}, {"predict.logits", "gathered"},
-        {"predict.host", "eager"}}},
+        {"predict.host", "eager"},
+        {"predict.embedding_grad", "dense"}}},
   };
   return systems;
 }

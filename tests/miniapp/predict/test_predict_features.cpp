@@ -244,6 +244,44 @@ TEST(PredictFeatures, GradientBucketPassesCostTheirBytesOnceAnIteration) {
   EXPECT_NEAR(step("scale") - step("none"), a100.compute_scale * (a100.launch_us + 8 * whole / rate) / 1e3, 1e-9);
 }
 
+// The token embedding's gradient as PyTorch's F.embedding backward makes it (predict.embedding_grad):
+// every micro-batch on the first chunk, a zeroed (Vl, C) gradient in the weights' type (at the
+// profile's copy rate, the residual's where it measured none), and under Megatron's hook that
+// gradient and the fp32 main_grad read and main_grad written (e + 8 bytes an element), before the
+// embedding's unit is done; nothing on another chunk. Written out from the padded vocabulary.
+TEST(PredictFeatures, ADenseEmbeddingGradientCostsTheWholeTableEachMicroBatch) {
+  const auto a100 = profile("perlmutter-a100-40gb");
+  const auto chunk = [&](const std::string& how, int c, const std::string& precision = "fp32") {
+    return kp::chunk_work(a100, plan("tiny.yaml", {"predict.world=4", "parallel.pp=2", "parallel.tp=2",
+                                                   "predict.embedding_grad=" + how, "train.precision=" + precision}),
+                          c);
+  };
+  const kformer::RunPlan pl = plan("tiny.yaml", {"predict.world=4", "parallel.pp=2", "parallel.tp=2"});
+  const double n = double(pl.shape.vocab_padded) / 2 * pl.shape.d_model;
+  const auto rate = [&](const char* family) {  // bytes per us
+    return (a100.memory_gbps.count(family) ? a100.memory_gbps.at(family) : a100.memory_gbps.at("residual")) * 1e3;
+  };
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const double e = precision == "bf16" ? 2 : 4;
+    const kp::ChunkWork sparse = chunk("sparse", 0, precision), dense = chunk("dense", 0, precision),
+                        main = chunk("dense_main_grad", 0, precision);
+    const double zeros = a100.launch_us + e * n / rate("copy"), add = a100.launch_us + (e + 8) * n / rate("residual");
+    for (std::vector<kp::WorkItem> kp::ChunkWork::*list : {&kp::ChunkWork::backward, &kp::ChunkWork::backward_last}) {
+      const double base = sum(sparse.*list, kp::ItemKind::compute);
+      EXPECT_NEAR(sum(dense.*list, kp::ItemKind::compute) - base, a100.compute_scale * zeros, 1e-9 * base) << precision;
+      EXPECT_NEAR(sum(main.*list, kp::ItemKind::compute) - base, a100.compute_scale * (zeros + add), 1e-9 * base);
+    }
+    const auto& last = main.backward_last;
+    const auto done = std::find_if(last.begin(), last.end(), [](const kp::WorkItem& i) {
+      return i.kind == kp::ItemKind::unit_done && i.layer == -1;
+    });
+    ASSERT_NE(done, last.end());
+    EXPECT_EQ(std::prev(done)->name, "embedding_dense_grad");
+    EXPECT_EQ(sum(chunk("dense_main_grad", 1, precision).backward, kp::ItemKind::compute),
+              sum(chunk("sparse", 1, precision).backward, kp::ItemKind::compute));  // the last chunk: no lookup
+  }
+}
+
 TEST(PredictFeatures, SequenceParallelismSplitsEachAllReduceInTwo) {
   const auto plain = block_tp_calls(middle_chunk("parallel.sequence_parallel=false").forward);
   const auto sp = of_kind(middle_chunk("parallel.sequence_parallel=true").forward, kp::ItemKind::tp_comm);

@@ -81,6 +81,7 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
                                  1, TpPrecision::fp32);
   expect_round_trip<GradAccumulation>("predict.grad_accumulate", [](const RunSettings& s) { return s.predict.grad_accumulate; });
   expect_round_trip<BucketPass>("predict.bucket_pass", [](const RunSettings& s) { return s.predict.bucket_pass; });
+  expect_round_trip<EmbeddingGrad>("predict.embedding_grad", [](const RunSettings& s) { return s.predict.embedding_grad; });
   expect_round_trip<HostCost>("predict.host", [](const RunSettings& s) { return s.predict.host; });
   // The settings after `auto` are the kinds, in the kinds' order (fixed_attention relies on it).
   const std::vector<std::string> settings = names<AttentionSetting>();
@@ -152,6 +153,8 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(read({"predict.system=megatron-lm-2022", "parallel.pp=2"}, 2).predict.bucket_pass, BucketPass::scale);
   EXPECT_EQ(read({"predict.system=megatron-core"}).predict.bucket_pass, BucketPass::nan_check_scale);
   EXPECT_EQ(read({"predict.system=megatron-core"}).predict.grad_reduce, GradReduce::delayed);  // delay_grad_reduce
+  EXPECT_EQ(megatron.predict.embedding_grad, EmbeddingGrad::dense_main_grad);  // F.embedding, then its main_grad hook
+  EXPECT_EQ(read({"predict.system=torchtitan"}).predict.embedding_grad, EmbeddingGrad::dense);
 
   const RunSettings given = read({"predict.system=deepspeed-2022", "predict.attention=flash"});
   EXPECT_EQ(given.predict.attention, AttentionModel::flash);  // the command line's
