@@ -15,8 +15,8 @@ const std::vector<SoftwareSystem>& software_systems() {
       {"kformer", "kformer, as kernels.attention and kernels.gemm would choose on the machine", {}},
       {"megatron-lm-2022",
        "Megatron-LM of 2021-22 as NVIDIA's published runs ran it (fused softmax attention, sends on the compute "
-       "stream; with a pipeline its own DDP, the fp32 gradients divided by DP and reduced after the backward; without "
-       "one PyTorch's DDP, buckets reduced during the last backward)",
+       "stream; its own DDP, the fp32 gradients divided by DP and reduced after the backward; without a pipeline in "
+       "fp16 or fp32 PyTorch's DDP, buckets reduced during the last backward)",
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
         {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"},
@@ -91,10 +91,10 @@ void apply_software_system(Config& cfg) {
   const SoftwareSystem& s = software_system(name);
   for (const auto& [key, value] : s.keys)
     if (cfg.origin(key) == "default") cfg.set(key, value, kPresetOrigin + name);
-  if (cfg.i64("parallel.pp") != 1) return;
-  for (const auto& [key, value] : s.keys_without_pipeline)  // over the preset's own value, not a given one
+  if (cfg.i64("parallel.pp") != 1 || cfg.str("train.precision") == "bf16") return;
+  for (const auto& [key, value] : s.keys_with_pytorch_ddp)  // over the preset's own value, not a given one
     if (cfg.origin(key) == "default" || !set_by_software_system(cfg, key).empty())
-      cfg.set(key, value, kPresetOrigin + name + ", no pipeline");
+      cfg.set(key, value, kPresetOrigin + name + ", PyTorch's DDP");
 }
 
 std::string set_by_software_system(const Config& cfg, const std::string& key) {

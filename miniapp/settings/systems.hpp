@@ -17,10 +17,11 @@ struct SoftwareSystem {
   const char* name;
   const char* what;  // the software and its generation, as the report's text names it
   std::vector<std::pair<const char*, const char*>> keys;
-  // Keys set only where the run has no pipeline (parallel.pp = 1), over `keys`: what the software's
-  // published configurations chose by layout (Megatron-LM's SC21 scripts: torch DDP without a
-  // pipeline, its own DDP with one).
-  std::vector<std::pair<const char*, const char*>> keys_without_pipeline = {};
+  // Keys set, over `keys`, only where the software's published configurations took PyTorch's DDP:
+  // no pipeline (parallel.pp = 1) and not bf16 (Megatron-LM's SC21 scripts: torch DDP without a
+  // pipeline, its own DDP with one; a bf16 run accumulates its gradients in fp32, which asserts its
+  // own DDP: arguments.py at 55ba1f7).
+  std::vector<std::pair<const char*, const char*>> keys_with_pytorch_ddp = {};
 };
 
 // Every preset, the default (kformer) first: the schema's choices for predict.system come from here.

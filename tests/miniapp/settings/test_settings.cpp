@@ -149,7 +149,11 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(read({"predict.system=megatron-lm-2022", "predict.grad_reduce=serialized"}).predict.grad_reduce,
             GradReduce::serialized);
   // Its own DDP divides the gradients by DP before reducing them; PyTorch's scales inside its copy.
+  // A bf16 run accumulates its gradients in fp32, which only its own DDP takes: never PyTorch's.
   EXPECT_EQ(megatron.predict.bucket_pass, BucketPass::none);
+  const RunSettings megatron_bf16 = read({"predict.system=megatron-lm-2022", "train.precision=bf16"});
+  EXPECT_EQ(megatron_bf16.predict.grad_reduce, GradReduce::serialized);
+  EXPECT_EQ(megatron_bf16.predict.bucket_pass, BucketPass::scale);
   EXPECT_EQ(read({"predict.system=megatron-lm-2022", "parallel.pp=2"}, 2).predict.bucket_pass, BucketPass::scale);
   EXPECT_EQ(read({"predict.system=megatron-core"}).predict.bucket_pass, BucketPass::nan_check_scale);
   EXPECT_EQ(read({"predict.system=megatron-core"}).predict.grad_reduce, GradReduce::delayed);  // delay_grad_reduce
@@ -200,11 +204,11 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   // Every preset's keys are keys of the schema, each resolved to the preset's value with its origin.
   for (const SoftwareSystem& sys : software_systems()) {
     const std::string text = read({std::string("predict.system=") + sys.name}).deck.text();
-    // without a pipeline: keys, then keys_without_pipeline over them, whose origin says so
+    // without a pipeline in fp32: keys, then keys_with_pytorch_ddp over them, whose origin says so
     std::map<std::string, std::string> want;
     for (const auto& [key, value] : sys.keys) want[key] = std::string(value) + "   (predict.system=" + sys.name + ")";
-    for (const auto& [key, value] : sys.keys_without_pipeline)
-      want[key] = std::string(value) + "   (predict.system=" + sys.name + ", no pipeline)";
+    for (const auto& [key, value] : sys.keys_with_pytorch_ddp)
+      want[key] = std::string(value) + "   (predict.system=" + sys.name + ", PyTorch's DDP)";
     for (const auto& [key, value] : want) {
       const std::size_t at = text.find("  " + key + " ");
       ASSERT_NE(at, std::string::npos) << sys.name << ": " << key;
