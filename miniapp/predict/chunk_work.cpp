@@ -184,18 +184,13 @@ void add_bucket_passes(ChunkWork& w, const MachineProfile& p, const RunPlan& pla
   const RunSettings& cfg = plan.settings;
   if (cfg.predict.bucket_pass != BucketPass::nan_check_scale || plan.numerics.shards_grads) return;
   const bool scale = cfg.parallel.dp > 1;
-  const double g = cfg.parallel.grad_reduce_dtype == Precision::bf16 ? 2 : 4;  // the buffer's element (fp16 runs: 2)
-  const ModelShape& s = plan.shape;
-  std::map<int, double> unit_params;  // unit (-1 embedding, L final norm and head) -> this rank's share
-  for (const auto& t : rank_params(s, plan.chunks, cfg.parallel.pp, c.chunk % cfg.parallel.pp))
-    unit_params[t.layer] += double(t.local_size(s.tp));
+  std::map<int, double> bytes = unit_gradient_bytes(plan, c.chunk % cfg.parallel.pp);
   for (auto* list : {&w.backward_last, &w.weight_last})
-    for (std::size_t k = 0; k < list->size(); ++k) {
-      if ((*list)[k].kind != ItemKind::unit_done) continue;
-      const double n = unit_params[(*list)[k].layer];
-      const double us = stream_us(p, "reduction", g * n) + (scale ? memory_us(p, "residual", 2 * g * n) : 0);
-      (*list)[k].us = us * p.compute_scale;
-    }
+    for (WorkItem& i : *list)
+      if (i.kind == ItemKind::unit_done) {
+        const double b = bytes[i.layer];
+        i.us = (stream_us(p, "reduction", b) + (scale ? memory_us(p, "residual", 2 * b) : 0)) * p.compute_scale;
+      }
 }
 
 // predict.embedding_grad: PyTorch's F.embedding backward (embedding_dense_backward) makes the token
@@ -288,6 +283,15 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   w.forward_flops = f.forward;
   w.backward_flops = f.backward;
   return w;
+}
+
+std::map<int, double> unit_gradient_bytes(const RunPlan& plan, int pp_rank) {
+  const RunSettings& cfg = plan.settings;
+  const double element = cfg.parallel.grad_reduce_dtype == Precision::bf16 ? 2 : 4;
+  std::map<int, double> bytes;
+  for (const auto& t : rank_params(plan.shape, plan.chunks, cfg.parallel.pp, pp_rank))
+    bytes[t.layer] += element * double(t.local_size(plan.shape.tp));
+  return bytes;
 }
 
 double compute_us(const std::vector<WorkItem>& items) {

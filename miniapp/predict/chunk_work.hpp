@@ -9,6 +9,7 @@
 // own so that it is counted as backward.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,5 +90,11 @@ double kernel_us(const MachineProfile& p, const kernels::KernelCall& call, const
 
 // Sum of the compute items' times of a list.
 double compute_us(const std::vector<WorkItem>& items);
+
+// The bytes of each unit's gradient buffer on pipeline rank `pp_rank` (unit: -1 embedding, 0..L-1
+// blocks, L final norm and head), as the costed data-parallel wrapper keeps it: its TP share of
+// the unit's parameters in parallel.grad_reduce_dtype's element (fp32, or 16 bits for an fp16
+// run's buffer): what predict.bucket_pass reads and writes.
+std::map<int, double> unit_gradient_bytes(const RunPlan& plan, int pp_rank);
 
 }  // namespace kformer::predict

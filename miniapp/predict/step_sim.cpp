@@ -132,17 +132,18 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
 
   // predict.bucket_pass=scale: Megatron-LM's DDP of 2022 divides its fp32 gradient buffer by DP after
   // the pipeline, before reducing it, at DP 1 too (megatron/model/distributed.py, allreduce_gradients:
-  // `buffer_.data /= mpu.get_data_parallel_world_size()`): read and written, 8 bytes a parameter the
-  // rank holds in fp32, 4 in an fp16 run's buffer (parallel.grad_reduce_dtype=bf16) (not
-  // under ZeRO-3, which that DDP does not run, as nan_check_scale, chunk_work.cpp).
-  if (cfg.predict.bucket_pass == BucketPass::scale && !plan.numerics.shards_grads)
-    for (int w = 0; w < l.world; ++w) {
-      double n = 0;
-      for (const auto& p : rank_params(plan.shape, layers, l.pp, l.stage(w))) n += double(p.local_size(l.tp));
-      const double g = cfg.parallel.grad_reduce_dtype == Precision::bf16 ? 2 : 4;  // fp16 runs' buffer: 2
-      const double us = memory_us(prof, "residual", 2 * g * n) * prof.compute_scale;
-      t[w] += us, busy[w] += us;
+  // `buffer_.data /= mpu.get_data_parallel_world_size()`): the rank's whole buffer read and written
+  // (unit_gradient_bytes; not under ZeRO-3, which that DDP does not run, as nan_check_scale,
+  // chunk_work.cpp). Once a stage: its replicas alike.
+  if (cfg.predict.bucket_pass == BucketPass::scale && !plan.numerics.shards_grads) {
+    std::vector<double> stage_us(l.pp);
+    for (int r = 0; r < l.pp; ++r) {
+      double bytes = 0;
+      for (const auto& [unit, b] : unit_gradient_bytes(plan, r)) bytes += b;
+      stage_us[r] = memory_us(prof, "residual", 2 * bytes) * prof.compute_scale;
     }
+    for (int w = 0; w < l.world; ++w) t[w] += stage_us[l.stage(w)], busy[w] += stage_us[l.stage(w)];
+  }
   // The data-parallel buckets: reduce-scatter under ZeRO >= 2, else all-reduce, one after the
   // other, each at the non-blocking call's rate (posted together, as GradSync posts them). Where
   // the network progresses on its own (a GPU's NCCL) they run during the backward, unless
