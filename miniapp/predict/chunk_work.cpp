@@ -175,7 +175,7 @@ void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg
 // its bucket is reduced (param_and_grad_buffer.py, Bucket.start_grad_sync), once an iteration, so on
 // the last micro-batch as the unit is done, before its bucket is posted (the unit_done item's time:
 // inside the backward, under a pipeline before the stage sends its input gradient, unless the
-// bucket is delayed past the pipeline, pipeline_sim.hpp). It reads the bucket for
+// bucket is held back: predict.grad_reduce=delayed, pipeline_sim.hpp). It reads the bucket for
 // the NaN check's norm (`grad_data.norm(p=2)`; --check-for-nan-in-loss-and-grad, on by default in
 // bf16), then, where DP > 1, multiplies it by 1/DP (`grad_data *= gradient_scaling_factor`). The
 // norm's host sync (`assert not norm.isnan()`) is one launch's wait a bucket, not charged.

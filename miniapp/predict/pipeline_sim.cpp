@@ -36,7 +36,12 @@ struct Rank {
   int part = 0;
   std::size_t item = 0;
   double action_t0 = -1, part_t0 = 0;
-  std::vector<std::pair<double, double>> delayed;  // delay_buckets: (pass us, bytes) posted after the pipeline
+  // delay_buckets: each chunk's held buckets as (pass us, bytes), posted when released (held_until);
+  // the chunk of each backward done so far where it was the chunk's last micro-batch, else -1;
+  // and the chunk of the action now computing.
+  std::map<int, std::vector<std::pair<double, double>>> held;
+  std::vector<int> backwards_done;
+  int chunk = -1;
 };
 
 class Sim {
@@ -61,11 +66,8 @@ class Sim {
         if (record_) span(r, "send", true, groups_[g].post_us, end, -1, -1, groups_[g].sent);
         ranks_[r].t = std::max(ranks_[r].t, end);
       }
-      double after = 0;  // the delayed buckets: each one's pass on the compute stream, then its post
-      for (const auto& [us, bytes] : ranks_[r].delayed) {
-        computed(r, us, after);
-        if (s_.dp_buckets) out_[r].buckets.push_back({ranks_[r].t, bytes});
-      }
+      double after = 0;  // the buckets still held, by chunk (Megatron-Core's "remaining grad reductions")
+      while (!ranks_[r].held.empty()) release(r, ranks_[r].held.begin()->first, after);
       out_[r].wall_us = ranks_[r].t;
     }
     return std::move(out_);
@@ -247,8 +249,8 @@ class Sim {
           break;
         case ItemKind::unit_done:  // under ZeRO-3's sharded gradients the reduce-scatters are the buckets
           if (!last_micro || s_.fsdp_grads) break;
-          if (s_.delay_buckets && r > 0) {  // with its pass (predict.bucket_pass), after the pipeline
-            me.delayed.push_back({i.us, s_.dp_buckets ? s_.bucket_bytes[r].at(i.layer) : 0.0});
+          if (s_.delay_buckets && (r > 0 || interleaved())) {  // with its pass (predict.bucket_pass), later
+            me.held[me.chunk].push_back({i.us, s_.dp_buckets ? s_.bucket_bytes[r].at(i.layer) : 0.0});
             break;
           }
           computed(r, i.us, timer);  // the software's pass over the bucket before it is posted (predict.bucket_pass)
@@ -261,6 +263,17 @@ class Sim {
     }
     return true;
   }
+  bool interleaved() const { return s_.n_chunks > s_.pp; }
+  // Posts a chunk's held buckets, each after its pass on the compute stream.
+  void release(int r, int chunk, double& timer) {
+    const auto it = ranks_[r].held.find(chunk);
+    if (it == ranks_[r].held.end()) return;
+    for (const auto& [us, bytes] : it->second) {
+      computed(r, us, timer);
+      if (s_.dp_buckets) out_[r].buckets.push_back({ranks_[r].t, bytes});
+    }
+    ranks_[r].held.erase(it);
+  }
   // Runs the action from where it stands; false while a call waits for the stream.
   bool compute(int r, const Action& a) {
     Rank& me = ranks_[r];
@@ -269,7 +282,7 @@ class Sim {
     if (me.action_t0 < 0) {
       double waited = 0;  // exposed, not the action's
       if (s_.serial_p2p && !sends_done(r, waited)) return false;
-      me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0;
+      me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0, me.chunk = a.chunk;
     }
     if (a.phase == Phase::forward) {
       if (me.part == 0) {
@@ -285,6 +298,14 @@ class Sim {
       if (!work(r, w.backward_of(a.phase == Phase::weight, last_micro), last_micro, out_[r].backward_us)) return false;
       if (record_)
         span(r, a.phase == Phase::weight ? "weight" : "backward", false, me.action_t0, me.t, a.micro, a.chunk, 0);
+      if (a.phase == Phase::backward && s_.delay_buckets && interleaved()) {
+        // Megatron-Core's interleaved schedule with delay_grad_reduce (forward_backward_pipelining_
+        // with_interleaving, backward_step_helper): after its backward step k, rank r launches the
+        // grad sync of the chunk whose last micro-batch was its backward step k - r.
+        me.backwards_done.push_back(last_micro ? a.chunk : -1);
+        const long j = long(me.backwards_done.size()) - 1 - r;
+        if (j >= 0 && me.backwards_done[std::size_t(j)] >= 0) release(r, me.backwards_done[std::size_t(j)], out_[r].backward_us);
+      }
     }
     me.action_t0 = -1;
     return true;

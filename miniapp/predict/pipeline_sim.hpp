@@ -63,8 +63,10 @@ struct PipelineSetup {
   bool fsdp = false;                    // ZeRO-3 over dp > 1: gathers before use
   bool dp_buckets = false;              // dp > 1: buckets are posted
   bool fsdp_grads = false;              // ZeRO-3 shards gradients: its reduce-scatters (grad_scatter) are the buckets
-  // Every pipeline rank but the first posts its buckets (and runs their passes) after its pipeline:
-  // Megatron-Core's delay_grad_reduce (predict.grad_reduce=delayed).
+  // Megatron-Core's delay_grad_reduce (predict.grad_reduce=delayed): a rank holds its buckets (and
+  // their passes) past the backward that frees them. With one chunk a rank (1F1B) every rank but the
+  // first posts them after its pipeline; interleaved, rank r posts a chunk's r backward steps after
+  // the chunk's last backward, or after its pipeline where it has no such step.
   bool delay_buckets = false;
   GroupShape tp, dp, pp_group;
   std::size_t gather_pool = 3;          // ParamStore's pool of gathered units

@@ -122,7 +122,9 @@ int run_predict(const std::vector<std::string>& args) {
                     : "")
             << (cfg.predict.grad_reduce == GradReduce::serialized ? ", gradient reduction after the backward"
                 : cfg.predict.grad_reduce == GradReduce::delayed && cfg.parallel.pp > 1
-                    ? ", gradient reduction delayed past the last backward on all but the first stage"
+                    ? (cfg.parallel.schedule == ScheduleKind::interleaved
+                           ? ", each chunk's gradient reduction launched pipeline-rank backward steps after its last backward"
+                           : ", gradient reduction delayed past the last backward on all but the first stage")
                     : "")
             << (cfg.predict.tp_comm == Overlap::overlapped ? ", TP collectives overlapped with their GEMMs" : "")
             << (cfg.predict.tp_input_grad == Overlap::overlapped && cfg.predict.tp_comm != Overlap::overlapped

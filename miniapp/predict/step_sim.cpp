@@ -65,10 +65,9 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
   ps.tp_input_grad = cfg.predict.tp_input_grad == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;
-  // Megatron-Core's 1F1B: all but the first stage launch their buckets after their pipeline. Its
-  // interleaved schedule launches a chunk's buckets pipeline-rank backward steps after the chunk's
-  // last backward, during the pipeline: costed as overlapped (as each unit is done).
-  ps.delay_buckets = cfg.predict.grad_reduce == GradReduce::delayed && S == l.pp;
+  // Megatron-Core's 1F1B: all but the first stage launch their buckets after their pipeline; its
+  // interleaved schedule, a chunk's pipeline-rank backward steps after the chunk's last backward.
+  ps.delay_buckets = cfg.predict.grad_reduce == GradReduce::delayed;
   ps.gather_prefetch = cfg.predict.zero3_gather == Overlap::overlapped;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   // Each stage's pipeline begins after its prepare phase: kernels only, on the rank's own data.

@@ -251,7 +251,8 @@ std::vector<KeySpec> make_schema() {
              "took with one, and DeepSpeed's pipeline engine: one reduction after the last backward) or delayed "
              "(Megatron-Core's --overlap-grad-reduce with its default delay_grad_reduce: the first pipeline stage's "
              "buckets as its last backward frees them, every other stage's after its last backward, in the "
-             "pipeline's bubble; overlapped without a pipeline or with interleaving)"),
+             "pipeline's bubble; interleaved, each chunk's pipeline-rank backward steps after the chunk's last; "
+             "overlapped without a pipeline)"),
       choice("predict.grad_accumulate", names_of<GradAccumulation>(),
              "how kformer predict adds each micro-batch's weight gradients to the iteration's: fused (kformer's and "
              "Megatron-LM's: the weight-gradient GEMM adds into the fp32 gradient), fp32_pass (DeepSpeed's "
