@@ -9,7 +9,9 @@
 namespace kformer::predict {
 namespace {
 
-using Key = std::tuple<int, int, int>;  // (sender, receiver, k-th message between them)
+// (sender, receiver, k-th message between them); with prefetch_receives the message's identity
+// instead of k (message_id): its receives are posted out of the senders' order
+using Key = std::tuple<int, int, int>;
 
 constexpr int kTransformerEngineCommSms = 16;  // TE's default num_sm of its bulk and pipeline overlaps
 
@@ -42,6 +44,8 @@ struct Rank {
   std::map<int, std::vector<std::pair<double, double>>> held;
   std::vector<int> backwards_done;
   int chunk = -1;
+  // prefetch_receives: the group of each receive posted, by the (phase, micro, chunk) it feeds
+  std::map<std::tuple<int, int, int>, long> early;
 };
 
 class Sim {
@@ -60,6 +64,8 @@ class Sim {
     for (int r = 0; r < s_.pp; ++r) {
       if (ranks_[r].pc != s_.programs[r].size())
         throw std::logic_error("predict: the pipeline simulation of rank " + std::to_string(r) + " did not finish");
+      if (!ranks_[r].early.empty())
+        throw std::logic_error("predict: rank " + std::to_string(r) + " received a message no action of it reads");
       for (long g : ranks_[r].pending) {
         const double end = group_end(groups_[g]);
         out_[r].comm.push_back({groups_[g].post_us, end});
@@ -93,33 +99,67 @@ class Sim {
     }
     return end;
   }
-  void post(int r, const Step& step) {
-    Rank& me = ranks_[r];
-    me.group = -1;
-    if (step.group.empty()) return;
+  // A message's place in the FIFO between its two ranks, or with prefetch_receives its identity: the
+  // phase, micro-batch and chunk of the action that reads it.
+  int message_id(int r, const Message& m) {
+    if (!s_.prefetch_receives)
+      return m.send ? sends_[{r, m.peer}]++ : recvs_[{m.peer, r}]++;
+    const bool fwd = m.phase == Phase::forward;
+    const int reader = m.send ? m.chunk + (fwd ? 1 : -1) : m.chunk;
+    return (int(m.phase) * s_.microbatches + m.micro) * s_.n_chunks + reader;
+  }
+  long make_group(int r, const std::vector<Message>& messages) {
     SimGroup g;
     g.rank = r;
-    g.post_us = me.t;
-    for (const Message& m : step.group) {
-      const Key k = m.send ? Key{r, m.peer, sends_[{r, m.peer}]++} : Key{m.peer, r, recvs_[{m.peer, r}]++};
+    g.post_us = ranks_[r].t;
+    for (const Message& m : messages) {
+      const int id = message_id(r, m);
+      const Key k = m.send ? Key{r, m.peer, id} : Key{m.peer, r, id};
       auto& p = posts_.emplace(k, std::make_pair(NAN, NAN)).first->second;
-      (m.send ? p.first : p.second) = me.t;
+      (m.send ? p.first : p.second) = ranks_[r].t;
       // an activation (made and read by forwards) or its gradient (by backwards)
       const double bytes = m.phase == Phase::forward || s_.grad_message_bytes <= 0 ? s_.message_bytes : s_.grad_message_bytes;
       (m.send ? g.sent : g.received) += bytes;
       g.keys.push_back(k);
       g.bytes.push_back(bytes);
     }
-    me.group = long(groups_.size());
     groups_.push_back(std::move(g));
+    return long(groups_.size()) - 1;
+  }
+  // The step's group; with prefetch_receives each receive a group of its own, kept for its reader.
+  void post(int r, const Step& step) {
+    Rank& me = ranks_[r];
+    me.group = -1;
+    std::vector<Message> together;
+    for (const Message& m : step.group)
+      if (s_.prefetch_receives && !m.send) me.early[{int(m.phase), m.micro, m.chunk}] = make_group(r, {m});
+      else together.push_back(m);
+    if (!together.empty()) me.group = make_group(r, together);
+  }
+  // prefetch_receives: false until the receive the action reads (if any) has completed; then the
+  // rank's clock moves past its end.
+  bool received(int r, const Action& a) {
+    Rank& me = ranks_[r];
+    const auto it = me.early.find({int(a.phase), a.micro, a.chunk});
+    if (it == me.early.end()) return true;
+    const SimGroup& g = groups_[it->second];
+    if (!complete(g)) return false;
+    const double end = group_end(g);
+    out_[r].comm.push_back({g.post_us, end});
+    if (record_) span(r, "recv", true, g.post_us, end, a.micro, a.chunk, g.received);
+    if (end > me.t) out_[r].exposed_us += end - me.t, me.t = end;
+    me.early.erase(it);
+    return true;
   }
   void span(int r, const std::string& name, bool comm, double a, double b, int micro, int chunk, double bytes,
             bool head = false) {
     out_[r].spans.push_back({name, comm, a, b, micro, chunk, bytes, head});
   }
   // On a profile whose calls share one stream (NCCL), a blocking call starts only after the sends
-  // this rank posted before it and left in flight (sends_done).
-  bool stream_free(int r, double& timer) { return !s_.one_stream || sends_done(r, timer); }
+  // this rank posted before it and left in flight (sends_done). Not the prefetched ones: PyTorch
+  // runs each isend and irecv outside a batch on a communicator and stream of its own pair of ranks
+  // (ProcessGroupNCCL's send/recv), so a TP collective does not queue behind them.
+  bool stream_free(int r, double& timer) { return !s_.one_stream || s_.prefetch_receives || sends_done(r, timer); }
   // False while one of the sends this rank left in flight waits for its receiver, else the rank's
   // clock moves past their ends (the wait is exposed communication, and part of `timer`).
   bool sends_done(int r, double& timer) {
@@ -281,6 +321,7 @@ class Sim {
     const bool last_micro = a.micro == s_.microbatches - 1;
     if (me.action_t0 < 0) {
       double waited = 0;  // exposed, not the action's
+      if (s_.prefetch_receives && !received(r, a)) return false;
       if (s_.serial_p2p && !sends_done(r, waited)) return false;
       me.action_t0 = me.part_t0 = me.t, me.part = 0, me.item = 0, me.chunk = a.chunk;
     }
@@ -383,6 +424,36 @@ Program one_call_a_step(const Program& program, int rank, int pp) {
     std::stable_sort(calls.begin(), calls.end(), [&](const Message& a, const Message& b) { return order(a) < order(b); });
     for (const Message& m : calls) out.push_back({{m}, true, std::nullopt});
     if (s.action) out.push_back({{}, false, s.action});
+  }
+  return out;
+}
+
+Program prefetched_program(const Program& program) {
+  std::vector<Action> actions;
+  std::map<std::tuple<int, int, int>, std::size_t> index;  // (phase, micro, chunk) -> action
+  for (const Step& s : program)
+    if (s.action) index[{int(s.action->phase), s.action->micro, s.action->chunk}] = actions.size(), actions.push_back(*s.action);
+  // a send to the action that made it, a receive to the one that reads it
+  std::vector<std::vector<Message>> sends(actions.size()), receives(actions.size());
+  for (const Step& s : program)
+    for (const Message& m : s.group) (m.send ? sends : receives)[index.at({int(m.phase), m.micro, m.chunk})].push_back(m);
+  std::vector<std::vector<Message>> after(actions.size() + 1);  // posted after action i - 1 (0: before the first)
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    std::size_t at = i;
+    for (std::size_t j = i; j-- > 0;)
+      if (actions[j].phase == actions[i].phase) {
+        at = j + 1;
+        break;
+      }
+    after[at].insert(after[at].end(), receives[i].begin(), receives[i].end());
+  }
+  Program out;
+  for (std::size_t i = 0; i <= actions.size(); ++i) {
+    Step step;
+    if (i > 0) step.group = sends[i - 1];
+    step.group.insert(step.group.end(), after[i].begin(), after[i].end());
+    if (i < actions.size()) step.action = actions[i];
+    if (step.action || !step.group.empty()) out.push_back(std::move(step));
   }
   return out;
 }

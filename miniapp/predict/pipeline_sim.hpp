@@ -75,6 +75,9 @@ struct PipelineSetup {
   bool gather_prefetch = false;
   bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
   bool serial_p2p = false;              // an action starts after the rank's sends in flight (predict.pipeline_p2p)
+  // Each receive a call of its own, waited for as the action that reads it begins (the programs from
+  // prefetched_program: predict.pipeline_p2p=prefetched).
+  bool prefetch_receives = false;
   // A TP all-gather runs beside the GEMM after it, a reduce-scatter beside the GEMM before it: only
   // what outlasts the GEMM is exposed (predict.tp_comm=overlapped, Megatron-Core's --tp-comm-overlap).
   bool tp_overlap = false;
@@ -93,6 +96,14 @@ std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const Netwo
 // receives its activation; a backward step receives its gradient, then sends the activation of
 // the forward before it).
 Program one_call_a_step(const Program& program, int rank, int pp);
+
+// predict.pipeline_p2p=prefetched, Megatron-Core's overlap_p2p_comm (schedules.py,
+// forward_backward_pipelining_with_interleaving: send_forward_recv_forward after a forward,
+// send_backward_recv_backward after a backward, each op non-blocking, its handle waited for before
+// the next action of that phase): the same actions and messages as `program`, with every send posted
+// as its action ends and each receive posted as the rank's previous action of the same phase ends
+// (the first of a phase: as the action before it ends), no step waiting (PipelineSetup::prefetch_receives).
+Program prefetched_program(const Program& program);
 
 // Total length of the union of intervals.
 double union_us(std::vector<std::pair<double, double>> intervals);

@@ -116,7 +116,10 @@ int run_predict(const std::vector<std::string>& args) {
                     ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"
                     : std::string())
-            << (cfg.predict.pipeline_p2p == Overlap::serialized ? ", pipeline sends serialized with compute" : "")
+            << (cfg.predict.pipeline_p2p == PipelineP2p::serialized ? ", pipeline sends serialized with compute"
+                : cfg.predict.pipeline_p2p == PipelineP2p::prefetched && cfg.parallel.pp > 1
+                    ? ", pipeline sends and receives non-blocking, each input received during the action before"
+                    : "")
             << (cfg.predict.pipeline_calls == PipelineCalls::one_by_one && cfg.parallel.pp > 1
                     ? ", each pipeline send and receive a blocking call of its own"
                     : "")

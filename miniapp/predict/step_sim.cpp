@@ -39,6 +39,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   for (int r = 0; r < l.pp; ++r) {
     ps.programs.push_back(comm_program(sched[r], l.pp, S));
     if (cfg.predict.pipeline_calls == PipelineCalls::one_by_one) ps.programs.back() = one_call_a_step(ps.programs.back(), r, l.pp);
+    if (cfg.predict.pipeline_p2p == PipelineP2p::prefetched) ps.programs.back() = prefetched_program(ps.programs.back());
     phases.push_back(describe_phases(plan, {r, 0, 0}));
   }
   for (int c = 0; c < S; ++c) ps.chunks.push_back(chunk_work(prof, plan, c));
@@ -61,7 +62,8 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.fsdp = plan.numerics.shards_values;
   ps.dp_buckets = l.dp > 1;
   ps.one_stream = prof.one_stream;
-  ps.serial_p2p = cfg.predict.pipeline_p2p == Overlap::serialized;
+  ps.serial_p2p = cfg.predict.pipeline_p2p == PipelineP2p::serialized;
+  ps.prefetch_receives = cfg.predict.pipeline_p2p == PipelineP2p::prefetched;
   ps.tp_overlap = cfg.predict.tp_comm == Overlap::overlapped;
   ps.tp_input_grad = cfg.predict.tp_input_grad == Overlap::overlapped;
   ps.fsdp_grads = plan.numerics.shards_grads;

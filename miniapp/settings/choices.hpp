@@ -26,9 +26,13 @@ enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before st
 enum class AttentionSetting { automatic, naive, fused, batched_gemm, vendor };
 // predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
 enum class AttentionModel { kformer, batched_gemm, flash, cudnn };
-// predict.pipeline_p2p and the other TP, gather and send keys: whether the communication runs beside the
-// computation or the computation waits for it.
+// The TP, gather and send keys: whether the communication runs beside the computation or the
+// computation waits for it.
 enum class Overlap { overlapped, serialized };
+// predict.pipeline_p2p: as Overlap, and prefetched (Megatron-Core's overlap_p2p_comm under
+// interleaving): each send and receive a non-blocking call of its own, an action's input received
+// from the end of the rank's previous action of its phase (pipeline_sim.hpp).
+enum class PipelineP2p { overlapped, serialized, prefetched };
 // predict.grad_reduce: when the data-parallel buckets are reduced: each as the last backward frees
 // it, after the last backward, or (Megatron-Core's delay_grad_reduce) the first pipeline stage's as
 // its last backward frees them and every other stage's after its pipeline (step_sim.hpp).
@@ -108,6 +112,10 @@ struct Names<AttentionModel> {
 template <>
 struct Names<Overlap> {
   static constexpr std::array<const char*, 2> list{"overlapped", "serialized"};
+};
+template <>
+struct Names<PipelineP2p> {
+  static constexpr std::array<const char*, 3> list{"overlapped", "serialized", "prefetched"};
 };
 template <>
 struct Names<GradReduce> {

@@ -70,7 +70,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.world = cfg.i64("predict.world");
   s.predict.system = cfg.str("predict.system");
   s.predict.attention = choice<AttentionModel>(cfg, "predict.attention");
-  s.predict.pipeline_p2p = choice<Overlap>(cfg, "predict.pipeline_p2p");
+  s.predict.pipeline_p2p = choice<PipelineP2p>(cfg, "predict.pipeline_p2p");
   s.predict.grad_reduce = choice<GradReduce>(cfg, "predict.grad_reduce");
   s.predict.tp_comm = choice<Overlap>(cfg, "predict.tp_comm");
   s.predict.tp_input_grad = choice<Overlap>(cfg, "predict.tp_input_grad");

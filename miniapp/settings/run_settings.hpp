@@ -91,7 +91,7 @@ struct PredictSettings {
   std::int64_t world = 0;  // 0 = tp*pp*dp
   std::string system = "kformer";  // predict.system: whose software's run is costed (settings/systems.hpp)
   AttentionModel attention = AttentionModel::kformer;
-  Overlap pipeline_p2p = Overlap::overlapped;
+  PipelineP2p pipeline_p2p = PipelineP2p::overlapped;
   GradReduce grad_reduce = GradReduce::overlapped;
   Overlap tp_comm = Overlap::serialized;
   Overlap tp_input_grad = Overlap::serialized;

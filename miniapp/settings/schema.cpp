@@ -154,10 +154,13 @@ std::vector<KeySpec> make_schema() {
              "attention.flash2_tflops; no T*T traffic) or cudnn (cuDNN's fused flash attention, Transformer Engine's "
              "choice on Hopper: the causal half on the GEMM curve, no faster than the profile's bf16 "
              "attention.cudnn_forward_tflops and cudnn_backward_tflops)"),
-      choice("predict.pipeline_p2p", names_of<Overlap>(),
+      choice("predict.pipeline_p2p", names_of<PipelineP2p>(),
              "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
-             "flight) or serialized (Megatron-LM's and DeepSpeed's pipelines of 2022: a stage's next computation "
-             "waits for its sends, which their send calls queue on the compute stream)"),
+             "flight), serialized (Megatron-LM's and DeepSpeed's pipelines of 2022, Megatron-Core's 1F1B: a stage's "
+             "next computation waits for its sends, which their send calls queue on the compute stream) or "
+             "prefetched (Megatron-Core's overlap_p2p_comm, on by default under interleaving: each send and receive "
+             "a non-blocking call of its own, an action's input received from the end of the stage's previous "
+             "action of its phase, so a forward's input arrives while the backward before it runs)"),
       choice("predict.tp_comm", names_of<Overlap>(), "serialized",
              "tensor-parallel collectives kformer predict models: serialized (kformer's: each all-gather, "
              "reduce-scatter or all-reduce between the GEMMs it feeds or follows) or overlapped (Megatron-Core's "

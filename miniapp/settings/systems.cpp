@@ -25,12 +25,14 @@ const std::vector<SoftwareSystem>& software_systems() {
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "
        "--overlap-grad-reduce with each bucket's NaN check and scaling, --overlap-param-gather, --tp-comm-overlap; "
-       "blocking batched sends unless overlap_p2p_comm)",
+       "blocking batched sends, non-blocking ones prefetching each input under interleaving)",
        {{"predict.attention", "cudnn"}, {"predict.pipeline_p2p", "serialized"}, {"predict.tp_comm", "overlapped"},
         {"predict.grad_reduce", "delayed"},
         {"predict.param_gather", "overlapped"}, {"predict.loss", "vocab_parallel"},
         {"predict.residual", "activations_dropout"}, {"predict.host", "eager"}, {"predict.bucket_pass", "nan_check_scale"},
-        {"predict.embedding_grad", "dense_main_grad"}}},
+        {"predict.embedding_grad", "dense_main_grad"}},
+       {},
+       {{"predict.pipeline_p2p", "prefetched"}}},
       {"deepspeed-2021",
        "DeepSpeed's pipeline engine of 2021, v0.5.0 (Megatron's attention and residual stream, gradients added in "
        "fp16/bf16 by autograd, activations partitioned over TP between stages, gradients sent whole, each send and "
@@ -91,10 +93,13 @@ void apply_software_system(Config& cfg) {
   const SoftwareSystem& s = software_system(name);
   for (const auto& [key, value] : s.keys)
     if (cfg.origin(key) == "default") cfg.set(key, value, kPresetOrigin + name);
-  if (cfg.i64("parallel.pp") != 1 || cfg.str("train.precision") == "bf16") return;
-  for (const auto& [key, value] : s.keys_with_pytorch_ddp)  // over the preset's own value, not a given one
-    if (cfg.origin(key) == "default" || !set_by_software_system(cfg, key).empty())
-      cfg.set(key, value, kPresetOrigin + name + ", PyTorch's DDP");
+  const auto over = [&](const std::vector<std::pair<const char*, const char*>>& keys, const std::string& why) {
+    for (const auto& [key, value] : keys)  // over the preset's own value, not a given one
+      if (cfg.origin(key) == "default" || !set_by_software_system(cfg, key).empty())
+        cfg.set(key, value, kPresetOrigin + name + ", " + why);
+  };
+  if (cfg.str("parallel.schedule") == "interleaved") over(s.keys_interleaved, "interleaved");
+  if (cfg.i64("parallel.pp") == 1 && cfg.str("train.precision") != "bf16") over(s.keys_with_pytorch_ddp, "PyTorch's DDP");
 }
 
 std::string set_by_software_system(const Config& cfg, const std::string& key) {

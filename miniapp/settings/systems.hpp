@@ -22,6 +22,9 @@ struct SoftwareSystem {
   // pipeline, its own DDP with one; a bf16 run accumulates its gradients in fp32, which asserts its
   // own DDP: arguments.py at 55ba1f7).
   std::vector<std::pair<const char*, const char*>> keys_with_pytorch_ddp = {};
+  // Keys set, over `keys`, under parallel.schedule=interleaved (Megatron-Core r0.8 turns
+  // overlap_p2p_comm on by default and off for any other schedule: arguments.py).
+  std::vector<std::pair<const char*, const char*>> keys_interleaved = {};
 };
 
 // Every preset, the default (kformer) first: the schema's choices for predict.system come from here.

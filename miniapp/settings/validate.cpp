@@ -138,6 +138,10 @@ void validate_layout(Config& cfg, int world) {
           "predict.pipeline_calls=one_by_one" + (preset.empty() ? std::string() : " (set by " + preset + ")") +
               " orders the blocking sends and receives as DeepSpeed's one schedule, 1F1B, does, not "
               "parallel.schedule=" + sched + ": use parallel.schedule=1f1b or predict.pipeline_calls=grouped");
+  require(cfg.str("predict.pipeline_calls") != "one_by_one" || cfg.str("predict.pipeline_p2p") != "prefetched",
+          "predict.pipeline_calls=one_by_one (DeepSpeed's blocking calls) and predict.pipeline_p2p=prefetched "
+          "(Megatron-Core's non-blocking ones) describe two different pipelines: set one of them back "
+          "(predict.pipeline_calls=grouped or predict.pipeline_p2p=serialized)");
   require(pp * v <= cfg.i64("model.n_layers") + bare_ends,
           "parallel.pp*parallel.virtual_stages = " + s(pp * v) + " model chunks exceed model.n_layers=" +
               s(cfg.i64("model.n_layers")) + ": every chunk needs at least one layer");

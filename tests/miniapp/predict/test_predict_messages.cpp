@@ -4,6 +4,8 @@
 // gradient message). Part of test_predict_features.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -27,22 +29,27 @@ std::vector<double> message_gathers(const std::vector<kp::WorkItem>& items) {
 // The pipeline's end on hand-built stages (forwards of 1 ms, backwards of 2 ms, an activation of
 // `activation` bytes and its gradient of `gradient` (0: the same), sends at `gbps` and nothing else
 // on the network) with each rank's program grouped (kformer's) or one call a step (DeepSpeed's order).
-double pipeline_wall_us(kformer::ScheduleKind kind, int pp, int m, bool one_by_one, double gbps,
-                        double activation = 1e6, double gradient = 0) {
+// With v chunks a rank (interleaved), and `calls`: kformer's grouped program, DeepSpeed's one call a
+// step, or Megatron-Core's prefetched receives.
+enum class Calls { grouped, one_by_one, prefetched };
+double pipeline_wall_us(kformer::ScheduleKind kind, int pp, int m, Calls calls, double gbps, double activation = 1e6,
+                        double gradient = 0, int v = 1) {
   kp::MachineProfile p = slow_sends();
   p.intra_node.collectives["send"] = {{0, gbps, 0}};
   p.inter_node = p.intra_node;
   kp::PipelineSetup s;
-  s.pp = pp, s.n_chunks = pp, s.microbatches = m;
-  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, 1);
+  s.pp = pp, s.n_chunks = pp * v, s.microbatches = m;
+  const kformer::Schedule sched = kformer::make_schedule(kind, pp, m, v);
   for (int r = 0; r < pp; ++r) {
-    s.programs.push_back(kformer::comm_program(sched[r], pp, pp));
-    if (one_by_one) s.programs.back() = kp::one_call_a_step(s.programs.back(), r, pp);
+    s.programs.push_back(kformer::comm_program(sched[r], pp, pp * v));
+    if (calls == Calls::one_by_one) s.programs.back() = kp::one_call_a_step(s.programs.back(), r, pp);
+    if (calls == Calls::prefetched) s.programs.back() = kp::prefetched_program(s.programs.back());
   }
+  s.prefetch_receives = calls == Calls::prefetched;
   s.gather_bytes.assign(pp, {}), s.bucket_bytes.assign(pp, {});
   s.tp = {1, 1}, s.pp_group = {pp, 1};
   s.message_bytes = activation, s.grad_message_bytes = gradient;
-  for (int c = 0; c < pp; ++c) {
+  for (int c = 0; c < pp * v; ++c) {
     kp::ChunkWork w;
     w.forward = {{kp::ItemKind::compute, "f", 1000, 0, 0}};
     w.backward = {{kp::ItemKind::compute, "b", 2000, 0, 0}};
@@ -84,7 +91,7 @@ TEST(PredictMessages, DeepSpeedGathersAStagesOutputBackBeforeItsBackward) {
 // the same size as the gradient costs the same as leaving the gradient's size unset.
 TEST(PredictMessages, AWholeGradientCostsItsExtraBytesOnTheCriticalPath) {
   const auto wall = [](double gradient) {
-    return pipeline_wall_us(kformer::ScheduleKind::one_f_one_b, 2, 1, false, 8, 1e6, gradient);
+    return pipeline_wall_us(kformer::ScheduleKind::one_f_one_b, 2, 1, Calls::grouped, 8, 1e6, gradient);
   };
   const double split = wall(0), same = wall(1e6), whole = wall(4e6);
   EXPECT_DOUBLE_EQ(same, split);
@@ -104,9 +111,11 @@ TEST(PredictMessages, OneCallAStepFinishesAndCostsOnlyWhenMessagesDo) {
   for (ScheduleKind kind : {ScheduleKind::one_f_one_b})
     for (int pp = 2; pp <= 8; ++pp)
       for (int m = 1; m <= 16; ++m) {
-        const double free_grouped = pipeline_wall_us(kind, pp, m, false, 0), free_one = pipeline_wall_us(kind, pp, m, true, 0);
+        const double free_grouped = pipeline_wall_us(kind, pp, m, Calls::grouped, 0),
+                     free_one = pipeline_wall_us(kind, pp, m, Calls::one_by_one, 0);
         EXPECT_NEAR(free_one, free_grouped, 1e-6) << int(kind) << " pp " << pp << " m " << m;
-        const double grouped = pipeline_wall_us(kind, pp, m, false, 8), one = pipeline_wall_us(kind, pp, m, true, 8);
+        const double grouped = pipeline_wall_us(kind, pp, m, Calls::grouped, 8),
+                     one = pipeline_wall_us(kind, pp, m, Calls::one_by_one, 8);
         EXPECT_GE(one, grouped - 1e-6) << int(kind) << " pp " << pp << " m " << m;
         EXPECT_LE(one - free_one, 2 * (grouped - free_grouped) + 1e-6) << int(kind) << " pp " << pp << " m " << m;
       }
@@ -120,5 +129,62 @@ TEST(PredictMessages, OneCallAStepFinishesAndCostsOnlyWhenMessagesDo) {
   }
   EXPECT_EQ(one_messages, messages);
   // 1F1B's steady state: after a forward the gradient's receive goes before the activation's send
-  EXPECT_GT(pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, true, 8), pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, false, 8));
+  EXPECT_GT(pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, Calls::one_by_one, 8),
+            pipeline_wall_us(ScheduleKind::one_f_one_b, 4, 8, Calls::grouped, 8));
+}
+
+// Megatron-Core's non-blocking sends and receives under interleaving (predict.pipeline_p2p=
+// prefetched): the program has the grouped one's actions and messages, no step waits, and each
+// receive is posted as the rank's previous action of its phase ends. Every program finishes (2-4
+// stages of 2 chunks, 2-8 micro-batches, and 1F1B), with free messages takes 1F1B's time and no
+// more than the grouped program's under interleaving (whose forward waits for the gradient the
+// backward after it reads: 3 stages of 3 micro-batches, 27 against 24 ms), and with
+// messages of 1 ms never ends later than the grouped exchange, whose receives are posted only as
+// the action before ends: on 4 stages of 2 chunks and 8 micro-batches it ends earlier.
+TEST(PredictMessages, PrefetchedReceivesFinishAndRunBesideTheActionBefore) {
+  using kformer::ScheduleKind;
+  for (int pp = 2; pp <= 4; ++pp)
+    for (int m = pp; m <= 8; m += pp)
+      for (const auto& [kind, v] : {std::make_pair(ScheduleKind::interleaved, 2), std::make_pair(ScheduleKind::one_f_one_b, 1)}) {
+        const double free_grouped = pipeline_wall_us(kind, pp, m, Calls::grouped, 0, 1e6, 0, v),
+                     free_prefetched = pipeline_wall_us(kind, pp, m, Calls::prefetched, 0, 1e6, 0, v);
+        if (v == 1) EXPECT_NEAR(free_prefetched, free_grouped, 1e-6) << pp << m << v;
+        else EXPECT_LE(free_prefetched, free_grouped + 1e-6) << pp << m << v;
+        EXPECT_LE(pipeline_wall_us(kind, pp, m, Calls::prefetched, 8, 1e6, 0, v),
+                  pipeline_wall_us(kind, pp, m, Calls::grouped, 8, 1e6, 0, v) + 1e-6) << pp << m << v;
+      }
+  const double pre = pipeline_wall_us(ScheduleKind::interleaved, 4, 8, Calls::prefetched, 8, 1e6, 0, 2),
+               grp = pipeline_wall_us(ScheduleKind::interleaved, 4, 8, Calls::grouped, 8, 1e6, 0, 2);
+  std::cout << "4 stages of 2 chunks, 8 micro-batches, 1 ms messages: " << grp / 1e3 << " ms grouped, " << pre / 1e3
+            << " ms prefetched" << std::endl;
+  EXPECT_LT(pre, grp - 1000);
+
+  const auto actions = kformer::make_schedule(ScheduleKind::interleaved, 4, 8, 2)[1];
+  const auto grouped = kformer::comm_program(actions, 4, 8), prefetched = kp::prefetched_program(grouped);
+  std::size_t messages = 0, prefetched_messages = 0;
+  for (const auto& step : grouped) messages += step.group.size();
+  std::vector<kformer::Action> order;
+  for (const auto& step : prefetched) {
+    EXPECT_FALSE(step.wait);
+    prefetched_messages += step.group.size();
+    for (const auto& msg : step.group) {
+      if (msg.send) continue;  // a receive: posted after the last action of its reader's phase so far
+      const auto last = std::find_if(order.rbegin(), order.rend(), [&](const auto& a) { return a.phase == msg.phase; });
+      const auto reader = std::find_if(actions.begin(), actions.end(), [&](const auto& a) {
+        return a.phase == msg.phase && a.micro == msg.micro && a.chunk == msg.chunk;
+      });
+      ASSERT_NE(reader, actions.end());
+      const std::size_t next = order.size();  // the action this step runs
+      if (last != order.rend()) {
+        const auto same = std::find_if(actions.begin() + std::ptrdiff_t(next), actions.end(),
+                                       [&](const auto& a) { return a.phase == msg.phase; });
+        EXPECT_EQ(&*same, &*reader) << "the receive of the rank's next action of its phase";
+      } else {
+        EXPECT_EQ(std::size_t(reader - actions.begin()), next);  // the first of its phase: just before it
+      }
+    }
+    if (step.action) order.push_back(*step.action);
+  }
+  EXPECT_EQ(prefetched_messages, messages);
+  EXPECT_EQ(order.size(), actions.size());
 }

@@ -69,7 +69,7 @@ TEST(Settings, EveryChoiceReachesItsEnumValue) {
   }
   expect_round_trip<GemmSetting>("kernels.gemm", [](const RunSettings& s) { return s.kernels.gemm; });
   expect_round_trip<AttentionModel>("predict.attention", [](const RunSettings& s) { return s.predict.attention; });
-  expect_round_trip<Overlap>("predict.pipeline_p2p", [](const RunSettings& s) { return s.predict.pipeline_p2p; });
+  expect_round_trip<PipelineP2p>("predict.pipeline_p2p", [](const RunSettings& s) { return s.predict.pipeline_p2p; });
   expect_round_trip<GradReduce>("predict.grad_reduce", [](const RunSettings& s) { return s.predict.grad_reduce; });
   expect_round_trip<Overlap>("predict.tp_comm", [](const RunSettings& s) { return s.predict.tp_comm; }, {}, 1,
                              Overlap::serialized);
@@ -137,7 +137,7 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   const RunSettings megatron = read({"predict.system=megatron-lm-2022"});
   EXPECT_EQ(megatron.predict.system, "megatron-lm-2022");
   EXPECT_EQ(megatron.predict.attention, AttentionModel::batched_gemm);
-  EXPECT_EQ(megatron.predict.pipeline_p2p, Overlap::serialized);
+  EXPECT_EQ(megatron.predict.pipeline_p2p, PipelineP2p::serialized);
   EXPECT_EQ(megatron.predict.grad_accumulate, GradAccumulation::fused);
   const std::string text = megatron.deck.text();
   EXPECT_NE(text.find("serialized   (predict.system=megatron-lm-2022)"), std::string::npos) << text;
@@ -167,7 +167,7 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   const RunSettings plain = read({});
   EXPECT_EQ(plain.predict.system, "kformer");
   EXPECT_EQ(plain.predict.attention, AttentionModel::kformer);
-  EXPECT_EQ(plain.predict.pipeline_p2p, Overlap::overlapped);
+  EXPECT_EQ(plain.predict.pipeline_p2p, PipelineP2p::overlapped);
   EXPECT_EQ(plain.predict.tp_comm, Overlap::serialized);  // kformer's TP calls hold its stream
   EXPECT_EQ(plain.predict.param_gather, Overlap::serialized);
   EXPECT_EQ(plain.predict.host, HostCost::kformer);
@@ -190,6 +190,17 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(read({"predict.system=megatron-lm-2022"}).predict.pipeline_calls, PipelineCalls::grouped);
   const RunSettings core = read({"predict.system=megatron-core"});
   EXPECT_EQ(core.predict.tp_comm, Overlap::overlapped);
+  // Megatron-Core's overlap_p2p_comm: on by default under interleaving, forced off otherwise; a given
+  // key still wins.
+  const std::vector<std::string> interleaved = {"predict.system=megatron-core", "parallel.pp=2", "model.n_layers=4",
+                                                "parallel.schedule=interleaved", "parallel.virtual_stages=2"};
+  const RunSettings core_v = read(interleaved, 2);
+  EXPECT_EQ(core.predict.pipeline_p2p, PipelineP2p::serialized);
+  EXPECT_EQ(core_v.predict.pipeline_p2p, PipelineP2p::prefetched);
+  EXPECT_NE(core_v.deck.text().find("prefetched   (predict.system=megatron-core, interleaved)"), std::string::npos);
+  std::vector<std::string> given_p2p = interleaved;
+  given_p2p.push_back("predict.pipeline_p2p=overlapped");
+  EXPECT_EQ(read(given_p2p, 2).predict.pipeline_p2p, PipelineP2p::overlapped);
   // Every other preset is an eager PyTorch program, unless the command line says otherwise.
   for (const SoftwareSystem& sys : software_systems())
     EXPECT_EQ(read({std::string("predict.system=") + sys.name}).predict.host,

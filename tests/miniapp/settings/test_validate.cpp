@@ -106,6 +106,8 @@ TEST(Validate, EachBadLayoutNamesItsKey) {
       // the DeepSpeed presets set it: the line says which, so the user sees where it came from
       {{"predict.system=deepspeed-2022", "parallel.pp=2", "parallel.schedule=gpipe"}, 2,
        "predict.pipeline_calls=one_by_one (set by predict.system=deepspeed-2022) orders"},
+      {{"predict.system=deepspeed-2021", "predict.pipeline_p2p=prefetched", "parallel.pp=2"}, 2,
+       "describe two different pipelines: set one of them back"},
   };
   for (const auto& k : cases) {
     Config c = tiny();
