@@ -76,7 +76,7 @@ struct PipelineSetup {
   bool one_stream = false;              // a rank's calls run in order on one stream (NCCL): see blocking()
   bool serial_p2p = false;              // an action starts after the rank's sends in flight (predict.pipeline_p2p)
   // Each receive a call of its own, waited for as the action that reads it begins (the programs from
-  // prefetched_program: predict.pipeline_p2p=prefetched).
+  // prefetched_program, software_programs.hpp: predict.pipeline_p2p=prefetched).
   bool prefetch_receives = false;
   // A TP all-gather runs beside the GEMM after it, a reduce-scatter beside the GEMM before it: only
   // what outlasts the GEMM is exposed (predict.tp_comm=overlapped, Megatron-Core's --tp-comm-overlap).
@@ -89,21 +89,6 @@ struct PipelineSetup {
 };
 
 std::vector<StageTimeline> simulate_pipeline(const PipelineSetup& s, const NetworkCost& net, bool record);
-
-// predict.pipeline_calls=one_by_one: the 1F1B program of pipeline rank `rank` of pp with each message of a group a blocking call of its own (a step waited for, the
-// action after the last), in the order DeepSpeed's TrainSchedule issues them
-// (runtime/pipe/schedule.py: a forward step sends the gradient of the backward before it, then
-// receives its activation; a backward step receives its gradient, then sends the activation of
-// the forward before it).
-Program one_call_a_step(const Program& program, int rank, int pp);
-
-// predict.pipeline_p2p=prefetched, Megatron-Core's overlap_p2p_comm (schedules.py,
-// forward_backward_pipelining_with_interleaving: send_forward_recv_forward after a forward,
-// send_backward_recv_backward after a backward, each op non-blocking, its handle waited for before
-// the next action of that phase): the same actions and messages as `program`, with every send posted
-// as its action ends and each receive posted as the rank's previous action of the same phase ends
-// (the first of a phase: as the action before it ends), no step waiting (PipelineSetup::prefetch_receives).
-Program prefetched_program(const Program& program);
 
 // Total length of the union of intervals.
 double union_us(std::vector<std::pair<double, double>> intervals);

@@ -10,6 +10,7 @@
 #include "parallel/schedule.hpp"
 #include "predict/chunk_work.hpp"
 #include "predict/kernel_costs.hpp"
+#include "predict/software_programs.hpp"
 #include "train/step_work.hpp"
 
 namespace kformer::predict {

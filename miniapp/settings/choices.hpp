@@ -63,7 +63,7 @@ enum class ScatterCopy { none, copy_in };
 enum class PipelineMessages { split, partitioned, partitioned_whole_grads };
 // predict.pipeline_calls: a pipeline rank's sends and receive between two actions as one group
 // (kformer's, Megatron-LM's batched exchange) or as blocking calls one after another, in
-// DeepSpeed's TrainSchedule order (pipeline_sim.hpp, one_call_a_step).
+// DeepSpeed's TrainSchedule order (software_programs.hpp, one_call_a_step).
 enum class PipelineCalls { grouped, one_by_one };
 // predict.residual: the residual stream's type in a bf16 run as the costed software keeps it:
 // kformer's fp32, the activations' bf16, or that with Megatron-LM's fused bias-dropout-add

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "predict/software_programs.hpp"
 #include "predict_features_helpers.hpp"
 
 using namespace predict_features;
