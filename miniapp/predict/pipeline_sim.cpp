@@ -38,7 +38,7 @@ struct Rank {
   int part = 0;
   std::size_t item = 0;
   double action_t0 = -1, part_t0 = 0;
-  // delay_buckets: each chunk's held buckets as (pass us, bytes), posted when released (held_until);
+  // delay_buckets: each chunk's held buckets as (pass us, bytes), posted when released (release());
   // the chunk of each backward done so far where it was the chunk's last micro-batch, else -1;
   // and the chunk of the action now computing.
   std::map<int, std::vector<std::pair<double, double>>> held;
