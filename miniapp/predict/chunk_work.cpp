@@ -208,9 +208,7 @@ void add_embedding_grad(ChunkWork& w, const MachineProfile& p, const RunPlan& pl
   double us = stream_us(p, "copy", e * n);         // the zeros
   if (how == EmbeddingGrad::dense_main_grad) us += memory_us(p, "residual", (e + 8) * n);
   const WorkItem pass{ItemKind::compute, "embedding_dense_grad", us * p.compute_scale};
-  const bool split = !w.weight.empty();
-  for (auto* list : split ? std::vector<std::vector<WorkItem>*>{&w.weight, &w.weight_last}
-                          : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last}) {
+  for (auto* list : w.weight_gradient_lists()) {
     if (list->empty()) continue;
     auto at = std::find_if(list->begin(), list->end(),
                            [](const WorkItem& i) { return i.kind == ItemKind::unit_done && i.layer == -1; });
@@ -269,9 +267,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
       pass.us += fp32 ? stream_us(p, "convert", 6 * n) + memory_us(p, "residual", 12 * n) : memory_us(p, "residual", 6 * n);
     }
     pass.us *= p.compute_scale;
-    const bool split = !w.weight.empty();
-    for (auto* list : split ? std::vector<std::vector<WorkItem>*>{&w.weight, &w.weight_last}
-                            : std::vector<std::vector<WorkItem>*>{&w.backward, &w.backward_last})
+    for (auto* list : w.weight_gradient_lists())
       if (!list->empty()) list->push_back(pass);
   }
   add_embedding_grad(w, p, plan, c);

@@ -74,6 +74,12 @@ struct ChunkWork {
     const auto& last = weight_call ? weight_last : backward_last;
     return last_micro && !last.empty() ? last : weight_call ? weight : backward;
   }
+  // The lists that write the weight gradients, every micro-batch's and the last's: W's where the
+  // backward is split (zb-h1), else the whole backward's.
+  std::vector<std::vector<WorkItem>*> weight_gradient_lists() {
+    if (!weight.empty()) return {&weight, &weight_last};
+    return {&backward, &backward_last};
+  }
 };
 
 // Global chunk `chunk` of the plan, on pipeline rank chunk % pp.
