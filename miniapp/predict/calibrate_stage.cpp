@@ -4,6 +4,7 @@
 #include <Kokkos_Timer.hpp>
 
 #include "predict/chunk_work.hpp"
+#include "predict/attention_auto.hpp"
 #include "predict/kernel_costs.hpp"
 #include "model/param_store.hpp"
 #include "model/stage.hpp"

@@ -45,24 +45,6 @@ double attention_us(const MachineProfile& p, bool bf16, const std::string& kind,
   return p.launch_us + attention_flops(b, t, h, hd, backward) / (r.attention_tflops.at(kind) * 1e6);
 }
 
-AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p) {
-  if (s.kernels.attention != AttentionSetting::automatic) return fixed_attention(s.kernels.attention);
-  const bool bf16 = s.bf16();
-  const ComputeRates& r = p.rates(bf16);
-  // fused unless another kind is faster: calibrate fills the kinds it did not time with the rate of
-  // one it did, and a tie is no reason to keep the T*T probabilities.
-  AttentionKind best = AttentionKind::fused;
-  const auto fused = r.attention_tflops.find(name_of(best));
-  double best_rate = fused == r.attention_tflops.end() ? 0 : fused->second;
-  for (int k = 0; k < kernels::kAttentionKinds; ++k) {
-    const auto kind = static_cast<AttentionKind>(k);
-    const auto it = r.attention_tflops.find(name_of(kind));
-    if (it == r.attention_tflops.end() || (kind == AttentionKind::vendor && !bf16)) continue;
-    if (it->second > best_rate) best = kind, best_rate = it->second;
-  }
-  return best;
-}
-
 double measured_batched_us(const ComputeRates& r, double scores, int t, int hd) {
   const auto& m = r.batched_gemm_tflops;
   if (m.empty()) return 0;

@@ -20,10 +20,6 @@ double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool bac
 double attention_us(const MachineProfile& p, bool bf16, const std::string& kind, int b, int t, int h, int kv, int hd,
                     bool backward);
 double attention_flops(int b, int t, int h, int hd, bool backward);
-// The attention kernel a prediction costs: kernels.attention's kind, or for auto the kind
-// kformer's start-up would choose on that machine, the profile's fastest in the run's precision
-// (vendor in bf16 only; `fused` on a tie, and where the profile has no attention rates).
-AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 // The same attention as another system's kernels run it (predict.attention), on the profile's GEMM
 // curve in the run's precision and its `activation` bandwidth, each batched call's efficiency that of
 // one GEMM of its FLOPs (a batched call fills the GPU as one GEMM of its size):

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "plan/run_plan.hpp"
+#include "predict/attention_auto.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/step_sim.hpp"
 #include "settings/schema.hpp"
@@ -61,7 +62,7 @@ const std::vector<KeyField>& fields() {
 
 RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile) {
   RunPlan layout = plan_without_memory(settings);
-  layout.attention = costed_attention(settings, profile);
+  layout.attention = costed_attention(layout, profile);
   return layout;
 }
 

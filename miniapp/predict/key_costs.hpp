@@ -25,7 +25,9 @@ struct KeyCost {
 // predicted as `kformer predict` predicts them (kernels.attention=auto resolved on `profile`).
 std::vector<KeyCost> key_costs(const RunSettings& given, const MachineProfile& profile);
 
-// The layout kformer predict costs: kernels.attention=auto resolved on `profile`, no memory estimate.
+// The layout kformer predict costs: kernels.attention=auto resolved on `profile` (attention_auto.hpp,
+// which describes a step where a kind keeping the probabilities needs its memory checked), without
+// the layout's own memory estimate.
 RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile);
 
 // The predicted step of `settings` on `profile`, as kformer predict makes it, in ms.

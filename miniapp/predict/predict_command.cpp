@@ -34,39 +34,48 @@ std::string host_text(HostCost host, const MachineProfile& profile) {
                   : ", eager PyTorch's host time as each layer's floor";
 }
 
+// How the profile rates cuDNN's fused kernels at T (Transformer Engine's, and kformer's vendor kind).
+std::string cudnn_rate_text(const ComputeRates& r, int t) {
+  if (!r.cudnn_forward_tflops.given() && !r.cudnn_backward_tflops.given())
+    return "on the GEMM curve (the profile has no cudnn_*_tflops)";
+  return "at most the profile's " + format_value(r.cudnn_forward_tflops.at(t)) + " TFLOP/s forward and " +
+         format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
+}
+
+// How the profile rates batched-GEMM attention (Megatron-LM's, and kformer's batched_gemm kind).
+std::string batched_rate_text(const RunSettings& cfg, const ComputeRates& r) {
+  const int t = cfg.train.seq_len, hd = model_shape(cfg).head_dim;
+  const double rate = batched_gemm_rate(r, t, hd);
+  if (rate <= 0)
+    return std::string("as modelled (the profile gives no batched_gemm_tflops in ") + (cfg.bf16() ? "bf16" : "fp32") + ")";
+  return "no faster than the profile's " + std::to_string(std::lround(rate)) + " TFLOP/s at T " + std::to_string(t) +
+         ", heads of " + std::to_string(hd) + " (batched_gemm_tflops)";
+}
+
 // The first line's word on the attention: the system's kernel and the rate it is costed at, or
-// kformer's own (with what kernels.attention=auto chose).
+// kformer's own (with what kernels.attention=auto chose, and how a kind the profile rates only by
+// another system's figures is costed).
 std::string attention_text(const RunSettings& cfg, AttentionKind own, const MachineProfile& profile) {
   const int t = cfg.train.seq_len;
-  const double flash2 = profile.rates(cfg.bf16()).flash2_tflops.at(t);
+  const ComputeRates& r = profile.rates(cfg.bf16());
+  const double flash2 = r.flash2_tflops.at(t);
   switch (cfg.predict.attention) {
-    case AttentionModel::kformer:
-      return std::string(", attention ") + (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") +
-             name_of(own);
+    case AttentionModel::kformer: {
+      const std::string text = std::string(", attention ") +
+                               (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") + name_of(own);
+      if (r.attention_tflops.count(name_of(own))) return text;
+      if (own == AttentionKind::vendor) return text + ", cuDNN's fused kernels " + cudnn_rate_text(r, t);
+      if (own == AttentionKind::batched_gemm) return text + ", batched GEMMs around a softmax " + batched_rate_text(cfg, r);
+      return text;
+    }
     case AttentionModel::flash:
       return flash2 > 0 ? ", attention costed as FlashAttention-2's, at most the profile's " + format_value(flash2) +
                               " TFLOP/s at T " + std::to_string(t) + " (flash2_tflops)"
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
-    case AttentionModel::cudnn: {
-      const ComputeRates& r = profile.rates(cfg.bf16());
-      if (!r.cudnn_forward_tflops.given() && !r.cudnn_backward_tflops.given())
-        return ", attention costed as cuDNN's fused kernels on the GEMM curve (the profile has no cudnn_*_tflops)";
-      return ", attention costed as cuDNN's fused kernels, at most the profile's " +
-             format_value(r.cudnn_forward_tflops.at(t)) + " TFLOP/s forward and " +
-             format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
-    }
-    case AttentionModel::batched_gemm: {
-      const int hd = model_shape(cfg).head_dim;
-      const double rate = batched_gemm_rate(profile.rates(cfg.bf16()), t, hd);
-      if (rate <= 0)
-        return std::string(", attention costed as batched_gemm's kernels (Megatron-LM's), as modelled (the profile "
-                           "gives no batched_gemm_tflops in ") +
-               (cfg.bf16() ? "bf16" : "fp32") + ")";
-      return ", attention costed as batched_gemm's kernels (Megatron-LM's), no faster than the profile's " +
-             std::to_string(std::lround(rate)) + " TFLOP/s at T " + std::to_string(t) + ", heads of " +
-             std::to_string(hd) + " (batched_gemm_tflops)";
-    }
+    case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels, " + cudnn_rate_text(r, t);
+    case AttentionModel::batched_gemm:
+      return ", attention costed as batched_gemm's kernels (Megatron-LM's), " + batched_rate_text(cfg, r);
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
   }
 }

@@ -9,6 +9,7 @@
 #include "train/metrics.hpp"
 #include "model/model_spec.hpp"
 #include "parallel/schedule.hpp"
+#include "predict/attention_auto.hpp"
 #include "predict/kernel_costs.hpp"
 #include "report/summary_text.hpp"
 #include "settings/systems.hpp"
@@ -80,12 +81,10 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
                         {"bubble_predicted", s["pipeline"]["bubble_measured"]}});
   const MemoryEstimate& e = plan.memory;
   nlohmann::json mem = e.to_json();
-  const double peak = e.total() + prof.process_baseline_gb * 1e9;
-  const double limit = cfg.memory_limit_gb > 0 ? cfg.memory_limit_gb * 1e9 : prof.memory_gb * 1e9;
-  mem["peak_bytes"] = peak;
+  mem["peak_bytes"] = e.total() + prof.process_baseline_gb * 1e9;
   mem["process_baseline_bytes"] = prof.process_baseline_gb * 1e9;
-  mem["device_bytes"] = limit;
-  mem["fits"] = limit <= 0 || peak <= limit;
+  mem["device_bytes"] = cfg.memory_limit_gb > 0 ? cfg.memory_limit_gb * 1e9 : prof.memory_gb * 1e9;
+  mem["fits"] = fits_device(plan, prof);
   s["memory"] = mem;
   s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;
 

@@ -148,7 +148,10 @@ std::vector<KeySpec> make_schema() {
              "deepspeed-2022, torchtitan, pytorch-eager; docs/predict.md); a key given in the deck or on the "
              "command line keeps its value"),
       choice("predict.attention", names_of<AttentionModel>(),
-             "attention kernels kformer predict costs: kformer's own (the profile's attention rates), batched_gemm "
+             "attention kernels kformer predict costs: kformer's own (the profile's attention rates; under "
+             "kernels.attention=auto the kind its start-up would take there, the fastest the profile rates whose "
+             "memory fits: cuDNN's kernel in bf16 where it gives cudnn rates, batched GEMMs where it gives "
+             "batched_gemm_tflops), batched_gemm "
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
              "bandwidth, no faster together than the profile's bf16 attention.batched_gemm_tflops), flash (FlashAttention-2's: the causal half on the GEMM curve, no faster than the profile's bf16 "
              "attention.flash2_tflops; no T*T traffic) or cudnn (cuDNN's fused flash attention, Transformer Engine's "

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "predict/attention_auto.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/key_costs.hpp"
 #include "predict/step_sim.hpp"
