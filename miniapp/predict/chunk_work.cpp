@@ -101,6 +101,7 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
           miss->us += us;
         } else {
           out->push_back({ItemKind::compute, e.call.name, us, 0, 0});
+          out->back().family = kk::family_name(e.call.family);
           const bool both = e.call.family == kk::Family::gemm && e.call.backward && e.call.shape[3] == 3;
           if (both) out->back().half_us = us / 2;  // dx and dW: the same FLOPs each
         }

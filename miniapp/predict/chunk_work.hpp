@@ -35,6 +35,7 @@ struct WorkItem {
   comm::OpKind op = comm::OpKind::allreduce;  // tp_comm
   comm::Payload payload = comm::Payload::other;  // tp_comm: what it carries
   double half_us = 0;  // compute: a backward GEMM running both products, one product's time (else 0)
+  std::string family;  // compute: the kernel's family (kernels/call_record.hpp); empty: `name` says it
 };
 
 // How the costed software runs the calls kformer describes, where it differs from kformer (the

@@ -1,6 +1,7 @@
 // What each predict.* key that departs from kformer's own run costs (see key_costs.hpp).
 #include "predict/key_costs.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <iomanip>
 #include <sstream>
@@ -112,23 +113,39 @@ std::string add_key_costs(nlohmann::json& report, const RunSettings& given, cons
     report["predicted"][key] = cost(without);
     text << " " << baseline << ")";
   };
+  // The profile's figures are taken away with kformer's attention kind held: without batched_gemm_tflops
+  // a profile no longer rates batched_gemm for auto (attention_auto.hpp), which is not the figure's cost.
+  RunSettings held = given;
+  if (held.kernels.attention == AttentionSetting::automatic)
+    held.kernels.attention = setting_of(costed_layout(given, profile).attention);
   if (profile.holds_collective_sms()) {
     MachineProfile none = profile;
     none.collective_sms_intra = none.collective_sms_inter = 0;
-    figure(predicted_step_ms(given, none), "collective_sms_cost_ms",
+    figure(predicted_step_ms(held, none), "collective_sms_cost_ms",
            "what the collectives' SMs cost the compute beside them (the profile's network.collective_sms)",
            "with none held");
   }
   if (!profile.rates(given.bf16()).batched_gemm_tflops.empty()) {
     MachineProfile modelled = profile;
     (given.bf16() ? modelled.bf16 : modelled.fp32).batched_gemm_tflops.clear();
-    const double without = predicted_step_ms(given, modelled);
+    const double without = predicted_step_ms(held, modelled);
     if (without != step_ms)
       figure(without, "batched_gemm_floor_cost_ms",
              "what batched-GEMM attention's measured rate costs over its modelled passes (the profile's "
              "attention.batched_gemm_tflops)",
              "with the modelled passes");
   }
+  // Rank 0's compute by what it is, largest first, with its share of their sum.
+  std::vector<std::pair<double, std::string>> kernels;
+  double sum = 0;
+  for (const auto& [family, ms] : report["predicted"]["kernel_ms_by_family"].items())
+    kernels.emplace_back(ms.get<double>(), family), sum += ms.get<double>();
+  std::sort(kernels.rbegin(), kernels.rend());
+  if (kernels.empty()) return text.str() + "\n";
+  text << "\n  rank 0's compute by kernel family (ms of the step, each at the profile's cost; " << sum << " in all):";
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    text << (i % 4 == 0 ? "\n    " : " | ") << kernels[i].second << " " << kernels[i].first << " ("
+         << 100 * kernels[i].first / sum << "%)";
   return text.str() + "\n";
 }
 

@@ -173,8 +173,10 @@ class Sim {
     return true;
   }
   // Compute of `us` at the rank's clock: moves it and the timer, and records the interval.
-  void computed(int r, double us, double& timer) {
+  // Compute of `us` on the rank's stream; `family` names it in the stage's kernel_us.
+  void computed(int r, double us, double& timer, const std::string& family) {
     Rank& me = ranks_[r];
+    if (us > 0) out_[r].kernel_us[family] += us;
     auto& busy = out_[r].busy;
     if (!busy.empty() && busy.back().second == me.t) busy.back().second = me.t + us;
     else if (us > 0) busy.push_back({me.t, me.t + us});
@@ -222,12 +224,13 @@ class Sim {
       if (record_) span(r, "allgather", true, start, end, -1, -1, b);
       // The unit before ran beside it on the SMs it left: that compute ends later by the gather's
       // share of the device times their overlap (the clock moves on; the gather's end does not).
-      computed(r, net_.compute_share_lost(s_.dp) * computed_between(r, start, std::min(end, me.t)), timer);
+      computed(r, net_.compute_share_lost(s_.dp) * computed_between(r, start, std::min(end, me.t)), timer,
+               kSlowedBesideCollectives);
       if (end > me.t) out_[r].exposed_us += end - me.t, timer += end - me.t, me.t = end;
     } else {
       blocking(r, "allgather", us, b, timer);
     }
-    computed(r, miss_us, timer);  // the copy-out and widening on the compute stream
+    computed(r, miss_us, timer, "zero3_gather_copy");  // the copy-out and widening on the compute stream
     me.unit_t0 = me.t;
     return true;
   }
@@ -279,7 +282,7 @@ class Sim {
     for (; me.item < items.size(); ++me.item) {
       const WorkItem& i = items[me.item];
       switch (i.kind) {
-        case ItemKind::compute: computed(r, i.us, timer); break;
+        case ItemKind::compute: computed(r, i.us, timer, i.family.empty() ? i.name : i.family); break;
         case ItemKind::tp_comm:
           if (s_.tp.size > 1 && !stream_free(r, timer)) return false;
           blocking(r, comm::op_name(i.op), exposed_tp_us(items, me.item), i.bytes, timer);
@@ -293,7 +296,7 @@ class Sim {
             me.held[me.chunk].push_back({i.us, s_.dp_buckets ? s_.bucket_bytes[r].at(i.layer) : 0.0});
             break;
           }
-          computed(r, i.us, timer);  // the software's pass over the bucket before it is posted (predict.bucket_pass)
+          computed(r, i.us, timer, "bucket_pass");  // the software's pass over the bucket before it is posted (predict.bucket_pass)
           if (s_.dp_buckets) out_[r].buckets.push_back({me.t, s_.bucket_bytes[r].at(i.layer)});
           break;
         case ItemKind::grad_scatter:
@@ -309,7 +312,7 @@ class Sim {
     const auto it = ranks_[r].held.find(chunk);
     if (it == ranks_[r].held.end()) return;
     for (const auto& [us, bytes] : it->second) {
-      computed(r, us, timer);
+      computed(r, us, timer, "bucket_pass");
       if (s_.dp_buckets) out_[r].buckets.push_back({ranks_[r].t, bytes});
     }
     ranks_[r].held.erase(it);

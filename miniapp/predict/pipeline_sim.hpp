@@ -37,6 +37,9 @@ struct BucketPost {
   double post_us = 0, bytes = 0;
 };
 
+// What compute beside a collective loses to the SMs the collective holds (network.collective_sms).
+inline const std::string kSlowedBesideCollectives = "slowed_beside_collectives";
+
 struct StageTimeline {
   double start_us = 0;                        // the pipeline's start: the end of the step's prepare phase
   double wall_us = 0;                         // the pipeline's end
@@ -44,6 +47,9 @@ struct StageTimeline {
   double exposed_us = 0;                      // time blocked in calls and group waits
   std::vector<std::pair<double, double>> comm;  // intervals with a call in flight
   std::vector<std::pair<double, double>> busy;  // intervals of compute (kernels at the profile's cost)
+  // The compute in `busy` by what it is: a kernel family (kformer's, kernels/call_record.hpp), or a
+  // pass the costed software adds (bucket_pass, eager_host, ...), or kSlowedBesideCollectives
+  std::map<std::string, double> kernel_us;
   std::vector<BucketPost> buckets;            // DP reductions, in posting order
   std::vector<SimSpan> spans;                 // when recorded
 };

@@ -131,6 +131,9 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             {"host_costed", host_costed},
             // where the costed host figures come from (a run of bench/eager_op_cost.py, or what the profile says)
             {"host_source", host_costed ? prof.eager_host.source : std::string()},
+            // rank 0's compute by kernel family (and the passes the costed software adds), each at the
+            // profile's cost (step_sim.hpp: rank0_kernel_ms)
+            {"kernel_ms_by_family", p.rank0_kernel_ms},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};

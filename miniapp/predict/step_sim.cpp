@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <stdexcept>
 
 #include "model/model_spec.hpp"
@@ -84,6 +85,9 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     ps.start_us.push_back(us);
   }
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
+  std::map<std::string, double> kernels0 = st[0].kernel_us;  // rank 0's compute by family, in us
+  for (const WorkEntry& e : phases[0].before.entries)
+    if (e.kind == WorkEntry::Kind::kernel) kernels0[kernels::family_name(e.call.family)] += kernel_us(prof, e.call, call_costs(cfg));
 
   // Per world rank from here: clocks, exposed and in-flight communication, busy time.
   const GroupShape world{l.world, 1};
@@ -171,6 +175,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
       const double slowed = overlap ? net.compute_share_lost(ps.dp) * overlap_us(flying, x.busy) : 0.0;
       for (int w : m) {
         t[w] += slowed, busy[w] += slowed;
+        if (w == 0 && slowed > 0) kernels0[kSlowedBesideCollectives] += slowed;
         double e = std::max(end, t[w]);
         for (const BucketPost& b : x.buckets) e = std::max(e, b.post_us + net.emulated_us(kind, b.bytes, l.dp));
         if (!x.buckets.empty())
@@ -202,7 +207,11 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
     for (; next[w] < list.size() && list[next[w]].kind != WorkEntry::Kind::comm; ++next[w]) {
       const WorkEntry& e = list[next[w]];
       const bool optimizer = e.group == "kformer::optimizer";
-      if (e.kind == WorkEntry::Kind::kernel) t[w] += kernel_us(prof, e.call, call_costs(cfg));
+      if (e.kind == WorkEntry::Kind::kernel) {
+        const double us = kernel_us(prof, e.call, call_costs(cfg));
+        t[w] += us;
+        if (w == 0) kernels0[kernels::family_name(e.call.family)] += us;
+      }
       if (e.kind == WorkEntry::Kind::region_begin && optimizer) opt_start[w] = t[w];
       if (e.kind == WorkEntry::Kind::region_end && optimizer) opt[w] = t[w] - opt_start[w];
     }
@@ -261,6 +270,7 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   p.rank0.pipeline_wall_ms = (x0.wall_us - x0.start_us) / 1e3;
   p.rank0.pipeline_compute_ms = (x0.forward_us + x0.backward_us) / 1e3;
   p.rank0.busy_ms = busy[0] / 1e3;
+  for (const auto& [family, us] : kernels0) p.rank0_kernel_ms[family] = us / 1e3;
   for (int c = 0; c < S; c += l.pp) p.flops_rank0 += (ps.chunks[c].forward_flops + ps.chunks[c].backward_flops) * l.m;
   if (record) {
     for (int r = 0; r < l.pp; ++r) {

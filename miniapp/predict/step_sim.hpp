@@ -9,6 +9,7 @@
 // pipeline stage behave alike except the straggler, so a stage is described once.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct RankFigures {  // what a run's per-iteration record holds, in ms
 struct StepPrediction {
   double step_ms = 0;
   RankFigures rank0;                     // the figures a run reports (rank 0's)
+  // rank 0's compute by what it is (StageTimeline::kernel_us), with its prepare and after-pipeline
+  // kernels and what the data-parallel buckets' SMs slow, in ms: each at the profile's cost
+  std::map<std::string, double> rank0_kernel_ms;
   std::vector<double> rank_busy_ms, rank_comm_ms, rank_bubble;  // every world rank
   double flops_rank0 = 0;                // model FLOPs per iteration of rank 0
   std::vector<int> traced_ranks;         // world ranks whose events are in `spans`

@@ -188,6 +188,8 @@ inline AttentionKind fixed_attention(AttentionSetting s) {
   if (s == AttentionSetting::automatic) throw std::logic_error("kernels.attention=auto is resolved at start-up");
   return static_cast<AttentionKind>(static_cast<int>(s) - 1);
 }
+// The setting that names `k` (fixed_attention's inverse).
+inline AttentionSetting setting_of(AttentionKind k) { return static_cast<AttentionSetting>(static_cast<int>(k) + 1); }
 
 // Every name of the set, in the enum's order: a key's choices in the schema.
 template <class E>
