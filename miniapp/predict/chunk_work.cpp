@@ -96,6 +96,12 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
           const double whole = double(e.call.shape[0]) * e.call.shape[1] * costs.logits_tp * costs.logit_bytes;
           out->push_back({ItemKind::tp_comm, "allgather", 0, whole, 0, comm::OpKind::allgather});
         }
+        // predict.residual other than fp32: the software keeps activations and their gradients in its
+        // 16-bit type end to end, its GEMMs reading and writing it; kformer's passes between its fp32
+        // stream and the bf16 GEMM inputs (a GEMM's fp32 output rounded for storage, an fp32 gradient
+        // rounded before its GEMM, a pipeline message narrowed or widened) are not its work. The
+        // conversions of the parameters (a ZeRO-3 gather's widening, the bf16 copies' refresh) stay.
+        if (costs.residual != ResidualStream::fp32 && e.call.family == kk::Family::convert && !miss) break;
         const double us = kernel_us(p, e.call, costs) * p.compute_scale;
         if (miss) {
           miss->us += us;

@@ -59,3 +59,40 @@ TEST(PredictResidual, TheStreamsNormsAndAddsCostItsBf16Bytes) {
     EXPECT_DOUBLE_EQ(kp::compute_us(chunk("fp32", mode).forward), kp::compute_us(chunk("fp32", "fp32").forward)) << mode;
   }
 }
+
+// Under a 16-bit stream the software's GEMMs read and write bf16: none of kformer's conversions
+// between its fp32 stream and the GEMMs' bf16 inputs (GEMM outputs rounded for storage, gradients
+// rounded before their GEMMs, pipeline messages narrowed and widened) is charged; kformer's own
+// stream has them. The parameters' conversions stay: a ZeRO-3 gather still widens its unit.
+TEST(PredictResidual, ABf16StreamHasNoConversionsAroundItsGemms) {
+  const auto converts = [](const kp::ChunkWork& w) {
+    std::size_t n = 0;
+    for (const auto* list : {&w.forward, &w.head_backward, &w.backward, &w.backward_last})
+      for (const auto& i : *list) n += i.kind == kp::ItemKind::compute && i.family == "convert";
+    return n;
+  };
+  const kp::ChunkWork own = chunk("bf16", "fp32");
+  EXPECT_GE(converts(own), 4u);  // the messages in and out, the stored QKV, the gradients into the backward GEMMs
+  for (const std::string mode : {"activations", "activations_dropout"}) {
+    const kp::ChunkWork w = chunk("bf16", mode);
+    EXPECT_EQ(converts(w), 0u) << mode;
+    // and only they leave: every other item of each list stays
+    for (const auto& [mine, kformers] : {std::make_pair(&w.forward, &own.forward), std::make_pair(&w.backward, &own.backward)}) {
+      std::size_t others = 0;
+      for (const auto& i : *kformers) others += i.family != "convert";
+      EXPECT_EQ(mine->size(), others) << mode;
+    }
+  }
+  // ZeRO-3 over 2 ranks in bf16: each unit's gather widens it on the compute stream (the require's time)
+  const kp::MachineProfile p = profile("perlmutter-a100-40gb");
+  const auto miss = [&](const std::string& residual) {
+    const kp::ChunkWork w = kp::chunk_work(p, plan("tiny.yaml", {"predict.world=2", "parallel.dp=2", "parallel.zero=3",
+                                                                  "train.precision=bf16", "predict.residual=" + residual}),
+                                           0);
+    double us = 0;
+    for (const auto& i : w.forward) us += i.kind == kp::ItemKind::require ? i.us : 0;
+    return us;
+  };
+  EXPECT_GT(miss("activations"), 0);
+  EXPECT_DOUBLE_EQ(miss("activations"), miss("fp32"));
+}
