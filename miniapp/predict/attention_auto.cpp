@@ -50,9 +50,9 @@ AttentionKind costed_attention(const RunPlan& layout, const MachineProfile& p) {
   // Another system's attention is costed, not kformer's: the layout's kind then only sizes the memory,
   // as fused's (a flash kernel's row statistics; rows with materialised scores name naive).
   const RunSettings& s = layout.settings;
-  if (s.kernels.attention == AttentionSetting::automatic && s.predict.attention != AttentionModel::kformer)
-    return AttentionKind::fused;
-  const std::vector<AttentionKind> kinds = attention_candidates(layout.settings, p);
+  if (s.kernels.attention != AttentionSetting::automatic) return fixed_attention(s.kernels.attention);
+  if (s.predict.attention != AttentionModel::kformer) return AttentionKind::fused;
+  const std::vector<AttentionKind> kinds = attention_candidates(s, p);
   for (const AttentionKind k : kinds)
     if (fits_device(with_attention(layout, k), p)) return k;
   return AttentionKind::fused;  // start-up's, where no candidate fits (then the estimate says so)

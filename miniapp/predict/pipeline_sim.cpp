@@ -172,8 +172,8 @@ class Sim {
     }
     return true;
   }
-  // Compute of `us` at the rank's clock: moves it and the timer, and records the interval.
-  // Compute of `us` on the rank's stream; `family` names it in the stage's kernel_us.
+  // Compute of `us` at the rank's clock: moves it and the timer, and records the interval and, by
+  // `family`, the stage's kernel_us.
   void computed(int r, double us, double& timer, const std::string& family) {
     Rank& me = ranks_[r];
     if (us > 0) out_[r].kernel_us[family] += us;

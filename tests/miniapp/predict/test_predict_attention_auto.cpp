@@ -81,6 +81,10 @@ TEST(PredictAttentionAuto, PassesOverAKindWhoseProbabilitiesDoNotFit) {
   EXPECT_EQ(chosen(batched * 1.01), AttentionKind::batched_gemm);
   EXPECT_EQ(chosen((fused + batched) / 2), AttentionKind::fused);
   EXPECT_EQ(chosen(fused / 2), AttentionKind::fused);  // none fits: start-up's fallback (the report says NO)
+  // a deck that names its kernel keeps it, fitting or not (the report says whether it fits)
+  auto named = deck(std::to_string((fused + baseline) / 1e9));
+  named.kernels.attention = kformer::AttentionSetting::batched_gemm;
+  EXPECT_EQ(kp::costed_layout(named, a100).attention, AttentionKind::batched_gemm);
 }
 
 // Under another system's attention (predict.attention) kformer's kernel is not costed: auto sizes the
