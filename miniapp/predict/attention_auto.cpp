@@ -58,10 +58,12 @@ AttentionKind costed_attention(const RunPlan& layout, const MachineProfile& p) {
   return AttentionKind::fused;  // start-up's, where no candidate fits (then the estimate says so)
 }
 
+double device_bytes(const RunSettings& s, const MachineProfile& p) {
+  return s.memory_limit_gb > 0 ? s.memory_limit_gb * 1e9 : p.memory_gb * 1e9;
+}
+
 bool fits_device(const RunPlan& plan, const MachineProfile& p) {
-  const RunSettings& s = plan.settings;
-  const double peak = plan.memory.total() + p.process_baseline_gb * 1e9;
-  const double limit = s.memory_limit_gb > 0 ? s.memory_limit_gb * 1e9 : p.memory_gb * 1e9;
+  const double peak = plan.memory.total() + p.process_baseline_gb * 1e9, limit = device_bytes(plan.settings, p);
   return limit <= 0 || peak <= limit;
 }
 

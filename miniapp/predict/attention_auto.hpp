@@ -35,8 +35,10 @@ AttentionKind costed_attention(const RunSettings& s, const MachineProfile& p);
 // `layout` is plan_without_memory's. Describes a step for each kind it checks: needs Kokkos.
 AttentionKind costed_attention(const RunPlan& layout, const MachineProfile& p);
 
+// The bytes a rank has: memory.limit_gb where set, else the profile's memory_gb.
+double device_bytes(const RunSettings& s, const MachineProfile& p);
 // The memory check predict's report and the choice above share: peak (the estimate and the
-// profile's process baseline) against the device's bytes.
+// profile's process baseline) against device_bytes.
 bool fits_device(const RunPlan& plan, const MachineProfile& p);
 
 }  // namespace kformer::predict

@@ -83,7 +83,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   nlohmann::json mem = e.to_json();
   mem["peak_bytes"] = e.total() + prof.process_baseline_gb * 1e9;
   mem["process_baseline_bytes"] = prof.process_baseline_gb * 1e9;
-  mem["device_bytes"] = cfg.memory_limit_gb > 0 ? cfg.memory_limit_gb * 1e9 : prof.memory_gb * 1e9;
+  mem["device_bytes"] = device_bytes(cfg, prof);
   mem["fits"] = fits_device(plan, prof);
   s["memory"] = mem;
   s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;

@@ -75,19 +75,21 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   ps.gather_prefetch = cfg.predict.zero3_gather == Overlap::overlapped;
   ps.tp = {l.tp, 1}, ps.dp = {l.dp, l.tp}, ps.pp_group = {l.pp, l.tp * l.dp};
   // Each stage's pipeline begins after its prepare phase: kernels only, on the rank's own data.
+  std::map<std::string, double> kernels0;  // rank 0's compute by family, in us (its prepare phase's first)
   for (int r = 0; r < l.pp; ++r) {
     double us = 0;
     for (const WorkEntry& e : phases[r].before.entries) {
       if (e.kind == WorkEntry::Kind::comm)
         throw std::logic_error("predict: the described prepare phase makes a call on a group; it should launch kernels only");
-      if (e.kind == WorkEntry::Kind::kernel) us += kernel_us(prof, e.call, call_costs(cfg));
+      if (e.kind != WorkEntry::Kind::kernel) continue;
+      const double k = kernel_us(prof, e.call, call_costs(cfg));
+      us += k;
+      if (r == 0) kernels0[kernels::family_name(e.call.family)] += k;
     }
     ps.start_us.push_back(us);
   }
   const std::vector<StageTimeline> st = simulate_pipeline(ps, net, record);
-  std::map<std::string, double> kernels0 = st[0].kernel_us;  // rank 0's compute by family, in us
-  for (const WorkEntry& e : phases[0].before.entries)
-    if (e.kind == WorkEntry::Kind::kernel) kernels0[kernels::family_name(e.call.family)] += kernel_us(prof, e.call, call_costs(cfg));
+  for (const auto& [family, us] : st[0].kernel_us) kernels0[family] += us;
 
   // Per world rank from here: clocks, exposed and in-flight communication, busy time.
   const GroupShape world{l.world, 1};
