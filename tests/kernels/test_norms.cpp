@@ -84,6 +84,20 @@ double dx_err(const std::vector<double>& got, const std::vector<double>& ref, co
   return std::sqrt(e / s);
 }
 
+// The mean's error against the scale of what it averages, each row's root mean square: a row of
+// few channels can average to far below its values (N=1, C=3 drew a relative error of 1.009e-5 in
+// about one run in 2000), the conditioning of the sum, not an error of the kernel.
+double mean_err(const std::vector<double>& got, const std::vector<double>& ref, const NormRun& r) {
+  double e = 0, s = 0;
+  for (int n = 0; n < r.N; ++n) {
+    double sq = 0;
+    for (int c = 0; c < r.C; ++c) sq += r.hx[std::size_t(n) * r.C + c] * r.hx[std::size_t(n) * r.C + c];
+    e += (got[n] - ref[n]) * (got[n] - ref[n]);
+    s += sq / r.C;
+  }
+  return std::sqrt(e / s);
+}
+
 void check_against_reference(bool centered) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (const auto& nc : shapes(rng)) {
@@ -96,7 +110,7 @@ void check_against_reference(bool centered) {
       const auto f = ktest::ref::norm_forward(r.hx, r.hw, r.hb, N, C, kEps, centered);
       EXPECT_LT(ktest::rel_err(ktest::to_host(r.out), f.out), 1e-5);
       EXPECT_LT(ktest::rel_err(ktest::to_host(r.rstd), f.rstd), 1e-5);
-      if (centered) EXPECT_LT(ktest::rel_err(ktest::to_host(r.mean), f.mean), 1e-5);
+      if (centered) EXPECT_LT(mean_err(ktest::to_host(r.mean), f.mean, r), 1e-5);
       r.backward<S>();
       std::vector<double> dx, dw, db;
       ktest::ref::norm_backward(r.hdy, r.hx, r.hw, N, C, kEps, centered, dx, dw, db);
