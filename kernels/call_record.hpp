@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "bf16.hpp"
+#include "kernel_choice.hpp"
 
 namespace kformer::kernels {
 
@@ -82,6 +83,34 @@ class Describing {
 
  private:
   CallSink* previous_;
+};
+
+// The code path descriptions follow (kernel_choice.hpp's CodePath); run normally, every kernel
+// takes its own build's path whatever this says.
+inline CodePath& code_path_slot() {
+  static thread_local CodePath path = CodePath::this_build;
+  return path;
+}
+// Whether the step is being described as kformer's CUDA build runs it: asked for, or this build is
+// that build.
+inline bool described_as_cuda() {
+  if (!described()) return false;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>::value) return true;
+#endif
+  return code_path_slot() == CodePath::cuda;
+}
+
+// Descriptions inside the scope follow `path`.
+class DescribingAs {
+ public:
+  explicit DescribingAs(CodePath path) : previous_(code_path_slot()) { code_path_slot() = path; }
+  ~DescribingAs() { code_path_slot() = previous_; }
+  DescribingAs(const DescribingAs&) = delete;
+  DescribingAs& operator=(const DescribingAs&) = delete;
+
+ private:
+  CodePath previous_;
 };
 
 // A kernel entry's first line: `const Call call("name", [&] { return KernelCall{...}; });

@@ -32,6 +32,12 @@ inline AttentionKind attention_kind_from_string(const std::string& s) {
 
 enum class GemmImpl { native, vendor };
 
+// The build whose code a described step follows where kformer's builds take different kernels for
+// the same call: this build's own, or the CUDA build's (cuBLAS and cuBLASLt write a bf16 GEMM's
+// output themselves, with the bias and GELU, or the GELU's gradient, in their epilogue), which
+// predict describes for kformer's own run on a GPU's profile (call_record.hpp's DescribingAs).
+enum class CodePath { this_build, cuda };
+
 inline GemmImpl parse_gemm_impl(const std::string& name) {
   if (name == "native") return GemmImpl::native;
   if (name == "vendor") return GemmImpl::vendor;

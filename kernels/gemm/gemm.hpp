@@ -55,9 +55,11 @@ enum class Op { N, T };  // op(A) = A or A^T
 // Whether gemm's `impl` on ExecSpace writes a bf16 C itself (with the bias, when there is one,
 // in its epilogue) rather than an fp32 C that a convert pass rounds. The vendor: oneDNN on the
 // host, with or without a bias; cuBLAS without one (with one, matmul_forward_stored asks cuBLASLt
-// for its bias epilogue first). Never the native GEMM, which adds its K chunks into C.
+// for its bias epilogue first). Never the native GEMM, which adds its K chunks into C. Described
+// as the CUDA build (described_as_cuda), cuBLAS's answer.
 template <class ExecSpace>
 bool gemm_writes_bf16(GemmImpl impl, bool with_bias) {
+  if (impl == GemmImpl::vendor && described_as_cuda()) return !with_bias;
   if (impl != GemmImpl::vendor || !gemm_vendor_available<ExecSpace>()) return false;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return !with_bias;
@@ -418,23 +420,23 @@ LtGemm stored_lt_gemm(const Y& y, const Y& act, const DView<const bf16**, Kokkos
 #endif
 
 // Whether matmul_forward_stored writes y (and act) through cuBLASLt's epilogue for these views:
-// the vendor GEMM under CUDA, a bias, shapes that agree, and an algorithm cuBLASLt has for them.
+// the vendor GEMM under CUDA (or described as the CUDA build), a bias, shapes that agree, and an
+// algorithm cuBLASLt has for them (a description takes it that cuBLASLt has one: it has bf16's
+// bias and GELU epilogues on every GPU kformer builds for).
 template <class ExecSpace>
 bool stored_by_cublaslt(GemmImpl impl, const DView<bf16**, ExecSpace>& y, const DView<bf16**, ExecSpace>& act,
                         const DView<const bf16**, ExecSpace>& x, const DView<const bf16**, ExecSpace>& w,
                         const DView<const float*, ExecSpace>& b) {
+  const bool has_act = act.extent(0) != 0;
+  if (impl != GemmImpl::vendor || b.extent(0) == 0 || x.extent(0) != y.extent(0) || w.extent(0) != y.extent(1) ||
+      w.extent(1) != x.extent(1) || b.extent(0) != y.extent(1) ||
+      (has_act && (act.extent(0) != y.extent(0) || act.extent(1) != y.extent(1))))
+    return false;
+  if (described()) return described_as_cuda();
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    if (impl != GemmImpl::vendor || b.extent(0) == 0 || !gemm_vendor_available<ExecSpace>() || described())
-      return false;
-    const bool has_act = act.extent(0) != 0;
-    if (x.extent(0) != y.extent(0) || w.extent(0) != y.extent(1) || w.extent(1) != x.extent(1) ||
-        b.extent(0) != y.extent(1) || (has_act && (act.extent(0) != y.extent(0) || act.extent(1) != y.extent(1))))
-      return false;
-    return detail::cublaslt_supports(detail::stored_lt_gemm(y, act, x, w, b));
-  }
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+    return gemm_vendor_available<ExecSpace>() && detail::cublaslt_supports(detail::stored_lt_gemm(y, act, x, w, b));
 #endif
-  (void)impl, (void)y, (void)act, (void)x, (void)w, (void)b;
   return false;
 }
 
@@ -452,16 +454,16 @@ void matmul_forward_stored(const ExecSpace& exec, GemmImpl impl, DView<bf16**, E
                            DView<const bf16**, ExecSpace> x, DView<const bf16**, ExecSpace> w,
                            DView<const float*, ExecSpace> b = {}) {
   const bool has_act = act.extent(0) != 0;
+  if (stored_by_cublaslt<ExecSpace>(impl, y, act, x, w, b)) {
+    const Call call(has_act ? "matmul_forward_gelu" : "matmul_forward", [&] {
+      return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b));
+    });
+    if (call.described()) return;
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    if (stored_by_cublaslt<ExecSpace>(impl, y, act, x, w, b)) {
-      const Call call(has_act ? "matmul_forward_gelu" : "matmul_forward", [&] {
-        return detail::forward_call<ExecSpace>(impl, y, x, bytes_of(y, act, x, w, b));
-      });
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
       if (detail::cublaslt_gemm(exec, detail::stored_lt_gemm(y, act, x, w, b))) return;
-    }  // else (refused at launch) as without cuBLASLt
-  }
 #endif
+  }  // else (refused at launch) as without cuBLASLt
   if (!gemm_writes_bf16<ExecSpace>(impl, b.extent(0) != 0) || x.extent(1) == 0) {
     if (has_act)
       matmul_forward_gelu(exec, impl, y32, act, x, w, b);

@@ -25,12 +25,26 @@ bool matmul_backward_gelu_any(const ExecSpace& exec, GemmImpl impl, DView<T**, E
                               DView<const T**, ExecSpace> act, DView<const T**, ExecSpace> w,
                               DView<const T**, ExecSpace> pre) {
   bool fused = false;
+  const int n = int(dy.extent(0)), out = int(dy.extent(1)), f = int(w.extent(1));
+  const bool fits = impl == GemmImpl::vendor && int(db_pre.extent(0)) == f && int(w.extent(0)) == out &&
+                    int(d_pre.extent(0)) == n && int(d_pre.extent(1)) == f && pre.extent(0) == d_pre.extent(0) &&
+                    pre.extent(1) == d_pre.extent(1);
+  if (fits && described_as_cuda()) {
+    // The CUDA build's fused call, described: the input-gradient GEMM (FC2's dx product) writing d_pre
+    // in T, reading the pre-activation beside it, and the bias gradient's small add after it.
+    const Call call("matmul_backward_gelu", [&] {
+      return gemm_call(holds_bf16<decltype(dy)>, true, n, out, f, 1, bytes_of(d_pre, dy, w, pre));
+    });
+    const Call add("bias_gradient_from_epilogue", [&] {
+      KernelCall c;
+      c.family = Family::copy, c.bytes = double(f) * (2 * sizeof(float) + sizeof(T)), c.shape = {f, 0, 0, 0, 0, 0};
+      return c;
+    });
+    fused = true;
+  }
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    const int n = int(dy.extent(0)), out = int(dy.extent(1)), f = int(w.extent(1));
-    if (impl == GemmImpl::vendor && gemm_vendor_available<ExecSpace>() && !described() && int(db_pre.extent(0)) == f &&
-        int(w.extent(0)) == out && int(d_pre.extent(0)) == n && int(d_pre.extent(1)) == f &&
-        pre.extent(0) == d_pre.extent(0) && pre.extent(1) == d_pre.extent(1)) {
+    if (fits && gemm_vendor_available<ExecSpace>() && !described()) {
       // The epilogue's column sums go to the GEMM workspace, released before matmul_backward below
       // takes it for FC2's bias gradient.
       auto workspace = GemmWorkspace<typename ExecSpace::memory_space>::get(std::size_t(f));

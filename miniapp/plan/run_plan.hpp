@@ -32,6 +32,9 @@ struct RunPlan {
   // The GEMM run: kernels.gemm when the deck names one; for auto, native until start-up has timed
   // both (measure/gemm_choice.hpp) and with_gemm() set the faster.
   kernels::GemmImpl gemm = kernels::GemmImpl::native;
+  // The build a described step follows: this one's, or kformer's CUDA build's where predict costs
+  // kformer's own run on a GPU's profile (its kformer_build: cuda).
+  kernels::CodePath code_path = kernels::CodePath::this_build;
   Numerics numerics;                        // element types and what ZeRO shards (model/numerics.hpp)
   MemoryEstimate memory;                    // per rank: the largest pipeline stage's, with `attention`
 };

@@ -96,6 +96,7 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
            std::to_string(Exec().concurrency()) + " thread(s) per rank, " + std::to_string(runtime.world_size()) +
            " rank(s), calibrated)";
   p.process_baseline_gb = baseline / 1e9;
+  p.kformer_build = kernels::runs_on_host<Exec> ? kernels::CodePath::this_build : kernels::CodePath::cuda;
   // Per device: the GPU's own memory where the ranks run on GPUs (the model lives there; an H100
   // node's 128 GB of host memory is not what a rank can fill), else the node's share.
   const double gpu_bytes = gpu_memory_bytes();

@@ -9,6 +9,7 @@
 #include "plan/run_plan.hpp"
 #include "predict/attention_auto.hpp"
 #include "predict/kernel_costs.hpp"
+#include "predict/own_build.hpp"
 #include "predict/step_sim.hpp"
 #include "settings/schema.hpp"
 
@@ -62,7 +63,7 @@ const std::vector<KeyField>& fields() {
 }  // namespace
 
 RunPlan costed_layout(const RunSettings& settings, const MachineProfile& profile) {
-  RunPlan layout = plan_without_memory(settings);
+  RunPlan layout = on_own_build(plan_without_memory(settings), profile);
   layout.attention = costed_attention(layout, profile);
   return layout;
 }

@@ -183,7 +183,8 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
+                    "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "kformer_build", "gemm", "attention", "bf16", "memory_bound", "network",
+                    "eager_host"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -203,6 +204,11 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
     if (!a.IsScalar() || (a.Scalar() != "true" && a.Scalar() != "false"))
       bad(file, "async_progress", "must be true or false");
     p.async_progress = a.Scalar() == "true";
+  }
+  if (const YAML::Node b = root["kformer_build"]) {
+    if (!b.IsScalar() || (b.Scalar() != "cuda" && b.Scalar() != "host"))
+      bad(file, "kformer_build", "must be cuda (a GPU's profile) or host (the ranks run on CPUs)");
+    p.kformer_build = b.Scalar() == "cuda" ? kernels::CodePath::cuda : kernels::CodePath::this_build;
   }
 
   if (const YAML::Node e = root["eager_host"]) {
@@ -317,7 +323,8 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     << "\nfma_peak_tflops: " << p.fma_peak_tflops << "\ncopy_gbps: " << p.copy_gbps << "\nlaunch_us: " << p.launch_us;
   if (p.sms > 0) o << "\nsms: " << p.sms;
   o << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
-    << "\nasync_progress: " << (p.async_progress ? "true" : "false");
+    << "\nasync_progress: " << (p.async_progress ? "true" : "false")
+    << "\nkformer_build: " << (p.kformer_build == kernels::CodePath::cuda ? "cuda" : "host");
   if (p.eager_host.given(false)) {
     const EagerHost& h = p.eager_host;
     o << "\neager_host:\n  layer_forward_us: " << h.layer_forward_us << "\n  layer_backward_us: " << h.layer_backward_us

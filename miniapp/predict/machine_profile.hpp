@@ -141,6 +141,10 @@ struct MachineProfile {
   int sms = 0, collective_sms_intra = 0, collective_sms_inter = 0;
   bool holds_collective_sms() const { return sms > 0 && collective_sms_intra + collective_sms_inter > 0; }
   EagerHost eager_host;
+  // kformer_build: the kformer build that runs on this machine, whose code a prediction of kformer's
+  // own run describes: `cuda` on a GPU (its GEMMs cuBLAS, writing bf16 outputs themselves), `host`
+  // where the ranks run on CPUs (calibrate writes the build it ran).
+  kernels::CodePath kformer_build = kernels::CodePath::this_build;
 };
 
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,

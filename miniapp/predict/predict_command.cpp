@@ -80,6 +80,17 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
   }
 }
 
+// The first line's word on the build whose kernels kformer's own run is described with, on a GPU's
+// profile (own_build.hpp).
+std::string build_text(const RunPlan& plan) {
+  if (plan.code_path != kernels::CodePath::cuda) return "";
+  const bool auto_gemm = plan.settings.kernels.gemm == GemmSetting::automatic;
+  return std::string(", kformer's CUDA build with GEMMs ") + (auto_gemm ? "auto -> " : "") + to_string(plan.gemm) +
+         (plan.gemm == kernels::GemmImpl::vendor && plan.settings.bf16()
+              ? " (cuBLAS, bf16 outputs and GELU in cuBLASLt's epilogues)"
+              : "");
+}
+
 // The first line's word on the SMs a collective holds beside compute (NetworkCost::compute_share_lost).
 std::string sms_text(const MachineProfile& p) {
   if (!p.holds_collective_sms()) return "";
@@ -120,7 +131,7 @@ int run_predict(const std::vector<std::string>& args) {
             << " pp=" << cfg.parallel.pp << " tp=" << cfg.parallel.tp << "), machine " << profile.name
             << " (" << path << ")"
             << ", system " << cfg.predict.system
-            << attention_text(cfg, plan.attention, profile)
+            << build_text(plan) << attention_text(cfg, plan.attention, profile)
             << (cfg.comm.latency_us > 0 || cfg.comm.bandwidth_gbps > 0
                     ? ", emulated network " + format_value(cfg.comm.latency_us) + " us, " +
                           format_value(cfg.comm.bandwidth_gbps) + " Gbit/s"

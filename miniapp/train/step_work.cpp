@@ -73,6 +73,7 @@ WorkLog describe_iteration(const RunPlan& plan, RankPlace at) {
 }
 
 void describe_iteration_of(const RunPlan& plan, DescribedRank& r, WorkLog& log) {
+  const kernels::DescribingAs as(plan.code_path);
   const kernels::Describing describing(log);
   r.groups.log = &log;
   const auto data = make_data_source(plan.settings.data_source, plan.shape.vocab, plan.settings.train.seed);
@@ -83,6 +84,7 @@ void describe_iteration_of(const RunPlan& plan, DescribedRank& r, WorkLog& log) 
 
 PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
   PhaseLogs out;
+  const kernels::DescribingAs as(plan.code_path);
   WorkLog setup;
   DescribedRank r(plan, at, setup);
   const auto into = [&](WorkLog& log, const auto& f) {
@@ -107,6 +109,7 @@ PhaseLogs describe_phases(const RunPlan& plan, RankPlace at) {
 
 ChunkLog describe_chunk(const RunPlan& plan, int chunk, bool last_micro) {
   ChunkLog out;
+  const kernels::DescribingAs as(plan.code_path);
   WorkLog setup;
   const kernels::Describing describing(setup);
   const int pp = plan.settings.parallel.pp;
