@@ -183,8 +183,8 @@ struct Reader {
 MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
-                    "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress", "kformer_build", "gemm", "attention", "bf16", "memory_bound", "network",
-                    "eager_host"});
+                    "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress",
+                    "kformer_build", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;

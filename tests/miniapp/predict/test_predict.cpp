@@ -198,6 +198,12 @@ TEST(MachineProfile, TheShippedProfilesLoad) {
     EXPECT_GT(p.memory_gb, 0) << f;
     // A GPU node's profile costs bf16 runs too, except a V100's (no bf16 tensor cores).
     if (f.rfind("v100", 0) != 0) EXPECT_TRUE(p.bf16.given()) << f;
+    // Every shipped profile is a GPU's, where kformer runs as its CUDA build (own_build.hpp), and
+    // says so as profile_yaml writes it back.
+    EXPECT_EQ(p.kformer_build, kformer::kernels::CodePath::cuda) << f;
+    const std::string again = testing::TempDir() + "/again_" + f;
+    std::ofstream(again) << kp::profile_yaml(p, "# again\n");
+    EXPECT_EQ(kp::load_profile(again).kformer_build, kformer::kernels::CodePath::cuda) << f;
     ++shipped;
   }
   EXPECT_GE(shipped, 7);
@@ -285,6 +291,7 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
             "    batched_gemm_tflops: 50"),
        "attention.batched_gemm_tflops"},
       {with("network:", "networks:"), "networks"},
+      {with("kformer_build: cuda", "kformer_build: gpu"), "kformer_build"},
       {with("sms: 108", "# no SMs"), "collective_sms"},
       {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},
       {"name: [unclosed\n", "YAML"},
