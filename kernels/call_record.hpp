@@ -48,6 +48,7 @@ struct KernelCall {
   double bytes = 0;       // the operands read and written
   double flops = 0;       // GEMMs and attention
   std::array<std::int64_t, 6> shape{};
+  int out_bytes = 0;      // a forward GEMM's output element size (4 fp32, 2 bf16); 0 elsewhere
   const char* name = "";  // the entry point, as its region names it: "matmul_forward"
   std::array<KeptBuffer, 2> kept{};  // what it keeps between calls (a GEMM's packing workspace)
 };

@@ -331,8 +331,10 @@ inline KernelCall keeping_workspace(KernelCall c, std::size_t floats) {
 template <class ExecSpace, class Y, class X>
 KernelCall forward_call(GemmImpl impl, const Y& y, const X& x, double bytes) {
   using T = std::remove_const_t<typename X::value_type>;
-  return keeping_workspace(gemm_call(holds_bf16<X>, false, y.extent(0), y.extent(1), x.extent(1), 0, bytes),
-                           gemm_workspace_floats<ExecSpace, T>(impl, y.extent(0), y.extent(1), x.extent(1)));
+  KernelCall c = keeping_workspace(gemm_call(holds_bf16<X>, false, y.extent(0), y.extent(1), x.extent(1), 0, bytes),
+                                   gemm_workspace_floats<ExecSpace, T>(impl, y.extent(0), y.extent(1), x.extent(1)));
+  c.out_bytes = int(sizeof(typename Y::value_type));
+  return c;
 }
 
 template <class ExecSpace, class T>

@@ -58,7 +58,9 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
     return eager_swiglu_us(p, c.bf16, double(s[0]) * s[1], c.backward);
   switch (c.family) {
     case kk::Family::gemm: {
-      const double full = gemm_us(p, c.bf16, int(s[0]), int(s[1]), int(s[2]), c.backward);
+      // a software that keeps its stream in bf16 (predict.residual) writes its GEMMs' outputs in bf16
+      const int out_bytes = costs.residual != ResidualStream::fp32 && c.out_bytes > 0 ? 2 : c.out_bytes;
+      const double full = gemm_us(p, c.bf16, int(s[0]), int(s[1]), int(s[2]), c.backward, out_bytes);
       return c.backward && s[3] != 3 ? full / 2 : full;  // one of the backward's two products
     }
     case kk::Family::attention: {

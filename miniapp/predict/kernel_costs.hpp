@@ -14,8 +14,11 @@
 namespace kformer::predict {
 
 // y(m,n) = x(m,k) w(n,k)^T, 2mnk FLOPs; backward: dx and dW, twice that. bf16: the inputs' type
-// (the profile's bf16 rates; a profile without them refuses).
-double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool backward);
+// (the profile's bf16 rates; a profile without them refuses). out_bytes: a bf16 forward's output
+// element size; where it is wider than the profile's timings wrote (gemm.output_bytes), the extra
+// bytes of y at the streaming rate are added: kformer's H100 calibration (h100-measured.yaml, fp32
+// outputs) lies that far above the bf16-output curve at all ten of its shapes (docs/predict.md).
+double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool backward, int out_bytes = 0);
 // Causal attention of b sequences of t tokens, h query heads (kv shared), head size hd.
 double attention_us(const MachineProfile& p, bool bf16, const std::string& kind, int b, int t, int h, int kv, int hd,
                     bool backward);
@@ -112,6 +115,9 @@ double residual_stream_us(const MachineProfile& p, ResidualStream r, bool norm, 
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);
+// The rate (GB/s) of a plain stream of bytes: the profile's `copy` family where it gives one, else the
+// residual add's.
+double stream_gbps(const MachineProfile& p);
 
 // Bytes AdamW moves over `elements` parameters (fp32): p, g, m, v read; p, m, v written. The
 // model's kernels describe their own bytes (kernels/call_record.hpp).

@@ -97,10 +97,13 @@ struct Reader {
     ComputeRates c;
     const YAML::Node g = root["gemm"];
     if (!g) bad(file, at + "gemm", "missing: give peak_tflops, max_efficiency and half_efficiency_gflop");
-    keys(g, at + "gemm", {"peak_tflops", "max_efficiency", "half_efficiency_gflop", "points"});
+    keys(g, at + "gemm", {"peak_tflops", "max_efficiency", "half_efficiency_gflop", "output_bytes", "points"});
     c.gemm_peak_tflops = number(g, at + "gemm", "peak_tflops", 0, true);
     c.gemm_max_efficiency = number(g, at + "gemm", "max_efficiency", 1);
     c.gemm_half_efficiency_gflop = number(g, at + "gemm", "half_efficiency_gflop", 0);
+    c.gemm_output_bytes = int(number(g, at + "gemm", "output_bytes", 0));
+    if (c.gemm_output_bytes != 0 && c.gemm_output_bytes != 2 && c.gemm_output_bytes != 4)
+      bad(file, at + "gemm.output_bytes", "must be 2 (the timings wrote bf16 outputs) or 4 (fp32)");
     if (c.gemm_peak_tflops <= 0 || c.gemm_max_efficiency <= 0 || c.gemm_max_efficiency > 1)
       bad(file, at + "gemm", "peak_tflops must be > 0 and max_efficiency in (0, 1]");
     if (g["points"])
@@ -335,7 +338,9 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   const auto rates = [&](const ComputeRates& c, const char* indent) {
     o << indent << "gemm:\n" << indent << "  peak_tflops: " << c.gemm_peak_tflops << "\n" << indent
       << "  max_efficiency: " << c.gemm_max_efficiency << "\n" << indent
-      << "  half_efficiency_gflop: " << c.gemm_half_efficiency_gflop << "\n" << indent << "  points:\n";
+      << "  half_efficiency_gflop: " << c.gemm_half_efficiency_gflop << "\n";
+    if (c.gemm_output_bytes > 0) o << indent << "  output_bytes: " << c.gemm_output_bytes << "\n";
+    o << indent << "  points:\n";
     for (const auto& g : c.gemm_points)
       o << indent << "    - {m: " << g.m << ", n: " << g.n << ", k: " << g.k << ", forward_us: " << g.forward_us
         << ", backward_us: " << g.backward_us << "}\n";

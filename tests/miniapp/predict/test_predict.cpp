@@ -3,6 +3,7 @@
 // machine profiles (the shipped ones load; a bad one is refused with one line).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -164,6 +165,40 @@ TEST(MachineProfile, TheH200HoldsWhatTheH100CannotWithTheSameGemms) {
   EXPECT_LT(on200.step_ms, on100.step_ms);
 }
 
+// A bf16 GEMM writing fp32 outputs costs the bf16-output curve and its extra output bytes streamed
+// (gemm.output_bytes, kernel_costs.hpp): kformer's own H100 calibration (h100-measured.yaml, which
+// timed matmul_forward writing an fp32 y) lies there at all ten of its forward shapes, the datasheet
+// profile's curve (fitted to OpenXLA's bf16-output timings) taken with the calibration's launch and
+// copy rate, where the curve alone is 5-30% fast. The backward, and a profile whose timings wrote
+// fp32 as the call does, take nothing extra.
+TEST(MachineProfile, AGemmsFp32OutputCostsItsExtraBytesOverTheBf16Curve) {
+  auto h100 = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");
+  const auto measured = kp::load_profile(kSource + "/input/machines/h100-measured.yaml");
+  ASSERT_EQ(h100.bf16.gemm_output_bytes, 2);
+  ASSERT_EQ(measured.bf16.gemm_output_bytes, 4);
+  h100.launch_us = measured.launch_us;
+  h100.memory_gbps["copy"] = measured.copy_gbps;
+  std::vector<double> with, without;
+  for (const auto& g : measured.bf16.gemm_points) {
+    with.push_back(std::abs(kp::gemm_us(h100, true, g.m, g.n, g.k, false, 4) / g.forward_us - 1));
+    without.push_back(std::abs(kp::gemm_us(h100, true, g.m, g.n, g.k, false, 2) / g.forward_us - 1));
+  }
+  ASSERT_EQ(with.size(), 10u);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  EXPECT_LT(median(with), 0.05);
+  EXPECT_LT(*std::max_element(with.begin(), with.end()), 0.15);
+  EXPECT_GT(median(without), 0.15);
+  EXPECT_DOUBLE_EQ(kp::gemm_us(h100, true, 8192, 50304, 768, false, 4) - kp::gemm_us(h100, true, 8192, 50304, 768, false, 2),
+                   8192.0 * 50304 * 2 / (kp::stream_gbps(h100) * 1e3));
+  EXPECT_DOUBLE_EQ(kp::gemm_us(h100, true, 8192, 50304, 768, true, 4), kp::gemm_us(h100, true, 8192, 50304, 768, true, 2));
+  const kp::GemmPoint& g = measured.bf16.gemm_points.front();
+  EXPECT_DOUBLE_EQ(kp::gemm_us(measured, true, g.m, g.n, g.k, false, 4), g.forward_us);
+  EXPECT_DOUBLE_EQ(kp::gemm_us(measured, true, g.m, g.n, g.k, false, 2), g.forward_us);
+}
+
 TEST(PredictStep, AStragglerAddsItsWaitAndLatencyAddsPerMessage) {
   const auto prof = a100();
   const kformer::RunPlan base = deck("tiny.yaml", {"parallel.dp=2"});
@@ -204,6 +239,9 @@ TEST(MachineProfile, TheShippedProfilesLoad) {
     const std::string again = testing::TempDir() + "/again_" + f;
     std::ofstream(again) << kp::profile_yaml(p, "# again\n");
     EXPECT_EQ(kp::load_profile(again).kformer_build, kformer::kernels::CodePath::cuda) << f;
+    // and the element size its bf16 GEMM timings wrote (the datasheet curves bf16, calibrate fp32)
+    if (p.bf16.given()) EXPECT_EQ(p.bf16.gemm_output_bytes, f.find("measured") != std::string::npos ? 4 : 2) << f;
+    EXPECT_EQ(kp::load_profile(again).bf16.gemm_output_bytes, p.bf16.gemm_output_bytes) << f;
     ++shipped;
   }
   EXPECT_GE(shipped, 7);
@@ -292,6 +330,7 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
        "attention.batched_gemm_tflops"},
       {with("network:", "networks:"), "networks"},
       {with("kformer_build: cuda", "kformer_build: gpu"), "kformer_build"},
+      {with("output_bytes: 2", "output_bytes: 3"), "gemm.output_bytes"},
       {with("sms: 108", "# no SMs"), "collective_sms"},
       {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},
       {"name: [unclosed\n", "YAML"},

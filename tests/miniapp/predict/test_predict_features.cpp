@@ -45,8 +45,11 @@ TEST(PredictFeatures, Bf16GemmsTakeTheProfilesBf16Rate) {
   const auto d = plan("gpt3-small.yaml", layout).dims;
   const double flops_qkv = 2.0 * d.N() * d.qkv_width() * d.C;  // the first GEMM of each block
   EXPECT_NEAR(g32[0].us, curve_us(a100.fp32, a100.launch_us, flops_qkv), 1e-9);
-  EXPECT_NEAR(g16[0].us, curve_us(a100.bf16, a100.launch_us, flops_qkv), 1e-9);
-  const double ratio = (g32[0].us - a100.launch_us) / (g16[0].us - a100.launch_us);
+  // the host build's bf16 QKV writes fp32 (a convert rounds it after): the curve, of bf16 outputs
+  // (gemm.output_bytes), and the 2 bytes more of each output element streamed
+  const double wider_us = 2.0 * d.N() * d.qkv_width() / (kp::stream_gbps(a100) * 1e3);
+  EXPECT_NEAR(g16[0].us, curve_us(a100.bf16, a100.launch_us, flops_qkv) + wider_us, 1e-9);
+  const double ratio = (g32[0].us - a100.launch_us) / (g16[0].us - wider_us - a100.launch_us);
   std::cout << "gpt3-small tp=4 QKV GEMM on " << a100.name << ": fp32 " << g32[0].us << " us, bf16 " << g16[0].us
             << " us (" << ratio << "x)" << std::endl;
   EXPECT_GT(ratio, 5.0);  // tensor cores: 312 against 19.5 TFLOP/s peak, less at this size
