@@ -80,7 +80,8 @@ void measure_gemm(int m, int n, int k, kk::GemmImpl impl, ComputeRates& r) {
                                      [&](const GemmPoint& q) { return q.m == m && q.n == n && q.k == k; }),
                       r.gemm_points.end());
   r.gemm_points.push_back(g);
-  r.gemm_output_bytes = int(sizeof(float));  // y above: the points' (and the fitted curve's) outputs are fp32
+  // bf16: y above is fp32, so are the points' outputs (and the curve's fitted to them)
+  if constexpr (!std::is_same<T, float>::value) r.gemm_output_bytes = int(sizeof(float));
 }
 
 // A block's causal attention with q, k, v (and the gradients read) in `precision`: one kind's

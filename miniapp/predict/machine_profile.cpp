@@ -327,7 +327,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   if (p.sms > 0) o << "\nsms: " << p.sms;
   o << "\ncompute_scale: " << p.compute_scale << "\nwakeup_us: " << p.wakeup_us << "\nsync_wakeup_us: " << p.sync_wakeup_us
     << "\nasync_progress: " << (p.async_progress ? "true" : "false")
-    << "\nkformer_build: " << (p.kformer_build == kernels::CodePath::cuda ? "cuda" : "host");
+    << "\nkformer_build: " << kformer_build_name(p.kformer_build);
   if (p.eager_host.given(false)) {
     const EagerHost& h = p.eager_host;
     o << "\neager_host:\n  layer_forward_us: " << h.layer_forward_us << "\n  layer_backward_us: " << h.layer_backward_us

@@ -152,6 +152,9 @@ struct MachineProfile {
   kernels::CodePath kformer_build = kernels::CodePath::this_build;
 };
 
+// kformer_build as a profile and predict's report write it: "cuda" or "host".
+inline const char* kformer_build_name(kernels::CodePath b) { return b == kernels::CodePath::cuda ? "cuda" : "host"; }
+
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,
 // embedding, cross_entropy, optimizer.
 const std::vector<std::string>& memory_families();

@@ -4,7 +4,7 @@
 namespace kformer::predict {
 
 RunPlan on_own_build(RunPlan layout, const MachineProfile& p) {
-  if (layout.settings.predict.system != "kformer" || p.kformer_build != kernels::CodePath::cuda) return layout;
+  if (layout.settings.predict.system != PredictSettings().system || p.kformer_build != kernels::CodePath::cuda) return layout;
   layout.code_path = kernels::CodePath::cuda;
   if (layout.settings.kernels.gemm == GemmSetting::automatic) layout.gemm = kernels::GemmImpl::vendor;
   return layout;

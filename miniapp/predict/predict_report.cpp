@@ -100,7 +100,7 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             // the kernels kformer's own run takes there (kernels.attention and kernels.gemm as resolved), and
             // the build whose code the step describes: cuda for kformer's own run on a GPU's profile (own_build.hpp)
             {"kernels", {{"attention", name_of(plan.attention)}, {"gemm", kernels::to_string(plan.gemm)},
-                         {"build", plan.code_path == kernels::CodePath::cuda ? "cuda" : "host"}}},
+                         {"build", kformer_build_name(plan.code_path)}}},
             // the rates flash and cudnn are costed at, at the deck's sequence length; 0: the GEMM curve
             {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(cfg.train.seq_len)},
             {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops.at(cfg.train.seq_len)},
