@@ -18,18 +18,21 @@ double curve_us(const ComputeRates& r, double flops) {
 
 double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool backward, int out_bytes) {
   const ComputeRates& r = p.rates(bf16);
-  // a forward writing wider outputs than the timings did: the extra bytes of y, streamed
-  const bool wider = bf16 && !backward && r.gemm_output_bytes > 0 && out_bytes > r.gemm_output_bytes;
-  const double extra_us = wider ? double(m) * n * (out_bytes - r.gemm_output_bytes) / (stream_gbps(p) * 1e3) : 0;
+  // a forward writing another output width than the timings did: the difference in y's bytes,
+  // streamed (more for a wider y; less for a narrower one, never below a launch)
+  const bool other = bf16 && !backward && r.gemm_output_bytes > 0 && out_bytes > 0 && out_bytes != r.gemm_output_bytes;
+  const double extra_us = other ? double(m) * n * (out_bytes - r.gemm_output_bytes) / (stream_gbps(p) * 1e3) : 0;
   for (const auto& g : r.gemm_points)
-    if (g.m == m && g.n == n && g.k == k) return (backward ? g.backward_us : g.forward_us) + extra_us;
+    if (g.m == m && g.n == n && g.k == k)
+      return backward ? g.backward_us : std::max(g.forward_us + extra_us, p.launch_us);
   const double one = p.launch_us + curve_us(r, 2.0 * m * n * k);
-  return backward ? 2 * one : one + extra_us;
+  return backward ? 2 * one : std::max(one + extra_us, p.launch_us);
 }
 
 double stream_gbps(const MachineProfile& p) {
-  const auto copy = p.memory_gbps.find("copy");
-  return copy != p.memory_gbps.end() ? copy->second : p.memory_gbps.at("residual");
+  double fastest = 0;
+  for (const auto& f : p.memory_gbps) fastest = std::max(fastest, f.second);
+  return p.copy_gbps > 0 ? std::min(p.copy_gbps, fastest) : fastest;
 }
 
 double attention_flops(int b, int t, int h, int hd, bool backward) {

@@ -15,9 +15,10 @@ namespace kformer::predict {
 
 // y(m,n) = x(m,k) w(n,k)^T, 2mnk FLOPs; backward: dx and dW, twice that. bf16: the inputs' type
 // (the profile's bf16 rates; a profile without them refuses). out_bytes: a bf16 forward's output
-// element size; where it is wider than the profile's timings wrote (gemm.output_bytes), the extra
-// bytes of y at the streaming rate are added: kformer's H100 calibration (h100-measured.yaml, fp32
-// outputs) lies that far above the bf16-output curve at all ten of its shapes (docs/predict.md).
+// element size; where it differs from what the profile's timings wrote (gemm.output_bytes), the
+// difference in y's bytes at the streaming rate is added (a wider y) or taken off (a narrower one):
+// kformer's H100 calibration (h100-measured.yaml, fp32 outputs) lies that far above the bf16-output
+// curve at all ten of its shapes (docs/predict.md), so the bytes are on top of the compute.
 double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool backward, int out_bytes = 0);
 // Causal attention of b sequences of t tokens, h query heads (kv shared), head size hd.
 double attention_us(const MachineProfile& p, bool bf16, const std::string& kind, int b, int t, int h, int kv, int hd,
@@ -115,8 +116,11 @@ double residual_stream_us(const MachineProfile& p, ResidualStream r, bool norm, 
 // A memory-bound kernel of `family` moving `bytes`; on bf16 activations (bf16) at the profile's
 // bf16 rate of the family where it has one.
 double memory_us(const MachineProfile& p, const std::string& family, double bytes, bool bf16 = false);
-// The rate (GB/s) of a plain stream of bytes: the profile's `copy` family where it gives one, else the
-// residual add's.
+// The rate (GB/s) at which a GEMM's epilogue streams its output: the profile's copy bandwidth, no
+// faster than its fastest memory-bound family. On a calibrated profile that is the copy calibrate
+// measured (Kokkos' deep_copy of arrays larger than the caches; its families, timed at the deck's
+// shapes, may sit in L2 or trail in kformer's own kernels); on a datasheet one, whose copy_gbps is
+// the memory's peak, the ~80% its streaming families are given.
 double stream_gbps(const MachineProfile& p);
 
 // Bytes AdamW moves over `elements` parameters (fp32): p, g, m, v read; p, m, v written. The
