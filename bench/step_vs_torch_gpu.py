@@ -4,6 +4,7 @@
     bench/step_vs_torch_gpu.py --kformer BIN [--device cuda|cpu] [--precision fp32|bf16]
         [--shape gpt2|tiny] [--attention auto|naive|fused|batched_gemm|vendor] [--gemm auto|native|vendor]
         [--steps 10] [--warmup 3] [--rounds 2] [--compile inductor|eager|off] [--budget-s S] [--json OUT]
+        [--keep-report DIR]
 
 Shapes: gpt2 is GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304, T 1024, micro-batch 8);
 tiny is input/tiny.yaml at one micro-batch of 8 (the CPU test). kformer runs one rank
@@ -231,6 +232,9 @@ def main():
     ap.add_argument("--budget-s", type=float, help="no new round past this many seconds; compilation is cut there")
     ap.add_argument("--root", default=os.path.join(HERE, ".."), help="where the decks (input/) are")
     ap.add_argument("--json", help="write the figures here (rewritten after every round)")
+    ap.add_argument("--keep-report", metavar="DIR",
+                    help="also keep kformer's first report here as step_PRECISION_kformer.json (the platform's "
+                         "input to scripts/portability.py)")
     a = ap.parse_args()
     a.kformer = os.path.abspath(a.kformer)
     if a.steps <= a.warmup:
@@ -271,6 +275,10 @@ def main():
             out["kformer"].setdefault("kinds_rounds", []).append(
                 {"attention": (k["kernels_attention"] or {}).get("kind"), "gemm": (k["kernels_gemm"] or {}).get("impl")})
             if rnd == 0:
+                if a.keep_report:  # the whole report of the first round, for scripts/portability.py
+                    os.makedirs(a.keep_report, exist_ok=True)
+                    with open(os.path.join(a.keep_report, f"step_{a.precision}_kformer.json"), "w") as f:
+                        json.dump(rep, f, indent=1)
                 out["kformer"].update({x: k[x] for x in ("loss1", "gemm_ceiling_tflops", "gemm_ceiling", "mfu_report",
                                                          "kernels_attention", "kernels_gemm")})
                 kformer_history = k["history"]

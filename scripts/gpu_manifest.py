@@ -7,11 +7,11 @@ checked by scripts/gpu_keep.sh (and scripts/gpu_tables.py) before they are kept 
 
 write: logs (*.log) over LOG_TAIL are cut to their tails, other files over MAX_FILE and binaries are
 removed (listed under left_out), so that what stays is small text that can be committed; then
-RUN_DIR/manifest.json: date, GPU (nvidia-smi.txt), the bundle's git hash (bundle/MANIFEST), the
-command, each file with its size and sha256. Standard library only: it runs under the GPU machine's
+RUN_DIR/manifest.json: date, GPU (nvidia-smi.txt; a CPU run, scripts/cpu_run.sh: the CPU of its
+lscpu.txt), the bundle's git hash (bundle/MANIFEST), the command, each file with its size and sha256. Standard library only: it runs under the GPU machine's
 python3.
 check: every listed file there with its size and sha256, none unlisted, each text and at most
-MAX_FILE, the whole at most MAX_TOTAL, and a GPU named.
+MAX_FILE, the whole at most MAX_TOTAL, and a GPU (or a CPU) named.
 """
 import argparse
 import datetime
@@ -76,6 +76,24 @@ def gpu_of(run):
     return None, 0, None
 
 
+def cpu_of(run):
+    """(name, slug) from lscpu.txt at the run's top (a CPU run: scripts/cpu_run.sh): 'Model name', and a
+    slug of its vendor, family and widest vector ISA ('intel-xeon-amx', 'amd-epyc-avx512')."""
+    try:
+        text = open(os.path.join(run, "lscpu.txt"), errors="replace").read()
+    except OSError:
+        return None, None
+    m = re.search(r"^Model name:\s*(.+?)\s*$", text, re.M)
+    if not m:
+        return None, None
+    name = m.group(1)
+    flags = set((re.search(r"^Flags:\s*(.*)$", text, re.M) or re.match("()", "")).group(1).split())
+    isa = next((i for f, i in (("amx_bf16", "amx"), ("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"),
+                                ("avx2", "avx2")) if f in flags), "sse")
+    words = [w for w in re.sub(r"\(R\)|\(TM\)|CPU|Processor|\d+-Core", " ", name).lower().split() if w.isalpha()]
+    return name, "-".join(words[:2] + [isa])
+
+
 def bundle_of(run):
     """The bundle's MANIFEST lines (gpu_bundle.sh: 'key value') as a dict, if gpu_session.sh copied it."""
     out = {}
@@ -118,11 +136,13 @@ def write(run, command, started, exits):
         entry.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
         files.append(entry)
     gpu, count, driver = gpu_of(run)
+    cpu, cpu_slug = (None, None) if gpu else cpu_of(run)
     bundle = bundle_of(run)
     now = datetime.datetime.now(datetime.timezone.utc)
     manifest = {
         "date": (started or now.strftime("%Y-%m-%d"))[:10], "started": started, "finished": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "gpu": gpu, "gpu_count": count, "gpu_slug": gpu_slug(gpu), "driver": driver,
+        "gpu": gpu, "gpu_count": count, "gpu_slug": gpu_slug(gpu) if gpu or not cpu else None, "driver": driver,
+        **({"cpu": cpu, "cpu_slug": cpu_slug} if cpu else {}),
         "bundle_git": bundle.get("git"), "bundle_arch": bundle.get("arch"), "command": command,
         "exit": exits, "files": files, "left_out": left_out}
     with open(os.path.join(run, MANIFEST), "w") as f:
@@ -164,11 +184,16 @@ def check(run):
         total += len(data)
     if total > MAX_TOTAL:
         raise Problem(f"{total} bytes in all, over {MAX_TOTAL // 1024} KiB")
-    if not m.get("gpu"):
-        raise Problem(f"{MANIFEST} names no GPU (nvidia-smi found none): nothing measured to keep")
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(m.get("date"))) or not re.fullmatch(r"[a-z0-9.-]+", str(m.get("gpu_slug"))):
-        raise Problem(f"{MANIFEST}'s date '{m.get('date')}' or gpu_slug '{m.get('gpu_slug')}' is malformed")
+    if not m.get("gpu") and not m.get("cpu"):
+        raise Problem(f"{MANIFEST} names no GPU (nvidia-smi found none) and no CPU (no lscpu.txt): nothing measured to keep")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(m.get("date"))) or not re.fullmatch(r"[a-z0-9.-]+", str(slug_of(m))):
+        raise Problem(f"{MANIFEST}'s date '{m.get('date')}' or device slug '{slug_of(m)}' is malformed")
     return m
+
+
+def slug_of(m):
+    """The device part of a kept run's folder name: the GPU's slug, else the CPU's."""
+    return m.get("gpu_slug") if m.get("gpu") else m.get("cpu_slug")
 
 
 def main():
@@ -190,7 +215,7 @@ def main():
     except Problem as e:
         print(f"gpu_manifest: {a.run}: {e}", file=sys.stderr)
         return 2
-    print(f"{m['date']}-{m['gpu_slug']}")
+    print(f"{m['date']}-{slug_of(m)}")
     return 0
 
 

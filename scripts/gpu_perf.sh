@@ -11,16 +11,18 @@
 #   (e) bench/attention_vs_sdpa.py: PyTorch SDPA at (b)'s shapes, and in bf16 at (f)'s;
 #   (d) bench/step_vs_torch_gpu.py: the GPT-2 124M training step (B 8, T 1024) of kformer against
 #       PyTorch eager and torch.compile, fp32 then bf16, kformer with the decks' default choices
-#       (kernels.attention=auto, kernels.gemm=auto: start-up timing picks; the report says which);
+#       (kernels.attention=auto, kernels.gemm=auto: start-up timing picks; the report says which),
+#       kformer's whole report kept beside (step_PRECISION_kformer.json: scripts/portability.py's input);
 # then scripts/gpu_perf_summary.py: one table with every target, its ratio and a verdict.
 #
 #   scripts/gpu_perf.sh [OUTDIR]                  on the GPU (device tool: carry ["build/gpu-bundle"])
 #   scripts/gpu_perf.sh --host BINDIR [OUTDIR]    the same steps on this CPU at tiny shapes, with
 #                                                 BINDIR's kformer and kformer-kernel-bench (the test)
-# OUTDIR: $OUT when set (the device tool's), else build/gpu-perf. It receives 8 files (the device
-# tool brings back at most 8): summary.md (the table and the figures behind it), summary.json,
-# kernel_bench.json, sdpa.json, step_fp32.json, step_bf16.json, gpu_perf.log (every command with
-# its output), nvidia-smi.txt. Exit 0 when every step ran (a target missed is a result, not an
+# OUTDIR: $OUT when set (the device tool's), else build/gpu-perf. It receives summary.md (the table
+# and the figures behind it), summary.json, kernel_bench.json, sdpa.json, step_fp32.json,
+# step_bf16.json, kformer's reports step_{fp32,bf16}_kformer.json, gpu_perf.log (every command with
+# its output), nvidia-smi.txt: 10 files, more than the 8 the device tool brings back, so run it
+# through scripts/gpu_session.sh, which packs them into one archive. Exit 0 when every step ran (a target missed is a result, not an
 # error), 1 when one failed or ran out of time, 2 when nothing could start.
 # KFORMER_PERF_SKIP: kernel-bench parts to leave out (any of attention_bf16 gemm attention memory,
 # space-separated; their time goes to the steps, a skipped gemm's partly to attention and memory, a
@@ -124,7 +126,8 @@ for precision in fp32 bf16; do
   [ "$precision" = fp32 ] && left=$((left / 2))
   step "step-$precision" python "$left" "(d) the training step against PyTorch, $precision" -- \
     "$python" "$py/bench/step_vs_torch_gpu.py" --kformer "$bin/kformer" --device "$device" --precision "$precision" \
-    --attention "${KFORMER_STEP_ATTENTION:-auto}" --gemm "${KFORMER_STEP_GEMM:-auto}" "${step_args[@]}" --budget-s $((left > 30 ? left - 15 : 15)) --json "$outdir/step_$precision.json"
+    --attention "${KFORMER_STEP_ATTENTION:-auto}" --gemm "${KFORMER_STEP_GEMM:-auto}" "${step_args[@]}" --budget-s $((left > 30 ? left - 15 : 15)) --json "$outdir/step_$precision.json" \
+    --keep-report "$outdir"
 done
 
 # --- the table ---------------------------------------------------------------------------------------

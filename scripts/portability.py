@@ -19,6 +19,7 @@ import os
 import sys
 
 SAME_DECK = ("model.", "train.", "parallel.")  # what must match for the comparison to mean anything
+NOT_THE_WORK = ("train.steps",)  # how long a run went, not what its step does
 
 
 def pennycook(effs):
@@ -70,7 +71,8 @@ def platform(arg):
         p["name"] = " ".join(str(x) for x in (plat.get("backend"), where) if x) or p["name"]
     p["e"], p["how"] = efficiency(s)
     p["tflops"], p["ceiling"] = s.get("model_tflops_per_rank"), s.get("gemm_ceiling_tflops")
-    p["config"] = {k: v for k, v in flat_config(rep.get("config", {})).items() if k.startswith(SAME_DECK)}
+    p["config"] = {k: v for k, v in flat_config(rep.get("config", {})).items()
+                   if k.startswith(SAME_DECK) and k not in NOT_THE_WORK}
     return p
 
 

@@ -98,6 +98,17 @@ class CommandLine(unittest.TestCase):
             self.assertIn("train.seq_len", r.stderr)
             self.assertEqual(self.run_tool(a, b, "--allow-mismatch").returncode, 0)
 
+    def test_how_long_a_run_went_is_not_the_deck(self):
+        # a CPU keeps 3 steps of the portability deck where a GPU session runs 10: the same step
+        with tempfile.TemporaryDirectory() as d:
+            a = report(f"{d}/a.json", {"mfu": 0.5}, train__steps=3)
+            b = report(f"{d}/b.json", {"mfu": 0.5}, train__steps=10)
+            c = report(f"{d}/c.json", {"mfu": 0.5}, train__steps=10, train__micro_batch=4)
+            self.assertEqual(self.run_tool(a, b).returncode, 0)
+            r = self.run_tool(a, c)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("train.micro_batch", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
