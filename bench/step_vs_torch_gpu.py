@@ -18,9 +18,9 @@ fp32 masters as kformer's bf16 is. Each round runs kformer, then eager, then com
 Also measured: torch.matmul's rate at the shape of kformer's GEMM ceiling, in both precisions.
 
 Prints both step times, torch/kformer (above 1: kformer is faster) and kformer's MFU: its model
-FLOP/s over summary.gemm_ceiling_tflops, the best fp32 GEMM kformer measures at start-up
-(miniapp/ceiling.cpp). In bf16 that ceiling is still fp32, so the bf16 MFU is also given against
-torch's bf16 matmul rate. At small shapes (tiny) torch starts from kformer's exact initial weights
+FLOP/s over summary.gemm_ceiling_tflops, the best GEMM in the run's precision kformer measures at
+start-up (miniapp/measure/ceiling.cpp); the bf16 MFU is also given against torch's bf16 matmul rate
+(on a GPU). At small shapes (tiny) torch starts from kformer's exact initial weights
 and each step of its first run must match kformer's: the loss and the gradient norm within 1e-6
 relative in fp32, in bf16 within what bf16's rounding allows over the steps compared
 (bf16_tolerances; exit 1 otherwise): the check that both sides train the same model with the same
@@ -392,7 +392,7 @@ def print_table(out):
         print(f"compile: first step (compilation included) {out['compile']['compile_s']:.1f} s")
     tm = out.get("torch_matmul_tflops", {})
     print(f"kformer MFU {fmt(k.get('mfu'), '.3f')} against its gemm_ceiling_tflops {fmt(k.get('gemm_ceiling_tflops'), '.3f')} "
-          f"({k['gemm_ceiling']['impl']} sgemm {k['gemm_ceiling']['shape']}); torch.matmul there: fp32 "
+          f"({k['gemm_ceiling']['impl']} {k['gemm_ceiling'].get('precision', 'fp32')} GEMM {k['gemm_ceiling']['shape']}); torch.matmul there: fp32 "
           f"{fmt(tm.get('fp32'), '.3f')}, bf16 {fmt(tm.get('bf16'), '.3f')} TFLOP/s"
           + (f"; bf16 MFU against torch's bf16 matmul {fmt(k.get('mfu_vs_torch_bf16_matmul'), '.3f')}"
              if out["precision"] == "bf16" else ""))
