@@ -9,6 +9,7 @@
 
 #include "predict/calibrate_comm.hpp"
 #include "predict/calibrate_kernels.hpp"
+#include "predict/calibrate_rounds.hpp"
 #include "predict/calibrate_stage.hpp"
 #include "measure/ceiling.hpp"
 #include "comm/allocation_registry.hpp"
@@ -101,12 +102,24 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
   // node's 128 GB of host memory is not what a rank can fill), else the node's share.
   const double gpu_bytes = gpu_memory_bytes();
   p.memory_gb = (gpu_bytes > 0 ? gpu_bytes : probe_node_memory(runtime.ranks_on_node()).per_rank()) / 1e9;
-  calibrate_kernels(cfg, gemm, tp_degrees(cfg.model, runtime.world_size()), p);
-  // The whole model over its kernels, repeated until three in a row agree within calibrate.agreement
-  // (each is the slowest rank's, so every rank repeats alike); the wake-ups within 5 times that or 50 us.
+  // In rounds, each the kernels (calibrate_rounds.hpp) and then the whole model over them (a ratio of
+  // two figures of one round), until three rounds in a row agree on that ratio within
+  // calibrate.agreement (each the slowest rank's, so every rank repeats alike); each kernel figure is
+  // the median of its rounds. The wake-ups within 5 times the bound or 50 us.
   const Agreement bound{cfg.calibrate.agreement, 0, 3, cfg.calibrate.max_repeats};
   const Agreement wakeups{5 * cfg.calibrate.agreement, 50, 3, cfg.calibrate.max_repeats};
-  const StableFigure scale = repeat_until_stable([&] { return measure_compute_scale(cfg, gemm, p, world.get()); }, bound);
+  const std::vector<int> tps = tp_degrees(cfg.model, runtime.world_size());
+  std::vector<MachineProfile> rounds;
+  const StableFigure scale = repeat_until_stable(
+      [&] {
+        rounds.push_back(p);
+        calibrate_kernels(cfg, gemm, tps, rounds.back());
+        return measure_compute_scale(cfg, gemm, rounds.back(), world.get());
+      },
+      bound);
+  RoundsSpread kernel_spread;
+  p = median_of_rounds(rounds, &kernel_spread);
+  fit_kernel_curves(p);
   p.compute_scale = scale.value;
 
   CommStability comm_figures;
@@ -140,7 +153,8 @@ int run_calibrate(const std::vector<std::string>& args, comm::Runtime& runtime, 
               << " GEMM shapes, " << p.fp32.attention_points.size() + p.bf16.attention_points.size()
               << " attention shapes; FMA peak " << p.fma_peak_tflops << " TFLOP/s, best GEMM " << p.fp32.best_gemm_tflops()
               << " (bf16 " << p.bf16.best_gemm_tflops() << ") TFLOP/s, copy "
-              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us, whole model " << scale.describe() << "x its kernels";
+              << p.copy_gbps << " GB/s, launch " << p.launch_us << " us; kernels " << kernel_spread.describe()
+              << "; whole model " << scale.describe() << "x its kernels";
     if (runtime.world_size() > 1)
       std::cout << "; allreduce on " << runtime.world_size() << " ranks: " << p.intra_node.fallback.latency_us
                 << " us + bytes at " << p.intra_node.fallback.bandwidth_gbps << " Gbit/s; wake-up "

@@ -262,6 +262,10 @@ void calibrate_kernels(const RunSettings& cfg, kk::GemmImpl impl, const std::vec
       p.bf16.memory_gbps = activation_families<kk::bf16>(s, d, p.launch_us);
     }
   }
+  fit_kernel_curves(p);
+}
+
+void fit_kernel_curves(MachineProfile& p) {
   fit_gemm_curve(p.fp32, p.fma_peak_tflops, p.launch_us);
   fit_gemm_curve(p.bf16, p.fma_peak_tflops, p.launch_us);
 }

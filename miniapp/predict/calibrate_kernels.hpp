@@ -18,5 +18,7 @@ namespace kformer::predict {
 // Fills the kernel fields of `p`; measured points replace those of the same shape already in it.
 // `impl`: the GEMM a run of the deck takes on this machine (kernels.gemm, auto resolved).
 void calibrate_kernels(const RunSettings& cfg, kernels::GemmImpl impl, const std::vector<int>& tps, MachineProfile& p);
+// Each precision's GEMM curve fitted again to its points (after median_of_rounds has changed them).
+void fit_kernel_curves(MachineProfile& p);
 
 }  // namespace kformer::predict

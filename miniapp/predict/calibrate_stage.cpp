@@ -37,11 +37,7 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
   do step(), ++calls;
   while (calls < 3 || timer.seconds() < 0.2);
   Exec().fence();  // the stage queues its kernels without waiting (output.phase_timing off)
-  double measured = timer.seconds() * 1e6 / calls;
-  if (world && world->size() > 1) {
-    DeviceReduce slowest;
-    measured = slowest.allreduce(*world, measured, comm::ReduceOp::max);
-  }
+  const double measured = timer.seconds() * 1e6 / calls;
 
   // The modelled time of the same calls: the stage's step, described (train/step_work.hpp).
   WorkLog log;
@@ -52,7 +48,14 @@ double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, con
   double modelled = 0;
   for (const WorkEntry& e : log.entries)
     if (e.kind == WorkEntry::Kind::kernel) modelled += kernel_us(p, e.call);
-  return modelled > 0 ? measured / modelled : 1.0;
+  double scale = modelled > 0 ? measured / modelled : 1.0;
+  // The slowest rank's ratio, each rank's whole model over its own kernels: the same figure on every
+  // rank, so that every rank repeats alike (each times its own kernels, in every round of calibrate).
+  if (world && world->size() > 1) {
+    DeviceReduce slowest;
+    scale = slowest.allreduce(*world, scale, comm::ReduceOp::max);
+  }
+  return scale;
 }
 
 }  // namespace kformer::predict

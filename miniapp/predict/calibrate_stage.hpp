@@ -13,10 +13,11 @@
 namespace kformer::predict {
 
 // Measured / modelled (with compute_scale 1) time of a forward and backward of one micro-batch.
-// With `world` (calibrate under mpirun, every rank measuring at once), the measured time is the
-// slowest rank's: a run's ranks wait for the slowest at every collective, and a prediction, whose
-// ranks are alike, should go at its pace (cores of one VM need not run alike: one 17% slower than
-// the other was seen here, and the faster rank's waits then showed as communication).
+// With `world` (calibrate under mpirun, every rank measuring at once), the ratio is the slowest
+// rank's, each rank's whole model over its own kernels: a run's ranks wait for the slowest at every
+// collective, and a prediction, whose ranks are alike, should go at its pace (cores of one VM need
+// not run alike: one 17% slower than the other was seen here, and the faster rank's waits then
+// showed as communication). Every rank returns the same figure, so all repeat alike.
 double measure_compute_scale(const RunSettings& cfg, kernels::GemmImpl gemm, const MachineProfile& p,
                              comm::Communicator* world = nullptr);
 

@@ -134,10 +134,11 @@ std::vector<KeySpec> make_schema() {
       real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
       text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
       real("calibrate.agreement", 0.1, 0, 1,
-           "kformer calibrate repeats the whole model's scale over its kernels until three repeats in a row "
-           "agree within this fraction of their median (the wake-ups within 5 times it, or 50 us), at most "
-           "calibrate.max_repeats times; a figure whose repeats never agree is refused (exit 2, no profile written)"),
-      integer("calibrate.max_repeats", 8, 3, 100, "the most repeats of each of calibrate's checked figures"),
+           "kformer calibrate measures in rounds, the kernels and then the whole model's scale over them, until "
+           "three rounds in a row agree on that scale within this fraction of their median (the wake-ups within 5 "
+           "times it, or 50 us), at most calibrate.max_repeats times; each kernel figure is the median of its "
+           "rounds; a figure whose repeats never agree is refused (exit 2, no profile written)"),
+      integer("calibrate.max_repeats", 8, 3, 100, "the most rounds (and repeats of each wake-up) calibrate takes"),
       text("predict.machine", "",
            "machine profile (YAML) that kformer predict reads; empty = $KFORMER_MACHINE, else "
            "input/machines/this-machine.yaml (what kformer calibrate writes)"),
