@@ -21,8 +21,11 @@ case "${1:-}" in -h|--help) sed -n '2,14p' "$0"; exit 0 ;; esac
 bin=$(realpath -m "${1:-$top/build/default/bin}")
 [ -x "$bin/kformer" ] || die "no $bin/kformer: build first (scripts/test.sh), or give its folder"
 python=/usr/bin/python3  # Debian's, which sees python3-torch
-cpu_slug=$(lscpu | "$python" -c "import sys; sys.path.insert(0, '$top/scripts'); import gpu_manifest, tempfile, os
-d = tempfile.mkdtemp(); open(os.path.join(d, 'lscpu.txt'), 'w').write(sys.stdin.read()); print(gpu_manifest.cpu_of(d)[1] or '')")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+lscpu >"$work/lscpu.txt"
+cpu_slug=$("$python" -c "import sys; sys.path.insert(0, sys.argv[1]); import gpu_manifest; print(gpu_manifest.cpu_of(sys.argv[2])[1] or '')" \
+  "$top/scripts" "$work")
 [ -n "$cpu_slug" ] || die "lscpu names no model: cannot say which CPU ran"
 name=${2:-$(date -u +%Y-%m-%d)-$cpu_slug}
 [[ "$name" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9][a-z0-9.-]*$ ]] || die "NAME '$name' is not DATE-CPU[-...] in lower case"
@@ -30,9 +33,6 @@ runs=${KFORMER_CPU_RUNS:-$top/docs/cpu-runs}
 out=$runs/$name
 [ ! -e "$out" ] || die "$out exists: give another NAME (e.g. $name-2)"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-lscpu >"$work/lscpu.txt"
 command="scripts/cpu_run.sh $*"
 exits=()
 for precision in fp32 bf16; do

@@ -17,7 +17,6 @@ where the run timed them (bench/flash2_rate.py), and compute beside a held SM sh
 measured it (kformer-sm-share, bench/contention).
 """
 import argparse
-import difflib
 import os
 import sys
 
@@ -25,6 +24,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_manifest  # noqa: E402
+import marked_section  # noqa: E402
 import gpu_perf_summary as summary  # noqa: E402  (the JSONs' parsing and the targets)
 
 BEGIN, END = "<!-- gpu-tables:begin -->", "<!-- gpu-tables:end -->"
@@ -276,31 +276,12 @@ def main():
     ap.add_argument("--doc", default=os.path.join(TOP, "docs", "PERFORMANCE.md"))
     ap.add_argument("--check", action="store_true", help="exit 1 with a diff when the doc's tables are stale")
     a = ap.parse_args()
-    with open(a.doc) as f:
-        text = f.read()
-    parts = text.split(BEGIN + "\n")
-    if len(parts) != 2 or BEGIN in parts[1] or parts[1].count(END) != 1:
-        print(f"gpu_tables: {a.doc} needs one '{BEGIN}' line and, after it, one '{END}'", file=sys.stderr)
-        return 2
-    head, (old, tail) = parts[0], parts[1].split(END)
     try:
-        new = generate(a.runs, a.doc)
+        return marked_section.update(a.doc, BEGIN, END, lambda: generate(a.runs, a.doc), a.check, "gpu_tables",
+                                     "GPU tables", a.runs)
     except gpu_manifest.Problem as e:
         print(f"gpu_tables: a kept run does not match its manifest: {e}", file=sys.stderr)
         return 2
-    if old == new:
-        print(f"gpu_tables: {a.doc} is up to date")
-        return 0
-    if a.check:
-        sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                   f"{a.doc} (between the markers)", f"generated from {a.runs}"))
-        print(f"gpu_tables: {a.doc}'s GPU tables differ from the kept runs: run scripts/gpu_tables.py", file=sys.stderr)
-        return 1
-    with open(a.doc, "w") as f:
-        f.write(head + BEGIN + "\n" + new + END + tail)
-    print(f"gpu_tables: wrote {a.doc}")
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,6 @@ portability_docs). Exit 2: no markers, a kept run that does not match its manife
 of one precision that are not the same deck.
 """
 import argparse
-import difflib
 import glob
 import json
 import os
@@ -20,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_manifest  # noqa: E402
+import marked_section  # noqa: E402
 import portability  # noqa: E402
 
 BEGIN, END = "<!-- portability:begin -->", "<!-- portability:end -->"
@@ -85,28 +85,12 @@ def main():
     ap.add_argument("--doc", default=os.path.join(TOP, "docs", "user-guide.md"))
     ap.add_argument("--top", default=TOP, help="where docs/cpu-runs and docs/gpu-runs are (the tests point it elsewhere)")
     a = ap.parse_args()
-    with open(a.doc) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        print(f"portability_table: {a.doc} has no {BEGIN} ... {END} markers", file=sys.stderr)
-        return 2
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
     try:
-        new = f"{head}{BEGIN}\n{tables(a.top)}\n{END}{tail}"
+        return marked_section.update(a.doc, BEGIN, END, lambda: tables(a.top) + "\n", a.check, "portability_table",
+                                     "portability tables", os.path.join(a.top, "docs"))
     except Refused as e:
         print(f"portability_table: {e}", file=sys.stderr)
         return 2
-    if new == text:
-        return 0
-    if a.check:
-        sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), a.doc, "from the kept runs"))
-        print(f"portability_table: {a.doc} differs from the kept runs: regenerate it with scripts/portability_table.py")
-        return 1
-    with open(a.doc, "w") as f:
-        f.write(new)
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

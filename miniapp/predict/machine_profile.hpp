@@ -60,8 +60,9 @@ struct ComputeRates {
   double gemm_peak_tflops = 0, gemm_max_efficiency = 1, gemm_half_efficiency_gflop = 0;
   // gemm.output_bytes: the element size of C in the timings the curve and points come from (2: bf16
   // outputs, as OpenXLA's table and cuBLAS's benchmarks time a bf16 GEMM; 4: fp32, as calibrate times
-  // kformer's matmul_forward); 0: not said. A bf16 forward GEMM that writes wider elements than its
-  // timings did costs the difference at the profile's streaming rate (kernel_costs.hpp, gemm_us).
+  // kformer's matmul_forward); 0: not said. A bf16 forward GEMM that writes wider (narrower) elements
+  // than its timings did costs the difference more (less) at the profile's streaming rate
+  // (kernel_costs.hpp, gemm_us).
   int gemm_output_bytes = 0;
   std::vector<GemmPoint> gemm_points;
   std::map<std::string, double> attention_tflops;  // naive, fused
