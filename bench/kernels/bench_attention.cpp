@@ -6,7 +6,7 @@
 // In bf16 (train.precision=bf16's attention), with `vendor` (cuDNN) too where it is built:
 // attention_bf16[_bwd]/<kind>/T<T> (12 heads of 64) and attention_bf16[_bwd]/<kind>/T<T>/hd128
 // (6 heads of 128: the same d_model 768), 8192 tokens at T 1024 and 2048 on a device (issue 35's
-// shapes against PyTorch SDPA), 2048 tokens at T 128 on the host. gflops counts
+// shapes against PyTorch SDPA), 2048 tokens at T 128 and 1024 on the host. gflops counts
 // the model FLOPs of the causal half (forward 4*B*H*hd*T(T+1)/2, backward twice that; the fused
 // backward's recomputation is not counted); vs_ceiling is against the vendor sgemm at the QKV
 // projection's shape (2048x768x2304), timed alternately with the case (see run_case).
@@ -97,14 +97,14 @@ void register_cases() {
   }
   // bf16 mixed precision's attention (attention_bf16[_bwd]/<kind>/T<T>[/hd128]): on a device, the
   // GPT-2 124M step's (T 1024, 8 sequences) and T 2048, each with 12 heads of 64 and 6 of 128; on
-  // the host T 128 only. Registered after the fp32 cases, vendor first and naive last: Google
+  // the host T 128 and the 124M step's T 1024. Registered after the fp32 cases, vendor first and naive last: Google
   // Benchmark runs cases in this order, and a capped run (scripts/gpu_perf.sh) that stops early
   // keeps issue 35's cases (vendor against SDPA) and loses the slowest, least needed ones.
   constexpr bool host = kernels::runs_on_host<Exec>;
   for (K kind : {K::vendor, K::batched_gemm, K::fused, K::naive}) {
     if (!built(kind)) continue;
     for (int hd : {64, 128})
-      for (int T : host ? std::vector<int>{128} : std::vector<int>{1024, 2048}) {
+      for (int T : host ? std::vector<int>{128, 1024} : std::vector<int>{1024, 2048}) {
         const int H = 768 / hd;  // d_model 768 either way
         add_pair<kernels::bf16>(kind, name(kind) + "/T" + std::to_string(T) + (hd == 64 ? "" : "/hd128"),
                                 (host ? 2048 : 8192) / T, T, H, H, hd, "attention_bf16");

@@ -7,6 +7,7 @@
 // work shape of the row reductions (work_shape.hpp).
 #pragma once
 
+#include "attention_common.hpp"
 #include "convert.hpp"
 #include "fast_exp.hpp"
 #include "kokkos_compat.hpp"
@@ -23,15 +24,19 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs, const 
   using TP = elem_t<ProbView>;
   using TS = elem_t<ScoreView>;
   constexpr Shape S = shape_for<S0, ExecSpace>;
+  constexpr bool fp32 = std::is_same<TP, float>::value;
   const int H = static_cast<int>(scores.extent(1)), T = static_cast<int>(scores.extent(2));
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  int scratch_level = 0;  // bf16 probabilities: a row of fp32 exponentials in team scratch
+  const int rows = static_cast<int>(scores.extent(0)) * H * T;
+  const auto policy = detail::scratch_team_policy(exec, rows, fp32 ? 0 : T, scratch_level);
+  using Policy = std::remove_const_t<decltype(policy)>;
   Kokkos::parallel_for(
-      "kformer::causal_softmax_forward", Policy(exec, static_cast<int>(scores.extent(0)) * H * T, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+      "kformer::causal_softmax_forward", policy, KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int r = team.league_rank(), t = r % T, bh = r / T;
         const TS* row = &scores(bh / H, bh % H, t, 0);
         TP* out = &probs(bh / H, bh % H, t, 0);
         const float m = detail::team_row_max<S>(team, t + 1, [&](int j) { return float(row[j]); });
+        const int level = scratch_level;  // captured here: nvcc may not first-capture inside if constexpr
         if constexpr (std::is_same<TP, float>::value) {
           // fp32 (in place or not): the exponentials are stored, summed, then scaled.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
@@ -41,13 +46,16 @@ void causal_softmax_forward(const ExecSpace& exec, const ProbView& probs, const 
           const float inv = 1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return out[j]; });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] *= inv; });
         } else {
-          // bf16: the exponentials are computed twice (summed, then scaled and stored) so that
-          // each probability is rounded once, from its fp32 value.
-          const float inv =
-              1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return detail::fast_exp(float(row[j]) - m); });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](int j) {
-            out[j] = TP(j <= t ? detail::fast_exp(float(row[j]) - m) * inv : 0.f);
-          });
+          // bf16: the exponentials kept in fp32 in scratch, summed, then scaled and stored, so that
+          // each probability is rounded once, from its fp32 value (in place: the row is read
+          // whole before the sum, which every thread waits for, and written after it).
+          float* e = detail::ScratchFloats<ExecSpace>(team.team_scratch(level), T).data();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1),
+                               [&](int j) { e[j] = detail::fast_exp(float(row[j]) - m); });
+          team.team_barrier();
+          const float inv = 1.f / detail::team_row_sum<S>(team, t + 1, [&](int j) { return e[j]; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1), [&](int j) { out[j] = TP(e[j] * inv); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t + 1, T), [&](int j) { out[j] = TP(0.f); });
         }
       });
 }

@@ -1,18 +1,16 @@
-// CBLAS, oneDNN and cuBLAS calls behind the vendor GEMM (see gemm_vendor.hpp).
+// CBLAS, oneDNN (through gemm_dnnl.cpp) and cuBLAS calls behind the vendor GEMM (see gemm_vendor.hpp).
 #include "gemm_vendor.hpp"
+
+#include "gemm_dnnl.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #if KFORMER_HAVE_CBLAS
 #include <cblas.h>
-#endif
-#if KFORMER_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
 #endif
 #if KFORMER_HAVE_CUBLAS && defined(KOKKOS_ENABLE_CUDA)
 #include <cublas_v2.h>
@@ -47,112 +45,35 @@ std::vector<float> widen(const bf16* x, int rows, int cols, int ld) {
   return out;
 }
 
-#if KFORMER_HAVE_DNNL
-dnnl::engine& dnnl_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-// oneDNN's matmul with strides for the transpositions: dst = alpha src weights (+ beta dst). False
-// when oneDNN has no bf16 matmul on this CPU (oneDNN 2.6 needs AVX-512; it then says so once).
-bool dnnl_gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf16* a, int lda, const bf16* b,
-                    int ldb, float beta, float* c, int ldc) {
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
-  static std::atomic<bool> unsupported{false};
-  if (unsupported) return false;
-  dnnl::engine& engine = dnnl_engine();
-  // op(A)(m, k) = a[m * lda + k] or a[k * lda + m]; op(B)(k, n) = b[k * ldb + n] or b[n * ldb + k].
-  const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c_md(dims{M, N}, dt::f32, dims{ldc, 1});
-  dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {  // beta == 0 never reads C (it may hold NaN)
-    dnnl::post_ops po;
-    po.append_sum(beta);
-    attr.set_post_ops(po);
-  }
-  dnnl::matmul::primitive_desc pd;
-  try {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-  } catch (const dnnl::error& e) {
-    if (e.status != dnnl_unimplemented) throw;
-    unsupported = true;
-    return false;
-  }
-  dnnl::stream stream(engine);
-  dnnl::memory am(a_md, engine, const_cast<bf16*>(a)), bm(b_md, engine, const_cast<bf16*>(b)), cm(c_md, engine, c);
-  dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  stream.wait();
-  return true;
-}
-
-// The primitive of dnnl_gemm_bf16_out: bf16 sources, an fp32 bias row (when given), bf16
-// destination. Throws dnnl::error (dnnl_unimplemented where this CPU has no bf16 matmul).
-dnnl::matmul::primitive_desc bf16_out_desc(const dnnl::engine& engine, bool ta, bool tb, int M, int N, int K,
-                                           int lda, int ldb, bool bias, int ldc) {
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
-  const dnnl::memory::desc a_md(dims{M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b_md(dims{K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c_md(dims{M, N}, dt::bf16, dims{ldc, 1});
-  if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine);
-  const dnnl::memory::desc bias_md(dims{1, N}, dt::f32, dims{N, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), engine);
-}
-
-#endif
-
 }  // namespace
 
 bool host_gemm_writes_bf16() {
-#if KFORMER_HAVE_DNNL
-  // Asked once: whether oneDNN builds a small bf16-in, bf16-out matmul with a bias on this CPU.
-  static const bool runs = [] {
-    try {
-      bf16_out_desc(dnnl_engine(), false, false, 2, 2, 2, 2, 2, true, 2);
-      return true;
-    } catch (const dnnl::error& e) {
-      if (e.status != dnnl_unimplemented) throw;
-      return false;
-    }
-  }();
+  // Asked once: whether oneDNN builds a bf16-in, bf16-out matmul with a bias on this CPU.
+  static const bool runs = dnnl_gemm_runs(true, true);
   return runs && host_gemm_bf16_try_dnnl();
-#else
-  return false;
-#endif
 }
 
 void host_gemm_bf16_out(bool trans_a, bool trans_b, int M, int N, int K, const bf16* a, int lda, const bf16* b,
                         int ldb, const float* bias, bf16* c, int ldc) {
   if (!host_gemm_writes_bf16())
     throw std::logic_error("host_gemm_bf16_out: oneDNN's bf16 matmul is not usable here (see host_gemm_writes_bf16)");
-#if KFORMER_HAVE_DNNL
-  dnnl::engine& engine = dnnl_engine();
-  const auto pd = bf16_out_desc(engine, trans_a, trans_b, M, N, K, lda, ldb, bias != nullptr, ldc);
-  dnnl::stream stream(engine);
-  dnnl::memory am(pd.src_desc(), engine, const_cast<bf16*>(a)), bm(pd.weights_desc(), engine, const_cast<bf16*>(b)),
-      cm(pd.dst_desc(), engine, c);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), engine, const_cast<float*>(bias)));
-  dnnl::matmul(pd).execute(stream, args);
-  stream.wait();
+  DnnlGemm g;
+  g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+  g.c_bf16 = true, g.bias = bias != nullptr;
+  if (!dnnl_gemm(g, a, b, bias, c))
+    throw std::logic_error("host_gemm_bf16_out: oneDNN refused a bf16 matmul it built for the probe");
   g_bf16_library = "oneDNN matmul (bf16, bias and bf16 output in its epilogue)";
-#else
-  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)ldb, (void)bias, (void)c,
-      (void)ldc;
-#endif
 }
 
 void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* a, int lda,
                              const bf16* b, int ldb, float beta, float* c, int ldc) {
-#if KFORMER_HAVE_DNNL
-  if (host_gemm_bf16_try_dnnl() && dnnl_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) {
+  DnnlGemm g;
+  g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+  g.alpha = alpha, g.beta = beta;
+  if (host_gemm_bf16_try_dnnl() && dnnl_gemm(g, a, b, nullptr, c)) {
     g_bf16_library = "oneDNN matmul (bf16)";
     return;
   }
-#endif
 #if KFORMER_HAVE_CBLAS
   // bf16 -> fp32 is exact, so sgemm gives the products and fp32 sums a bf16 GEMM would.
   const std::vector<float> wa = widen(a, trans_a ? K : M, trans_a ? M : K, lda);
@@ -160,16 +81,31 @@ void host_gemm_bf16_rowmajor(bool trans_a, bool trans_b, int M, int N, int K, fl
   cblas_sgemm_rowmajor(trans_a, trans_b, M, N, K, alpha, wa.data(), lda, wb.data(), ldb, beta, c, ldc);
   g_bf16_library = "OpenBLAS sgemm on fp32 copies";
 #else
-  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb,
-      (void)beta, (void)c, (void)ldc, (void)widen;
+  (void)widen;
   throw std::runtime_error(
       "kernels.gemm=vendor in bf16 needs oneDNN (libdnnl-dev, with AVX-512) or CBLAS on the host, and this "
       "kformer has neither usable: install libdnnl-dev or libopenblas-dev and reconfigure, or use kernels.gemm=native");
 #endif
 }
 
+namespace {
+// The batch as one oneDNN matmul over bf16 operands (C fp32 or bf16, written directly); false
+// where oneDNN does not run it here.
+bool dnnl_strided(const StridedGemm& g) {
+  if (g.ab != BlasType::bf16 || !host_gemm_bf16_try_dnnl()) return false;
+  DnnlGemm d;
+  d.trans_a = g.trans_a, d.trans_b = g.trans_b, d.M = g.M, d.N = g.N, d.K = g.K, d.count = g.count;
+  d.lda = g.lda, d.ldb = g.ldb, d.ldc = g.ldc, d.stride_a = g.stride_a, d.stride_b = g.stride_b;
+  d.stride_c = g.stride_c, d.alpha = g.alpha, d.beta = g.beta, d.c_bf16 = g.c == BlasType::bf16;
+  if (!dnnl_gemm(d, static_cast<const bf16*>(g.a), static_cast<const bf16*>(g.b), nullptr, g.cp)) return false;
+  g_bf16_library = "oneDNN matmul (bf16)";
+  return true;
+}
+}  // namespace
+
 void host_gemm_strided(const StridedGemm& g) {
-  // The stored (not transposed) shapes of C and, for the bf16 C, its fp32 copy.
+  if (g.count <= 0 || dnnl_strided(g)) return;
+  // Otherwise a GEMM a matrix; a bf16 C through an fp32 copy, rounded once.
   const std::size_t c_elems = std::size_t(g.M - 1) * std::size_t(g.ldc) + std::size_t(g.N);
   std::vector<float> c32(g.c == BlasType::bf16 ? c_elems : 0);
   for (int i = 0; i < g.count; ++i) {

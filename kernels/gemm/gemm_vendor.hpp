@@ -1,7 +1,8 @@
 // The vendor GEMM behind `kernels.gemm=vendor`: CBLAS (OpenBLAS) for host memory, cuBLAS on the
-// execution space's stream under CUDA (cuBLASLt where a bias or GELU goes in its epilogue); with bf16 operands, oneDNN's matmul on the host and
-// cublasGemmEx under CUDA. Row-major, like the rest of kformer. Non-template entry points,
-// compiled once in gemm_vendor.cpp so that no caller includes cblas.h/dnnl.hpp/cublas.
+// execution space's stream under CUDA (cuBLASLt where a bias or GELU goes in its epilogue); with
+// bf16 operands, oneDNN's matmul on the host (gemm_dnnl.hpp) and cublasGemmEx under CUDA.
+// Row-major, like the rest of kformer. Non-template entry points, compiled once in
+// gemm_vendor.cpp so that no caller includes cblas.h/dnnl.hpp/cublas.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -55,9 +56,10 @@ struct StridedGemm {
   long long stride_a = 0, stride_b = 0, stride_c = 0;
   int count = 1;
 };
-// On the host, with CBLAS (bf16 operands as host_gemm_bf16_rowmajor takes them; a bf16 C through
-// an fp32 copy, rounded once: oneDNN's bf16 output, one call per matrix, was slower at the
-// attention's 128 x 128 matrices here). Throws naming the fix when this build has no CBLAS.
+// On the host: bf16 operands as one oneDNN matmul over the batch, C written in its type (one
+// primitive per kind of call, kept: gemm_dnnl.hpp); fp32 operands, or where oneDNN does not run,
+// a CBLAS call a matrix, a bf16 C through an fp32 copy rounded once. Throws naming the fix when
+// this build has no CBLAS.
 void host_gemm_strided(const StridedGemm& g);
 
 #if defined(KOKKOS_ENABLE_CUDA)
