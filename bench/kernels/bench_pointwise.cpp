@@ -1,6 +1,6 @@
 // Memory-bound kernel cases, judged against the copy bandwidth measured in the same run:
 // LayerNorm and RMSNorm, GELU, SwiGLU, residual add, RoPE and the causal softmax, forward (fwd)
-// and backward (bwd), at GPT-3-small shapes (B*T = 2048 tokens, and 8192 on a device; C = 768,
+// and backward (bwd), and the cross-entropy with its gradient (fwdbwd), at GPT-3-small shapes (B*T = 2048 tokens, and 8192 on a device; C = 768,
 // 4C) and the Llama-8B proxy (256 tokens, F = 14336, 32 query / 8 kv heads of 128). Names are
 // <kernel>/<fwd|bwd>/<shape>.
 // gbps counts the bytes each call must move at least (every input read once, every output
@@ -9,6 +9,7 @@
 
 #include "activations.hpp"
 #include "ceilings.hpp"
+#include "cross_entropy.hpp"
 #include "layernorm.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
@@ -137,6 +138,30 @@ void register_fixed_shapes() {
     V<float****> ds("ds", 1, SH, ST, ST);
     return std::function<void()>([=] { kernels::causal_softmax_backward(Exec(), ds, dp, p); });
   }, 3 * tt);
+  // The loss and its gradient over GPT-2's padded vocabulary for 512 tokens (the logits read, their
+  // gradient written; the kernel reads the logits three times), into another view and in place.
+  const int XN = 512, XV = 50304, vocab = 50257;
+  add_mem("cross_entropy/fwdbwd/" + dims({XN, XV}), [=] {
+    auto logits = random_view(V<float**>("logits", XN, XV));
+    V<float**> dlogits("dlogits", XN, XV);
+    V<float*> loss("loss", XN);
+    V<std::int32_t*> targets("targets", XN);
+    Kokkos::parallel_for(
+        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
+    return std::function<void()>(
+        [=] { kernels::xent_forward_backward(Exec(), loss, dlogits, logits, targets, vocab, 1.f / XN); });
+  }, 2 * 4.0 * XN * XV);
+  // In place, as the fp32 step runs it: the gradient over the logits (each call's logits are the
+  // last call's gradient, values as fine as any for the time).
+  add_mem("cross_entropy/fwdbwd_inplace/" + dims({XN, XV}), [=] {
+    auto logits = random_view(V<float**>("logits", XN, XV));
+    V<float*> loss("loss", XN);
+    V<std::int32_t*> targets("targets", XN);
+    Kokkos::parallel_for(
+        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
+    return std::function<void()>(
+        [=] { kernels::xent_forward_backward(Exec(), loss, logits, logits, targets, vocab, 1.f / XN); });
+  }, 2 * 4.0 * XN * XV);
 }
 
 // A device adds the GPT-2 124M run's own micro-batch (8 sequences of 1024 tokens): at 2048 tokens
