@@ -42,7 +42,8 @@ struct Entry {
   dnnl::matmul prim;
 };
 
-// The primitive for g, or nullptr where oneDNN has none on this CPU (dnnl_unimplemented).
+// The primitive for g, or nullptr where oneDNN has none on this CPU (dnnl_unimplemented) or only
+// its reference kernel, in either form of alpha.
 std::shared_ptr<const Entry> build(const DnnlGemm& g) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
@@ -56,23 +57,31 @@ std::shared_ptr<const Entry> build(const DnnlGemm& g) {
   const dnnl::memory::desc a_md = md(g.M, g.K, dt::bf16, sa, g.stride_a);
   const dnnl::memory::desc b_md = md(g.K, g.N, dt::bf16, sb, g.stride_b);
   const dnnl::memory::desc c_md = md(g.M, g.N, g.c_bf16 ? dt::bf16 : dt::f32, {g.ldc, 1}, g.stride_c);
-  dnnl::primitive_attr attr;
-  dnnl::post_ops po;
-  // alpha scales the sums (a linear post-op), then beta C is added; beta == 0 never reads C (it
-  // may hold NaN).
-  if (g.alpha != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.alpha, 0.0f);
-  if (g.beta != 0.0f) po.append_sum(g.beta);
-  attr.set_post_ops(po);
-  try {
-    const dnnl::matmul::desc d =
-        g.bias ? dnnl::matmul::desc(a_md, b_md, md(1, g.N, dt::f32, {g.N, 1}, 0), c_md)
-               : dnnl::matmul::desc(a_md, b_md, c_md);
-    const dnnl::matmul::primitive_desc pd(d, attr, engine());
-    return std::make_shared<const Entry>(Entry{pd, dnnl::matmul(pd)});
-  } catch (const dnnl::error& e) {
-    if (e.status != dnnl_unimplemented) throw;
-    return nullptr;
+  const dnnl::matmul::desc d = g.bias ? dnnl::matmul::desc(a_md, b_md, md(1, g.N, dt::f32, {g.N, 1}, 0), c_md)
+                                      : dnnl::matmul::desc(a_md, b_md, c_md);
+  // alpha as a linear post-op of the sums where nothing else follows (oneDNN 2.6's output scale
+  // is the slow pass), else as the output scale with beta C added after it (a linear post-op
+  // before the sum leaves oneDNN only its reference kernel). beta == 0 never reads C (it may hold
+  // NaN).
+  for (const bool linear : {true, false}) {
+    if (linear && (g.alpha == 1.0f || g.beta != 0.0f)) continue;
+    dnnl::primitive_attr attr;
+    dnnl::post_ops po;
+    if (linear) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.alpha, 0.0f);
+    if (!linear && g.alpha != 1.0f) attr.set_output_scales(0, {g.alpha});
+    if (g.beta != 0.0f) po.append_sum(g.beta);
+    attr.set_post_ops(po);
+    try {
+      const dnnl::matmul::primitive_desc pd(d, attr, engine());
+      // oneDNN's reference kernel (plain loops, for checking its others) is far slower than CBLAS
+      // on widened copies: where it is all oneDNN has, take the CBLAS path.
+      if (std::strncmp(pd.impl_info_str(), "ref", 3) != 0)
+        return std::make_shared<const Entry>(Entry{pd, dnnl::matmul(pd)});
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+    }
   }
+  return nullptr;
 }
 
 // The cache: a handful of kinds per model (the linear layers' shapes, the attention's products).

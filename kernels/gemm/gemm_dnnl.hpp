@@ -25,9 +25,10 @@ struct DnnlGemm {
 };
 
 // Runs g and returns true; returns false having run nothing where this build has no oneDNN or
-// oneDNN has no such matmul on this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; the refusal is
-// kept per primitive). alpha is a post-op of the sums, not oneDNN's output scale, which its
-// 2.6 GEMM applies at about a fifth of the speed (docs/PERFORMANCE.md, the CPU's bf16 attention).
+// oneDNN has no such matmul on this CPU but its reference kernel (oneDNN 2.6's bf16 matmul needs
+// AVX-512); the refusal is kept per primitive. With beta == 0, alpha is a post-op of the sums,
+// not oneDNN's output scale, which its 2.6 GEMM applies at about a fifth of the speed
+// (docs/PERFORMANCE.md, the CPU's bf16 attention).
 bool dnnl_gemm(const DnnlGemm& g, const bf16* a, const bf16* b, const float* bias, void* c);
 
 // Whether oneDNN builds a small bf16 matmul of this kind on this CPU (asked once per kind).

@@ -116,6 +116,8 @@ void on_every_path(const char* types) {
   if constexpr (runs_on_host<Exec>) {
     if (detail::blas_type<AB> != BlasType::bf16) return;
     ::testing::Test::RecordProperty("bf16_library", detail::host_gemm_bf16_library());
+    if (detail::host_gemm_writes_bf16())  // oneDNN's bf16 matmul runs here: the batch took it, not CBLAS
+      EXPECT_STREQ(detail::host_gemm_bf16_library(), "oneDNN matmul (bf16)");
     detail::host_gemm_bf16_try_dnnl() = false;  // the CBLAS path a matrix, as without oneDNN
     all_cases<AB, C>(std::string(types) + ", without oneDNN");
     detail::host_gemm_bf16_try_dnnl() = true;
