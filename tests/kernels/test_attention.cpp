@@ -73,6 +73,13 @@ TEST(Attention, KindsMatchReferenceAndEachOther) {
       const Result batched = run(kk::AttentionKind::batched_gemm, s, qkv, dout);
       EXPECT_LT(ktest::rel_err(batched.out, ref_out), 1e-5);
       EXPECT_LT(ktest::rel_err(batched.dqkv, ref_dqkv), 1e-5);
+      // The host's causal blocks, small: many blocks and a partial last one (on a GPU, whole).
+      const int saved = kk::detail::causal_block_rows();
+      kk::detail::causal_block_rows() = 7;
+      const Result blocked = run(kk::AttentionKind::batched_gemm, s, qkv, dout);
+      kk::detail::causal_block_rows() = saved;
+      EXPECT_LT(ktest::rel_err(blocked.out, ref_out), 1e-5) << "blocks of 7 rows";
+      EXPECT_LT(ktest::rel_err(blocked.dqkv, ref_dqkv), 1e-5) << "blocks of 7 rows";
     }
   }
 }

@@ -240,9 +240,18 @@ TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
     auto dout = twin(rng, hdout, -1, 1, std::size_t(s.B) * s.T * s.H * s.hd);
     const View<bf16***> Q(qkv.second.data(), s.B, s.T, s.W()), D(dout.second.data(), s.B, s.T, s.H * s.hd);
     const Vec ref_out = ktest::ref::attention_forward(hqkv, s);
-    for (const auto kind : {kk::AttentionKind::naive, kk::AttentionKind::fused, kk::AttentionKind::batched_gemm}) {
+    // batched_gemm twice: its default host blocks, then blocks of 9 rows (many, a partial last one)
+    for (const int variant : {0, 1, 2, 3}) {
+      const auto kind = variant == 0 ? kk::AttentionKind::naive
+                        : variant == 1 ? kk::AttentionKind::fused
+                                       : kk::AttentionKind::batched_gemm;
       if (kind == kk::AttentionKind::batched_gemm && !kk::gemm_vendor_available<Exec>()) continue;  // no BLAS built
-      SCOPED_TRACE(kind == kk::AttentionKind::naive ? "naive" : kind == kk::AttentionKind::fused ? "fused" : "batched_gemm");
+      SCOPED_TRACE(variant == 0   ? "naive"
+                   : variant == 1 ? "fused"
+                   : variant == 2 ? "batched_gemm"
+                                  : "batched_gemm, blocks of 9");
+      const int saved_rows = kk::detail::causal_block_rows();
+      if (variant == 3) kk::detail::causal_block_rows() = 9;
       auto st = kk::make_typed_attention_state<Exec, bf16>(kind, s.B, s.T, s.H);
       View<bf16***> out("out", s.B, s.T, s.H * s.hd), dqkv("dqkv", s.B, s.T, s.W());
       ktest::poison(out);
@@ -260,6 +269,7 @@ TEST(Bf16Kernels, AttentionOnBf16MatchesReference) {
       kk::attention_backward(Exec(), dqkv, st, D, Q, out, s.H, s.KV);
       Kokkos::fence();
       ktest::expect_bitwise_equal(hdq, ktest::to_host(dqkv), "bf16 dqkv run to run");
+      kk::detail::causal_block_rows() = saved_rows;
     }
   }
 }
