@@ -1,8 +1,9 @@
 // Memory-bound kernel cases, judged against the copy bandwidth measured in the same run:
 // LayerNorm and RMSNorm, GELU, SwiGLU, residual add, RoPE and the causal softmax, forward (fwd)
-// and backward (bwd), and the cross-entropy with its gradient (fwdbwd), at GPT-3-small shapes (B*T = 2048 tokens, and 8192 on a device; C = 768,
-// 4C) and the Llama-8B proxy (256 tokens, F = 14336, 32 query / 8 kv heads of 128). Names are
-// <kernel>/<fwd|bwd>/<shape>.
+// and backward (bwd), and the cross-entropy with its gradient (fwdbwd), at GPT-3-small shapes
+// (B*T = 2048 tokens, and 8192 on a device; C = 768, 4C), GPT-2's vocabulary (512 tokens) and the
+// Llama-8B proxy (256 tokens, F = 14336, 32 query / 8 kv heads of 128). Names are
+// <kernel>/<fwd|bwd|fwdbwd>/<shape>.
 // gbps counts the bytes each call must move at least (every input read once, every output
 // written once), so vs_ceiling is a lower bound on the fraction of bandwidth used.
 #include <Kokkos_Random.hpp>
@@ -139,29 +140,20 @@ void register_fixed_shapes() {
     return std::function<void()>([=] { kernels::causal_softmax_backward(Exec(), ds, dp, p); });
   }, 3 * tt);
   // The loss and its gradient over GPT-2's padded vocabulary for 512 tokens (the logits read, their
-  // gradient written; the kernel reads the logits three times), into another view and in place.
+  // gradient written; the kernel reads the logits three times), into another view and in place as
+  // the fp32 step runs it (each call's logits then the last call's gradient: as good for the time).
   const int XN = 512, XV = 50304, vocab = 50257;
-  add_mem("cross_entropy/fwdbwd/" + dims({XN, XV}), [=] {
-    auto logits = random_view(V<float**>("logits", XN, XV));
-    V<float**> dlogits("dlogits", XN, XV);
-    V<float*> loss("loss", XN);
-    V<std::int32_t*> targets("targets", XN);
-    Kokkos::parallel_for(
-        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
-    return std::function<void()>(
-        [=] { kernels::xent_forward_backward(Exec(), loss, dlogits, logits, targets, vocab, 1.f / XN); });
-  }, 2 * 4.0 * XN * XV);
-  // In place, as the fp32 step runs it: the gradient over the logits (each call's logits are the
-  // last call's gradient, values as fine as any for the time).
-  add_mem("cross_entropy/fwdbwd_inplace/" + dims({XN, XV}), [=] {
-    auto logits = random_view(V<float**>("logits", XN, XV));
-    V<float*> loss("loss", XN);
-    V<std::int32_t*> targets("targets", XN);
-    Kokkos::parallel_for(
-        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
-    return std::function<void()>(
-        [=] { kernels::xent_forward_backward(Exec(), loss, logits, logits, targets, vocab, 1.f / XN); });
-  }, 2 * 4.0 * XN * XV);
+  for (const bool in_place : {false, true})
+    add_mem(std::string("cross_entropy/fwdbwd") + (in_place ? "_inplace/" : "/") + dims({XN, XV}), [=] {
+      auto logits = random_view(V<float**>("logits", XN, XV));
+      const V<float**> dlogits = in_place ? logits : V<float**>("dlogits", XN, XV);
+      V<float*> loss("loss", XN);
+      V<std::int32_t*> targets("targets", XN);
+      Kokkos::parallel_for(
+          "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
+      return std::function<void()>(
+          [=] { kernels::xent_forward_backward(Exec(), loss, dlogits, logits, targets, vocab, 1.f / XN); });
+    }, 2 * 4.0 * XN * XV);
 }
 
 // A device adds the GPT-2 124M run's own micro-batch (8 sequences of 1024 tokens): at 2048 tokens
