@@ -102,10 +102,16 @@ inline int& causal_block_rows() {
   static int rows = 256;
   return rows;
 }
-template <class ExecSpace>
-int block_rows(int T) {
+// f(r0, nr, nk) for each block of rows [r0, r0 + nr) of T, nk = r0 + nr the keys it attends to:
+// blocks of causal_block_rows() on the host, one block of all T on a GPU.
+template <class ExecSpace, class F>
+void for_causal_blocks(int T, const F& f) {
   const int r = causal_block_rows();
-  return runs_on_host<ExecSpace> && r > 0 && r < T ? r : T;
+  const int R = runs_on_host<ExecSpace> && r > 0 && r < T ? r : T;
+  for (int r0 = 0; r0 < T; r0 += R) {
+    const int nr = T - r0 < R ? T - r0 : R;
+    f(r0, nr, r0 + nr);
+  }
 }
 }  // namespace detail
 
@@ -124,26 +130,22 @@ void attention_batched_forward(const ExecSpace& exec, const OutView& out, const 
   const long long TT = (long long)T * T;
   TP* S = att.data();
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  const int R = detail::block_rows<ExecSpace>(T);
-  // Rows [r0, r0 + nr) of a block against keys [0, nk): nk = r0 + nr.
   for (int b = 0; b < nb; ++b)
-    for (int g = 0; g < G; ++g)  // S_h = scale Q_h K_kvh^T
-      for (int r0 = 0; r0 < T; r0 += R) {
-        const int nr = T - r0 < R ? T - r0 : R, nk = r0 + nr;
+    for (int g = 0; g < G; ++g)  // S_h = scale Q_h K_kvh^T, query rows [r0, r0 + nr) against keys [0, nk)
+      detail::for_causal_blocks<ExecSpace>(T, [&](int r0, int nr, int nk) {
         const auto* q = qkv.data() + (long long)b * T * W;
         detail::head_batch(exec, {false, true, nr, nk, hd, scale, 0.f}, q + (long long)r0 * W + L.q_col(g), W, G * hd,
                            q + L.k_col(0), W, hd, S + (b * H + g) * TT + (long long)r0 * T, T, G * TT, KV);
-      }
+      });
   causal_softmax_forward(exec, att, DView<const TP****, ExecSpace>(att));
   for (int b = 0; b < nb; ++b)
     for (int g = 0; g < G; ++g)  // out_h = P_h V_kvh
-      for (int r0 = 0; r0 < T; r0 += R) {
-        const int nr = T - r0 < R ? T - r0 : R, nk = r0 + nr;
+      detail::for_causal_blocks<ExecSpace>(T, [&](int r0, int nr, int nk) {
         const TP* p = att.data() + (b * H + g) * TT + (long long)r0 * T;
         detail::head_batch(exec, {false, false, nr, hd, nk, 1.f, 0.f}, p, T, G * TT,
                            qkv.data() + (long long)b * T * W + L.v_col(0), W, hd,
                            out.data() + ((long long)b * T + r0) * Wo + g * hd, Wo, G * hd, KV);
-      }
+      });
 }
 
 // dqkv (nb,T,W) from dout (nb,T,H*hd), the forward's qkv and att (nb,H,T,T); datt (nb,H,T,T)
@@ -175,16 +177,14 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
                                                                            "kformer::attention_batched_ds");
     ds = DsView(kept.data(), nb, H, T, T);
   }
-  const int R = detail::block_rows<ExecSpace>(T);
   for (int b = 0; b < nb; ++b)
     for (int g = 0; g < G; ++g)  // dP_h = dO_h V_kvh^T, the causal blocks as in the forward
-      for (int r0 = 0; r0 < T; r0 += R) {
-        const int nr = T - r0 < R ? T - r0 : R, nk = r0 + nr;
+      detail::for_causal_blocks<ExecSpace>(T, [&](int r0, int nr, int nk) {
         detail::head_batch(exec, {false, true, nr, nk, hd, 1.f, 0.f},
                            dout.data() + ((long long)b * T + r0) * Wo + g * hd, Wo, G * hd,
                            qkv.data() + b * TW + L.v_col(0), W, hd, ds.data() + (b * H + g) * TT + (long long)r0 * T,
                            T, G * TT, KV);
-      }
+      });
   causal_softmax_backward(exec, ds, DView<const TP****, ExecSpace>(ds), att);
   // The sums: in dqkv itself when it is fp32, else in a kept fp32 buffer rounded into it at the end.
   float* gs = nullptr;
@@ -204,8 +204,7 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
       const TP* dsh = ds.data() + (b * H + g) * TT;
       const TP* ph = att.data() + (b * H + g) * TT;
       const float acc = g == 0 ? 0.f : 1.f;
-      for (int r0 = 0; r0 < T; r0 += R) {
-        const int nr = T - r0 < R ? T - r0 : R, nk = r0 + nr;
+      detail::for_causal_blocks<ExecSpace>(T, [&](int r0, int nr, int nk) {
         const long long d = (long long)r0 * T + r0;  // dS_h and P_h from row r0, column r0
         // dQ_h = scale dS_h K_kvh over query rows [r0, r0 + nr) and keys [0, nk)
         detail::head_batch(exec, {false, false, nr, hd, nk, scale, 0.f}, dsh + (long long)r0 * T, T, G * TT,
@@ -218,7 +217,7 @@ void attention_batched_backward(const ExecSpace& exec, const DqkvView& dqkv, con
         detail::head_batch(exec, {true, false, nr, hd, T - r0, 1.f, acc}, ph + d, T, G * TT,
                            dO + (long long)r0 * Wo + g * hd, Wo, G * hd, gb + (long long)r0 * W + L.v_col(0), W, hd,
                            KV);
-      }
+      });
     }
   }
   if constexpr (!std::is_same<TD, float>::value) {

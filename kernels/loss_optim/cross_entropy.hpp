@@ -6,8 +6,9 @@
 //   2. xent_local_sums:  s_r(n) = sum exp(l - M), z_r(n) = l(target) if held -> all-reduce SUM
 //   3. xent_finish:      loss(n) = log S + M - Z; dlogits = (exp(l - M) / S - onehot) * scale
 // With one rank the reductions are the identity (xent_forward_backward does all three).
-// Rows are teams (passes 1 and 2) or runs of work items (pass 3) over the contiguous vocabulary
-// entries, so a GPU's loads coalesce; S is the work shape (work_shape.hpp). The exponentials are
+// Rows are teams (passes 1 and 2, and 3 in the host shape) or runs of work items (pass 3 in the
+// GPU shape) over the contiguous vocabulary entries, so a GPU's loads coalesce; S is the work
+// shape (work_shape.hpp). The exponentials are
 // fast_exp's (branch-free, so the host's loops over a row vectorise; libm's expf is a call an
 // element, which left this loss at 0.09 of the copy on a CPU).
 #pragma once
@@ -23,6 +24,13 @@
 #include "work_shape.hpp"
 
 namespace kformer::kernels {
+namespace detail {
+// Entries of this rank's Vl that are real vocabulary (v0 + j < vocab), the rest being padding.
+inline int xent_valid_entries(int vocab, int v0, int Vl) {
+  const int v = vocab - v0;
+  return v < 0 ? 0 : (v < Vl ? v : Vl);
+}
+}  // namespace detail
 
 // lmax (N): the largest valid logit of each row on this rank (-inf when it holds none).
 template <Shape S0 = Shape::natural, class ExecSpace>
@@ -36,7 +44,7 @@ void xent_local_max(const ExecSpace& exec, const DView<float*, ExecSpace>& lmax,
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0));
-  const int valid = vocab - v0 < int(logits.extent(1)) ? vocab - v0 : int(logits.extent(1));
+  const int valid = detail::xent_valid_entries(vocab, v0, int(logits.extent(1)));
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::xent_local_max", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
@@ -61,7 +69,7 @@ void xent_local_sums(const ExecSpace& exec, const DView<float**, ExecSpace>& sta
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
-  const int valid = vocab - v0 < Vl ? (vocab - v0 > 0 ? vocab - v0 : 0) : Vl;
+  const int valid = detail::xent_valid_entries(vocab, v0, Vl);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
       "kformer::xent_local_sums", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
@@ -99,7 +107,7 @@ void xent_finish(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, co
   if constexpr (shape_for<S, ExecSpace> == Shape::host) {
     // A row a team, its maximum, sum and target read once, the loop over the row's entries left
     // to the compiler to vectorise.
-    const std::int64_t valid = vocab - v0 < Vl ? (vocab - v0 > 0 ? vocab - v0 : 0) : Vl;
+    const std::int64_t valid = detail::xent_valid_entries(vocab, v0, int(Vl));
     using Policy = Kokkos::TeamPolicy<ExecSpace>;
     Kokkos::parallel_for(
         "kformer::xent_dlogits", Policy(exec, N, Kokkos::AUTO),
