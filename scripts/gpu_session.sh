@@ -14,8 +14,8 @@
 # LARGE_S > 0: also calibrate at the shapes of the H100 rows of scripts/published_runs.yaml (hidden
 # 8192, sequence 4096, micro-batch 1, vocabulary 131072, one layer: GEMMs of 0.8-9 TFLOP), into
 # calibrate/large.yaml, kformer's own measurement of the bf16 GEMM curve where those rows run (issue
-# 37; `scripts/gemm_curve.py calibrate/large.yaml --check input/machines/h100-sxm-80gb.yaml` sets it
-# against the shipped curve, OpenXLA's fit).
+# 37; `scripts/gemm_curve.py calibrate/large.yaml --check input/machines/h100-sxm-80gb.yaml --within 5`
+# sets it against the shipped curve, OpenXLA's fit, its fp32 outputs counted as predict counts them).
 # EAGER_S > 0: also bench/eager_op_cost.py (eager PyTorch's host time per operator and per layer,
 # async and under CUDA_LAUNCH_BLOCKING=1, seed note 001's step, AdamW, DTensor and FSDP2 on one rank:
 # the figures of a profile's eager_host section, issue 37 item 5) into eager/, about 60 s.

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""scripts/gemm_curve.py: the fit gives back the curve a synthetic table (or calibrate profile) was made from, --check
-refuses a profile whose curve is not the fit, and bad input (a missing or empty table, a profile
-without a bf16 curve or empty, no shape to fit) is one line with exit 2."""
+"""scripts/gemm_curve.py: the fit gives back the curve a synthetic table (or calibrate profile) was made from, a
+calibrate profile's fp32 outputs counted as predict counts them; --check refuses a profile whose
+curve is not the fit, or with --within is further from the table's times than that; and bad input
+(a missing or empty table, a profile without a bf16 curve or empty, fp32 points without a rate for
+their extra bytes, no shape to fit) is one line with exit 2."""
 import os
 import subprocess
 import sys
@@ -41,6 +43,24 @@ with tempfile.TemporaryDirectory() as d:
     r = run(measured)
     assert r.returncode == 0 and "max_efficiency 0.700" in r.stdout and "half_efficiency_gflop 10.00" in r.stdout, r.stdout + r.stderr
 
+    # The same GEMMs timed with fp32 outputs (calibrate's C): each point also writes 2 bytes an element more, at
+    # the profile's stream rate (the copy, capped by its fastest memory-bound family: 2000 GB/s here); counted,
+    # the fit is the curve again; not counted, it would be slower.
+    def fp32_points(path, rates):
+        with open(path, "w") as f:
+            f.write(f"name: fp32\nlaunch_us: 10\n{rates}bf16:\n  gemm:\n    peak_tflops: 500\n    max_efficiency: 1\n"
+                    "    half_efficiency_gflop: 1\n    output_bytes: 4\n    points:\n")
+            for m, n, k in ((8192, 4096, 4096), (8192, 1024, 4096), (4096, 2304, 6144), (2048, 2048, 2048), (8192, 14336, 768)):
+                fl = 2.0 * m * n * k
+                us = 10 + fl / (peak * 1e12 * eff * fl / (fl + half * 1e9)) * 1e6 + m * n * 2 / (2000 * 1e3)
+                f.write(f"      - {{m: {m}, n: {n}, k: {k}, forward_us: {us!r}, backward_us: {2 * us!r}}}\n")
+        return path
+    wide = fp32_points(os.path.join(d, "wide.yaml"), "copy_gbps: 3000\nmemory_bound: {norm: 1500, residual: 2000}\n")
+    r = run(wide)
+    assert r.returncode == 0 and "max_efficiency 0.700" in r.stdout and "half_efficiency_gflop 10.00" in r.stdout, r.stdout + r.stderr
+    r = run(fp32_points(os.path.join(d, "no_rate.yaml"), ""))
+    assert r.returncode == 2 and "no copy_gbps or memory_bound" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
     def profile(e, h):
         p = os.path.join(d, "p.yaml")
         with open(p, "w") as f:
@@ -57,6 +77,13 @@ with tempfile.TemporaryDirectory() as d:
         r = run(table, "--check", profile(e, h))
         assert r.returncode == 1, (e, h, r.stdout)
         assert "is not the fit" in r.stderr and "set it from the fit" in r.stderr, r.stderr
+    # --within: the profile's curve against the table's times, not against the fit's two figures.
+    r = run(table, "--check", profile(0.7, 10), "--within", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(wide, "--check", profile(0.75, 10), "--within", "5")  # 1/0.75 against 1/0.7: 6.7% fast at every shape
+    assert r.returncode == 1 and "more than --within 5" in r.stderr and "6.7% off" in r.stderr, r.stdout + r.stderr
+    r = run(wide, "--check", profile(0.75, 10), "--within", "8")
+    assert r.returncode == 0, r.stdout + r.stderr
     # Bad input: a missing file, a table without rows, a profile without a bf16 curve.
     empty = os.path.join(d, "empty.csv")
     open(empty, "w").write("gpu,b,m,n,k,bf16_flops,f32_flops\n")
