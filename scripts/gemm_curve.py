@@ -32,13 +32,13 @@ MIN_GFLOP = 4.0  # below about 4 GFLOP a GEMM is a few waves of tiles: the two-f
 
 
 def bf16_gemm(path):
-    """A machine profile's launch_us and its bf16.gemm section."""
+    """A machine profile, whole, and its bf16.gemm section."""
     with open(path) as f:
         p = yaml.safe_load(f)
     g = (p.get("bf16") or {}).get("gemm")
     if not g:
         raise ValueError(f"{path}: no bf16.gemm section")
-    return float(p.get("launch_us", 0)), g
+    return p, g
 
 
 CURVE_OUTPUT_BYTES = 2  # a curve's timings wrote bf16 C
@@ -53,19 +53,20 @@ def stream_gbps(profile):
 
 
 def read_profile_points(path):
-    launch, gemm = bf16_gemm(path)
-    with open(path) as f:
-        profile = yaml.safe_load(f)
+    profile, gemm = bf16_gemm(path)
+    launch = float(profile.get("launch_us", 0))
     out = int(gemm.get("output_bytes") or CURVE_OUTPUT_BYTES)
-    extra = out - CURVE_OUTPUT_BYTES
-    rate = stream_gbps(profile) if extra else 0.0
-    if extra and rate <= 0:
-        raise ValueError(f"{path}: its points wrote {out}-byte outputs, and it has no copy_gbps or memory_bound "
-                         "rate to take the extra bytes off at")
+    us_per_element = 0.0  # of C, the bytes beyond bf16's at the stream rate
+    if out != CURVE_OUTPUT_BYTES:
+        rate = stream_gbps(profile)
+        if rate <= 0:
+            raise ValueError(f"{path}: its points wrote {out}-byte outputs, and it has no copy_gbps or memory_bound "
+                             "rate to take the extra bytes off at")
+        us_per_element = (out - CURVE_OUTPUT_BYTES) / (rate * 1e3)
     shapes = []
     for g in gemm.get("points") or []:
         m, n, k = int(g["m"]), int(g["n"]), int(g["k"])
-        us = float(g["forward_us"]) - launch - (m * n * extra / (rate * 1e3) if extra else 0.0)
+        us = float(g["forward_us"]) - launch - m * n * us_per_element
         if us > 0:
             shapes.append((2.0 * m * n * k, us * 1e-6))
     if not shapes:
@@ -125,9 +126,14 @@ def profile_curve(path):
     return float(g["peak_tflops"]), float(g["max_efficiency"]), float(g["half_efficiency_gflop"])
 
 
-def summary(label, errs):
+def median_abs(errs):
     a = sorted(abs(e) for e in errs)
-    return (f"{label}: {len(errs)} shapes, median |error| {100 * a[len(a) // 2]:.1f}%, largest {100 * a[-1]:.1f}%, "
+    return a[len(a) // 2]
+
+
+def summary(label, errs):
+    return (f"{label}: {len(errs)} shapes, median |error| {100 * median_abs(errs):.1f}%, "
+            f"largest {100 * max(abs(e) for e in errs):.1f}%, "
             f"mean signed {100 * sum(errs) / len(errs):+.1f}% (curve over measured time)")
 
 
@@ -164,7 +170,7 @@ def main():
         errs = errors(used, peak, e_have, h_have)
         print(summary(f"  {path}'s curve ({e_have:g}, {h_have:g})", errs))
         if args.within is not None:
-            median = sorted(abs(x) for x in errs)[len(errs) // 2] * 100
+            median = median_abs(errs) * 100
             if median > args.within:
                 print(f"gemm_curve: {path}'s bf16 curve (max_efficiency {e_have:g}, half_efficiency_gflop {h_have:g}) "
                       f"is {median:.1f}% off {args.table}'s times (median), more than --within {args.within:g}: "
