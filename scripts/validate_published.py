@@ -24,6 +24,9 @@ it, with why; a named system that has come within +-5% fails too, so the list on
 source of rows shown but not counted that the runs file's shown_bounds names has a median absolute
 error above its bound (or more than a point below it: the bound only tightens), or when
 docs/predict.md's table is not what this run prints (regenerate it with --doc docs/predict.md).
+A shown source's bound may be one per machine profile (`by_machine`). Rows that name `pairs_with`
+(the same software and layout on another machine) get a line: the ratio of each row's predicted over
+measured to its partner's, median and range, what one machine profile misses against the other.
 The peak column is the report's predicted peak per rank (the estimate and the process baseline).
 """
 import argparse
@@ -104,23 +107,51 @@ def system_bias_problems(signed, open_biases):
 
 def shown_bound_problems(shown, shown_bounds):
     """Each source the runs file's shown_bounds names (rows shown, not in the statistics) against
-    its bound on the median absolute error; a bound more than SHOWN_SLACK_PCT above the median is a
-    problem too (tighten it), and so is a name no shown row has."""
-    medians = {}
-    for (source, _, _), errs in shown.items():
-        medians.setdefault(source, []).extend(abs(e) for e in errs)
+    its bound on the median absolute error: `bound_pct` over all its rows, or `by_machine`, a bound
+    for its rows on each machine profile (a source whose rows ran the same layouts on two GPUs). A
+    bound more than SHOWN_SLACK_PCT above its median is a problem too (tighten it), and so is a name
+    no shown row has, or a machine none of its shown rows ran on."""
+    errs = {}
+    for (source, machine, _), v in shown.items():
+        errs.setdefault(source, {}).setdefault(machine, []).extend(abs(e) for e in v)
     problems = []
     for name, b in sorted(shown_bounds.items()):
-        if name not in medians:
+        if name not in errs:
             problems.append(f"shown_bounds names {name}, which no shown row comes from: drop its line")
             continue
-        median, bound = 100 * statistics.median(medians[name]), b["bound_pct"]
-        if median > bound:
-            problems.append(f"{name}'s shown rows are off by {median:.1f}% (median; at most {bound}%)")
-        elif bound - median > SHOWN_SLACK_PCT:
-            problems.append(f"{name}'s shown rows are off by {median:.1f}% (median), more than {SHOWN_SLACK_PCT}% "
-                            f"under its bound of {bound}%: lower it in scripts/published_runs.yaml's shown_bounds")
+        if "by_machine" in b:
+            groups = [(f"{name}'s shown rows on {m}", errs[name].get(m), bound)
+                      for m, bound in sorted(b["by_machine"].items())]
+        else:
+            groups = [(f"{name}'s shown rows", [e for v in errs[name].values() for e in v], b["bound_pct"])]
+        for what, group, bound in groups:
+            if not group:
+                problems.append(f"{what}: none is shown: drop the machine from its shown_bounds")
+                continue
+            median = 100 * statistics.median(group)
+            if median > bound:
+                problems.append(f"{what} are off by {median:.1f}% (median; at most {bound}%)")
+            elif bound - median > SHOWN_SLACK_PCT:
+                problems.append(f"{what} are off by {median:.1f}% (median), more than {SHOWN_SLACK_PCT}% under its "
+                                f"bound of {bound}%: lower it in scripts/published_runs.yaml's shown_bounds")
     return problems
+
+
+def paired_lines(rows, ratio):
+    """A line per source and pair of machines whose rows name `pairs_with` (the same software and layout
+    on another machine): the predicted-over-measured ratio of each row over its partner's, which takes
+    out what the software costs on both and leaves what the machine profiles miss against each other."""
+    by_id = {r["id"]: r for r in rows}
+    groups = {}
+    for r in rows:
+        partner = by_id.get(r.get("pairs_with"))
+        if partner and r["id"] in ratio and partner["id"] in ratio:
+            key = (r["source"], r["machine"], partner["machine"])
+            groups.setdefault(key, []).append(ratio[r["id"]] / ratio[partner["id"]])
+    return "".join(
+        f"Paired: {src}'s rows on {m} against the same layouts on {pm}, predicted over measured, one over the other: "
+        f"median {statistics.median(v):.3f}, {min(v):.3f} to {max(v):.3f} ({len(v)} pairs).\n"
+        for (src, m, pm), v in sorted(groups.items()))
 
 
 def main():
@@ -141,6 +172,7 @@ def main():
     lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
     errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
+    ratio = {}  # row id -> predicted over measured
     for row in runs["rows"]:
         try:
             rep = predict(args.kformer, row, folder)
@@ -151,6 +183,7 @@ def main():
             continue
         step = rep["summary"]["step_ms_median"] / 1e3
         err = step / row["measured_s"] - 1
+        ratio[row["id"]] = step / row["measured_s"]
         steady = row.get("steady", True)  # false: its only measurement is a job's first iteration
         kept = row.get("in_stats", True) and steady
         if kept:
@@ -182,10 +215,13 @@ def main():
     shown_bounds = runs.get("shown_bounds") or {}
     for (source, machine, steady), v in sorted(shown.items()):
         what = "" if steady else " (each measured only on a job's first iteration)"
-        guard = (f" (guarded: at most {shown_bounds[source]['bound_pct']}%, scripts/published_runs.yaml's shown_bounds)"
-                 if source in shown_bounds else "")
+        b = shown_bounds.get(source, {})
+        bound = b["by_machine"].get(machine) if "by_machine" in b else b.get("bound_pct")
+        guard = ("" if bound is None else
+                 f" (guarded: at most {bound}%, scripts/published_runs.yaml's shown_bounds)")
         out += (f"Shown, not in the statistics: {source} on {machine}{what}, {len(v)} rows, median absolute error "
                 f"{100 * statistics.median(abs(e) for e in v):.1f}%{guard}, mean signed {100 * statistics.mean(v):+.1f}%.\n")
+    out += paired_lines(runs["rows"], ratio)
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])
