@@ -30,6 +30,7 @@ measured to its partner's, median and range, what one machine profile misses aga
 The peak column is the report's predicted peak per rank (the estimate and the process baseline).
 """
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -52,7 +53,73 @@ def nested(flat):
     return out
 
 
-def predict(kformer, row, folder):
+SCALE_KINDS = ("compute", "memory")
+
+
+def scaled_profile(profile, kind, factor):
+    """A machine profile (parsed YAML) whose `compute` rates (every GEMM curve's max_efficiency and
+    every attention rate, in both precisions, measured points' times over the factor) or `memory`
+    rates (the copy and the memory-bound families) run at `factor` of the profile's."""
+    q = copy.deepcopy(profile)
+    sections = [q] + ([q["bf16"]] if isinstance(q.get("bf16"), dict) else [])
+    if kind == "compute":
+        for sec in sections:
+            gemm, att = sec.get("gemm") or {}, sec.get("attention") or {}
+            if "max_efficiency" in gemm:
+                gemm["max_efficiency"] *= factor
+            for point in (gemm.get("points") or []) + (att.get("points") or []):
+                point["forward_us"] /= factor
+                point["backward_us"] /= factor
+            for key, value in att.items():  # TFLOP/s: one figure, by T, or by head size and T
+                if isinstance(value, (int, float)):
+                    att[key] = value * factor
+                elif key != "points":
+                    att[key] = {k: ({t: r * factor for t, r in v.items()} if isinstance(v, dict) else v * factor)
+                                for k, v in value.items()}
+    else:
+        if "copy_gbps" in q:
+            q["copy_gbps"] *= factor
+        for sec in sections:
+            for key in ("memory_bound", "memory_gbps"):
+                if isinstance(sec.get(key), dict):
+                    sec[key] = {k: v * factor for k, v in sec[key].items()}
+    return q
+
+
+def usage_error(message):
+    print(f"validate_published: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def scaled_machines(specs, folder):
+    """--scale MACHINE:KIND=FACTOR, repeatable: {machine: path of its scaled profile in folder}."""
+    scales = {}
+    for spec in specs:
+        try:
+            machine, rest = spec.split(":", 1)
+            kind, factor = rest.split("=", 1)
+            factor = float(factor)
+        except ValueError:
+            usage_error(f"--scale {spec}: give MACHINE:KIND=FACTOR, e.g. h100-sxm-80gb:compute=0.9")
+        path = os.path.join(TOP, "input", "machines", machine + ".yaml")
+        if kind not in SCALE_KINDS or not factor > 0 or not os.path.exists(path):
+            usage_error(f"--scale {spec}: KIND is one of {', '.join(SCALE_KINDS)}, FACTOR above 0, "
+                     f"MACHINE a profile in input/machines/")
+        scales.setdefault(machine, []).append((kind, factor))
+    paths = {}
+    for machine, changes in scales.items():
+        with open(os.path.join(TOP, "input", "machines", machine + ".yaml")) as f:
+            profile = yaml.safe_load(f)
+        for kind, factor in changes:
+            profile = scaled_profile(profile, kind, factor)
+        paths[machine] = os.path.join(folder, f"{machine}-scaled.yaml")
+        with open(paths[machine], "w") as f:
+            f.write(f"# {machine} with {', '.join(f'{k} x{v}' for k, v in changes)} (validate_published.py --scale)\n")
+            yaml.safe_dump(profile, f, sort_keys=False)
+    return paths
+
+
+def predict(kformer, row, folder, machines=None):
     deck = dict(row["deck"])
     deck.update({"data.source": "random", "train.steps": 1})
     path = os.path.join(folder, row["id"] + ".yaml")
@@ -60,7 +127,7 @@ def predict(kformer, row, folder):
     with open(path, "w") as f:
         f.write(f"# {row['id']}: {row['what']} ({row['source']}); written by scripts/validate_published.py\n")
         yaml.safe_dump(nested(deck), f, sort_keys=False)
-    machine = os.path.join(TOP, "input", "machines", row["machine"] + ".yaml")
+    machine = (machines or {}).get(row["machine"]) or os.path.join(TOP, "input", "machines", row["machine"] + ".yaml")
     cmd = [kformer, "predict", path, f"predict.machine={machine}", f"output.json={report}"]
     cmd += [f"predict.system={row['system']}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -162,12 +229,19 @@ def main():
     ap.add_argument("--md", help="write the table to this file")
     ap.add_argument("--doc", help="replace the marked section of this markdown file with the table")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the fastest seed-004 layout is the logged one")
+    ap.add_argument("--scale", action="append", default=[], metavar="MACHINE:KIND=FACTOR",
+                    help="what if: predict MACHINE's rows with its compute or memory rates times FACTOR (repeatable; "
+                         "not with --check, --doc or --md)")
     args = ap.parse_args()
+    if args.scale and (args.check or args.doc or args.md):
+        usage_error("--scale is a what-if: it does not go with --check, --doc or --md, which are "
+                 "about the shipped profiles")
 
     with open(args.runs) as f:
         runs = yaml.safe_load(f)
     folder = args.decks or tempfile.mkdtemp(prefix="kformer-published-")
     os.makedirs(folder, exist_ok=True)
+    machines = scaled_machines(args.scale, folder)
 
     lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
@@ -175,7 +249,7 @@ def main():
     ratio = {}  # row id -> predicted over measured
     for row in runs["rows"]:
         try:
-            rep = predict(args.kformer, row, folder)
+            rep = predict(args.kformer, row, folder, machines)
         except RuntimeError as e:
             print(e, file=sys.stderr)
             failed += 1
@@ -202,6 +276,9 @@ def main():
             per_gpu.append((row["id"], row["what"], row["measured_s"] * gpus(row), step * gpus(row)))
 
     out = "\n".join(lines) + "\n\n"
+    if args.scale:
+        out = (f"What if (--scale {' '.join(args.scale)}): these profiles' rates scaled, the shipped ones' bounds "
+               "beside them.\n\n" + out)
     if errors:
         out += (f"{len(errors)} rows in the statistics: median absolute error {100 * statistics.median(errors):.1f}%, "
                 f"largest {100 * max(errors):.1f}%, {sum(e > 0.2 for e in errors)} above 20%.\n")

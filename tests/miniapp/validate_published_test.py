@@ -2,9 +2,14 @@
 """scripts/validate_published.py's guards without kformer: a shown source's bound over all its rows or
 per machine (`by_machine`: above it fails, more than a point under it fails, a machine without rows
 fails), and the paired rows' line (`pairs_with`: each row's predicted-over-measured ratio over its
-partner's, whose median, range and count it prints; a row without a prediction leaves its pair out)."""
+partner's, whose median, range and count it prints; a row without a prediction leaves its pair out),
+and the --scale what-if: a profile's compute rates (GEMM curves, attention rates, measured points'
+times) or memory rates (the copy, the memory-bound families) scaled, the other kind untouched, and bad
+--scale input one line with exit 2."""
+import copy
 import importlib.util
 import os
+import subprocess
 import sys
 
 top = sys.argv[1]
@@ -35,4 +40,36 @@ line = vp.paired_lines(rows, {"A1": 0.9, "A2": 0.8, "H1": 0.72, "H2": 0.72, "H3"
 assert line.count("\n") == 1 and "s's rows on h100 against the same layouts on a100" in line, line
 assert "median 0.850, 0.800 to 0.900 (2 pairs)" in line, line
 assert vp.paired_lines(rows, {"A1": 0.9, "H2": 0.7}) == ""  # a prediction missing on either side
+profile = {"copy_gbps": 3000, "memory_bound": {"norm": 2000, "residual": 2500},
+           "gemm": {"peak_tflops": 60, "max_efficiency": 0.8, "points": [{"forward_us": 10.0, "backward_us": 20.0}]},
+           "attention": {"naive_tflops": 5.0, "fused_tflops": 10},
+           "bf16": {"gemm": {"peak_tflops": 1000, "max_efficiency": 0.8},
+                    "attention": {"flash2_tflops": {1024: 200, 4096: 300}, "cudnn_forward_tflops": 400,
+                                  "batched_gemm_tflops": {64: {1024: 70}, 128: 100},
+                                  "points": [{"forward_us": 5.0, "backward_us": 8.0}]},
+                    "memory_gbps": {"norm": 1500}}}
+before = copy.deepcopy(profile)
+c = vp.scaled_profile(profile, "compute", 0.5)
+assert profile == before  # the input is left alone
+assert c["gemm"]["max_efficiency"] == 0.4 and c["bf16"]["gemm"]["max_efficiency"] == 0.4, c
+assert c["gemm"]["points"][0] == {"forward_us": 20.0, "backward_us": 40.0}, c
+assert c["attention"] == {"naive_tflops": 2.5, "fused_tflops": 5.0}, c
+a = c["bf16"]["attention"]
+assert a["flash2_tflops"] == {1024: 100, 4096: 150} and a["cudnn_forward_tflops"] == 200, a
+assert a["batched_gemm_tflops"] == {64: {1024: 35}, 128: 50}, a
+assert a["points"][0] == {"forward_us": 10.0, "backward_us": 16.0}, a
+assert c["copy_gbps"] == 3000 and c["memory_bound"] == before["memory_bound"]
+assert c["bf16"]["memory_gbps"] == {"norm": 1500}
+m = vp.scaled_profile(profile, "memory", 0.5)
+assert m["copy_gbps"] == 1500 and m["memory_bound"] == {"norm": 1000, "residual": 1250}, m
+assert m["bf16"]["memory_gbps"] == {"norm": 750} and m["bf16"]["gemm"] == before["bf16"]["gemm"], m
+assert m["bf16"]["attention"] == before["bf16"]["attention"], m
+
+script = os.path.join(top, "scripts", "validate_published.py")
+for bad, says in ((["--scale", "h100-sxm-80gb:clock=0.9"], "KIND is one of"),
+                  (["--scale", "h100-sxm-80gb=0.9"], "give MACHINE"),
+                  (["--scale", "no-such-gpu:compute=0.9"], "MACHINE a profile"),
+                  (["--scale", "h100-sxm-80gb:compute=0.9", "--check"], "what-if")):
+    r = subprocess.run([sys.executable, script, "--kformer", "/nonexistent", *bad], capture_output=True, text=True)
+    assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, (bad, r.returncode, r.stderr)
 print("validate_published guards: ok")
