@@ -29,6 +29,8 @@
 # SUSTAIN_S - 5 seconds, alone and between 1 GiB streaming copies, against its first half second;
 # issue 37: the tenth of a step predict misses on both GPUs once their GEMM curve is measured), with
 # nvidia-smi's SM clock, power and temperature every 0.5 s beside it, into sustain/; 45 s is enough.
+# Then, here: scripts/validate_published.py --scale h100-sxm-80gb:compute=R, R the summary's
+# interleaved_last_third_tflops / first_window_tflops (docs/predict.md, "The same layouts on both GPUs").
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
@@ -50,7 +52,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,49p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,51p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
