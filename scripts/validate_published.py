@@ -27,6 +27,9 @@ docs/predict.md's table is not what this run prints (regenerate it with --doc do
 A shown source's bound may be one per machine profile (`by_machine`). Rows that name `pairs_with`
 (the same software and layout on another machine) get a line: the ratio of each row's predicted over
 measured to its partner's, median and range, what one machine profile misses against the other.
+With --check, each machine profile's published_accuracy must be what its steady rows (counted or
+shown, `stand_in` rows aside) give: rows, median absolute and mean signed error in %, which
+`kformer predict` prints for that profile.
 The peak column is the report's predicted peak per rank (the estimate and the process baseline).
 """
 import argparse
@@ -204,6 +207,32 @@ def shown_bound_problems(shown, shown_bounds):
     return problems
 
 
+def accuracy_of(errs):
+    """What a profile's published_accuracy says of its rows' signed errors (fractions)."""
+    return {"rows": len(errs), "median_abs_pct": round(100 * statistics.median(abs(e) for e in errs), 1),
+            "mean_signed_pct": round(100 * statistics.mean(errs), 1)}
+
+
+def accuracy_problems(steady_by_machine, machines_dir):
+    """Each profile in machines_dir against its steady rows: published_accuracy present and equal to
+    accuracy_of them where rows ran on it, absent where none did."""
+    problems = []
+    for name in sorted(f[:-5] for f in os.listdir(machines_dir) if f.endswith(".yaml")):
+        with open(os.path.join(machines_dir, name + ".yaml")) as f:
+            said = (yaml.safe_load(f) or {}).get("published_accuracy")
+        want = accuracy_of(steady_by_machine[name]) if name in steady_by_machine else None
+        if want is None and said is not None:
+            problems.append(f"input/machines/{name}.yaml has published_accuracy, but no published row runs on it: "
+                            "drop it")
+        elif want is not None and (not isinstance(said, dict) or said.get("rows") != want["rows"] or
+                                   any(abs(float(said.get(k, 1e9)) - want[k]) > 0.05
+                                       for k in ("median_abs_pct", "mean_signed_pct"))):
+            problems.append(f"input/machines/{name}.yaml's published_accuracy is {said}, this run's "
+                            f"{{rows: {want['rows']}, median_abs_pct: {want['median_abs_pct']}, "
+                            f"mean_signed_pct: {want['mean_signed_pct']}}}: set it so")
+    return problems
+
+
 def paired_lines(rows, ratio):
     """A line per source and pair of machines whose rows name `pairs_with` (the same software and layout
     on another machine): the predicted-over-measured ratio of each row over its partner's, which takes
@@ -247,6 +276,7 @@ def main():
              "|---|---|---|---:|---:|---:|---:|---|"]
     errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
     ratio = {}  # row id -> predicted over measured
+    steady_by_machine = {}  # machine -> signed errors of its steady rows, counted or shown, but no stand-in
     for row in runs["rows"]:
         try:
             rep = predict(args.kformer, row, folder, machines)
@@ -260,6 +290,8 @@ def main():
         ratio[row["id"]] = step / row["measured_s"]
         steady = row.get("steady", True)  # false: its only measurement is a job's first iteration
         kept = row.get("in_stats", True) and steady
+        if steady and not row.get("stand_in", False):
+            steady_by_machine.setdefault(row["machine"], []).append(err)
         if kept:
             errors.append(abs(err))
             signed.setdefault(row["system"], []).append(err)
@@ -299,6 +331,10 @@ def main():
         out += (f"Shown, not in the statistics: {source} on {machine}{what}, {len(v)} rows, median absolute error "
                 f"{100 * statistics.median(abs(e) for e in v):.1f}%{guard}, mean signed {100 * statistics.mean(v):+.1f}%.\n")
     out += paired_lines(runs["rows"], ratio)
+    out += ("Every steady row by machine profile, counted or shown, stand-ins aside (each profile's "
+            "published_accuracy, which kformer predict prints): " +
+            "; ".join(f"{m} {a['rows']} rows, median {a['median_abs_pct']:.1f}%, mean {a['mean_signed_pct']:+.1f}%"
+                      for m, a in ((m, accuracy_of(v)) for m, v in sorted(steady_by_machine.items()))) + ".\n")
     if per_gpu:
         by_log = min(per_gpu, key=lambda r: r[2])
         by_predict = min(per_gpu, key=lambda r: r[3])
@@ -331,6 +367,7 @@ def main():
             problems.append(f"a row is off by {100 * max(errors):.1f}% (at most 20%)")
         problems += system_bias_problems(signed, runs.get("open_biases") or {})
         problems += shown_bound_problems(shown, shown_bounds)
+        problems += accuracy_problems(steady_by_machine, os.path.join(TOP, "input", "machines"))
         with open(os.path.join(TOP, "docs", "predict.md")) as f:
             doc = f.read()
         if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():

@@ -37,7 +37,7 @@ struct Reader {
     }
   }
   double number(const YAML::Node& n, const std::string& where, const std::string& key, double fallback,
-                bool required = false) const {
+                bool required = false, bool signed_ok = false) const {
     const YAML::Node v = n[key];
     const std::string at = where.empty() ? key : where + "." + key;
     if (!v) {
@@ -51,7 +51,8 @@ struct Reader {
     } catch (const YAML::Exception&) {
       bad(file, at, "'" + (v.IsScalar() ? v.Scalar() : std::string("a list or map")) + "' is not a number");
     }
-    if (!std::isfinite(x) || x < 0) bad(file, at, "must be a finite number >= 0");
+    if (!std::isfinite(x) || (x < 0 && !signed_ok))
+      bad(file, at, signed_ok ? "must be a finite number" : "must be a finite number >= 0");
     return x;
   }
   LinkCost link(const YAML::Node& n, const std::string& where) const {
@@ -187,7 +188,8 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
   const Reader r{file};
   r.keys(root, "", {"name", "devices_per_node", "memory_gb", "process_baseline_gb", "fma_peak_tflops", "copy_gbps",
                     "launch_us", "sms", "compute_scale", "wakeup_us", "sync_wakeup_us", "async_progress",
-                    "kformer_build", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host"});
+                    "kformer_build", "gemm", "attention", "bf16", "memory_bound", "network", "eager_host",
+                    "published_accuracy"});
   MachineProfile p;
   p.source = file;
   p.name = root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : file;
@@ -225,6 +227,21 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
     if (!e["source"] || !e["source"].IsScalar())
       bad(file, "eager_host.source", "missing: say which run of bench/eager_op_cost.py measured it");
     h.source = e["source"].Scalar();
+  }
+
+  if (const YAML::Node a = root["published_accuracy"]) {
+    r.keys(a, "published_accuracy", {"rows", "median_abs_pct", "mean_signed_pct", "note"});
+    PublishedAccuracy& pa = p.published;
+    pa.rows = int(r.number(a, "published_accuracy", "rows", 0, true));
+    pa.median_abs_pct = r.number(a, "published_accuracy", "median_abs_pct", 0, true);
+    pa.mean_signed_pct = r.number(a, "published_accuracy", "mean_signed_pct", 0, true, true);
+    if (const YAML::Node n = a["note"]) {
+      if (!n.IsScalar()) bad(file, "published_accuracy.note", "must be one line of text");
+      pa.note = n.Scalar();
+    }
+    if (pa.rows < 1 || pa.median_abs_pct < 0)
+      bad(file, "published_accuracy", "rows must be at least 1 and median_abs_pct at least 0 "
+                                      "(scripts/validate_published.py --check says what they are)");
   }
 
   p.fp32 = r.rates(root, "");

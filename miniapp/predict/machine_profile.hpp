@@ -105,6 +105,16 @@ struct EagerHost {
   bool costs(HostCost host) const { return host != HostCost::kformer && given(host == HostCost::blocking); }
 };
 
+// How the published runs on this profile came out (scripts/validate_published.py over the runs file's
+// steady rows of this machine, in the statistics or shown: its --check holds this section to them):
+// how far to trust a step predicted here. Not given (rows 0): no published run checks the profile.
+struct PublishedAccuracy {
+  int rows = 0;
+  double median_abs_pct = 0, mean_signed_pct = 0;  // |predicted / measured - 1| and its signed mean, in %
+  std::string note;                                 // why, where the profile says
+  bool given() const { return rows > 0; }
+};
+
 struct MachineProfile {
   std::string name, source;  // source: the file it was read from
   int devices_per_node = 1;
@@ -147,6 +157,7 @@ struct MachineProfile {
   int sms = 0, collective_sms_intra = 0, collective_sms_inter = 0;
   bool holds_collective_sms() const { return sms > 0 && collective_sms_intra + collective_sms_inter > 0; }
   EagerHost eager_host;
+  PublishedAccuracy published;
   // kformer_build: the kformer build that runs on this machine, whose code a prediction of kformer's
   // own run describes: `cuda` on a GPU (its GEMMs cuBLAS, writing bf16 outputs themselves), `host`
   // where the ranks run on CPUs (calibrate writes the build it ran).

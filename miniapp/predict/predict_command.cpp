@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "settings/cli.hpp"
 #include "settings/prediction_deck.hpp"
@@ -32,6 +34,20 @@ std::string host_text(HostCost host, const MachineProfile& profile) {
            (blocking ? " blocking" : "") + " figures: bench/eager_op_cost.py measures them)";
   return blocking ? ", each kernel waited for by the host (CUDA_LAUNCH_BLOCKING=1)"
                   : ", eager PyTorch's host time as each layer's floor";
+}
+
+// A line on how the published runs on this profile came out, where it says (published_accuracy).
+std::string published_text(const MachineProfile& profile) {
+  const PublishedAccuracy& a = profile.published;
+  if (!a.given()) return "";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << "\npublished runs on this profile: " << a.rows << " (median error "
+    << a.median_abs_pct << "%, mean " << std::showpos << a.mean_signed_pct << std::noshowpos << "%"
+    << (a.mean_signed_pct < -5  ? "; steps predicted here come out shorter than measured"
+        : a.mean_signed_pct > 5 ? "; steps predicted here come out longer than measured"
+                                : "")
+    << (a.note.empty() ? "" : ": " + a.note) << "; docs/predict.md, \"Against published GPU runs\")";
+  return o.str();
 }
 
 // How the profile rates cuDNN's fused kernels at T (Transformer Engine's, and kformer's vendor kind).
@@ -200,7 +216,7 @@ int run_predict(const std::vector<std::string>& args) {
                 : cfg.predict.embedding_grad == EmbeddingGrad::dense_main_grad
                     ? ", the embedding's gradient made dense and added into main_grad each micro-batch"
                     : "")
-            << host_text(cfg.predict.host, profile) << sms_text(profile)
+            << host_text(cfg.predict.host, profile) << sms_text(profile) << published_text(profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
             << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"
             << std::flush;

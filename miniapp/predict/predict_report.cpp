@@ -138,6 +138,10 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             // rank 0's compute by kernel family (and the passes the costed software adds), each at the
             // profile's cost (step_sim.hpp: rank0_kernel_ms)
             {"kernel_ms_by_family", p.rank0_kernel_ms},
+            // how the published runs on this profile came out (its published_accuracy; rows 0: none checks it)
+            {"published_accuracy", {{"rows", prof.published.rows}, {"median_abs_pct", prof.published.median_abs_pct},
+                                    {"mean_signed_pct", prof.published.mean_signed_pct},
+                                    {"note", prof.published.note}}},
             {"fits", mem["fits"]}}},
           {"iterations", nlohmann::json::array({iteration_json(r)})},
           {"summary", s}};

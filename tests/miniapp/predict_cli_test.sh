@@ -53,6 +53,21 @@ head -1 "$tmp/out" | grep -q "no faster than the profile's 43 TFLOP/s at T 2048,
   || fail "the first line does not give batched_gemm's benchmark rate: $(head -1 "$tmp/out")"
 /usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if abs(p['batched_gemm_tflops']-43)<1e-9 else 1)" "$tmp/bg.json" \
   || fail "the report does not give batched_gemm's benchmark rate"
+# published_accuracy: dgx-a100-80gb's section (how its published runs came out) in a line of its own
+# and in the report, as the profile says it; perlmutter-a100-40gb has none, so neither does its run.
+grep -q '^published runs on this profile: [0-9]* (median error [0-9.]*%, mean [-+][0-9.]*%' "$tmp/out" \
+  || fail "no published-accuracy line on dgx-a100-80gb: $(grep -n published "$tmp/out")"
+/usr/bin/python3 - "$tmp" "$src/input/machines/dgx-a100-80gb.yaml" <<'PY' || exit 1
+import json, sys, yaml
+said = yaml.safe_load(open(sys.argv[2]))["published_accuracy"]
+got = json.load(open(f"{sys.argv[1]}/bg.json"))["predicted"]["published_accuracy"]
+if said["rows"] < 1 or any(got[k] != said[k] for k in ("rows", "median_abs_pct", "mean_signed_pct")):
+    sys.exit(f"FAIL: the report's published_accuracy {got} is not the profile's {said}")
+if json.load(open(f"{sys.argv[1]}/sys.json"))["predicted"]["published_accuracy"]["rows"] != 0:
+    sys.exit("FAIL: a profile without published_accuracy reported rows")
+PY
+"$kformer" predict "$src/input/gpt3-small.yaml" predict.world=4 predict.machine="$a100" 2>&1 | grep -q '^published runs' \
+  && fail "a profile without published_accuracy printed a published-accuracy line"
 # DeepSpeed's engine of 2021 at TP 2 over 2 stages: its partitioned messages named, and in the report.
 "$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 parallel.tp=2 predict.world=4 predict.system=deepspeed-2021 \
   predict.machine="$a100" output.json="$tmp/ds.json" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict.system=deepspeed-2021 failed"; }

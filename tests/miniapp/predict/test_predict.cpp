@@ -253,6 +253,17 @@ TEST(MachineProfile, TheShippedProfilesLoad) {
   EXPECT_GE(shipped, 7);
 }
 
+// published_accuracy: how the published runs on a profile came out (scripts/validate_published.py
+// --check holds it to them), read with its sign and note; a profile no published run checks has none.
+TEST(MachineProfile, PublishedAccuracyIsReadWithItsSignAndNote) {
+  const auto h100 = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");
+  ASSERT_TRUE(h100.published.given());
+  EXPECT_GE(h100.published.rows, 1);
+  EXPECT_LT(h100.published.mean_signed_pct, 0);  // its steps come out short (docs/predict.md)
+  EXPECT_FALSE(h100.published.note.empty());
+  EXPECT_FALSE(a100().published.given());
+}
+
 // attention.flash2_tflops (FlashAttention-2's published rates by sequence length, which
 // predict.attention=flash costs): read where a profile gives them, each length's figure exact,
 // interpolated in log2 T between lengths and held beyond the ends, written back by profile_yaml;
@@ -339,6 +350,14 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("output_bytes: 2", "output_bytes: 3"), "gemm.output_bytes"},
       {with("sms: 108", "# no SMs"), "collective_sms"},
       {with("{intra_node: 24,", "{intra_node: 108,"), "collective_sms"},
+      {good + "published_accuracy:\n  rows: 0\n  median_abs_pct: 1\n  mean_signed_pct: -1\n", "published_accuracy"},
+      {good + "published_accuracy:\n  rows: 3\n  median_abs_pct: -1\n  mean_signed_pct: 1\n",
+       "published_accuracy.median_abs_pct"},
+      {good + "published_accuracy:\n  rows: 3\n  median_abs_pct: 1\n", "published_accuracy.mean_signed_pct"},
+      {good + "published_accuracy:\n  rows: 3\n  median_abs_pct: 1\n  mean_signed_pct: x\n",
+       "published_accuracy.mean_signed_pct"},
+      {good + "published_accuracy:\n  rows: 3\n  median_abs_pct: 1\n  mean_signed_pct: 1\n  notes: x\n",
+       "published_accuracy.notes"},
       {"name: [unclosed\n", "YAML"},
       {"", "empty"}};
   const std::string path = testing::TempDir() + "/bad_profile.yaml";
