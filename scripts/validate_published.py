@@ -57,6 +57,12 @@ def nested(flat):
 
 
 SCALE_KINDS = ("compute", "memory")
+MACHINES = os.path.join(TOP, "input", "machines")
+
+
+def profile_path(machine):
+    """The shipped profile a row's `machine` names."""
+    return os.path.join(MACHINES, machine + ".yaml")
 
 
 def scaled_profile(profile, kind, factor):
@@ -104,14 +110,13 @@ def scaled_machines(specs, folder):
             factor = float(factor)
         except ValueError:
             usage_error(f"--scale {spec}: give MACHINE:KIND=FACTOR, e.g. h100-sxm-80gb:compute=0.9")
-        path = os.path.join(TOP, "input", "machines", machine + ".yaml")
-        if kind not in SCALE_KINDS or not factor > 0 or not os.path.exists(path):
+        if kind not in SCALE_KINDS or not factor > 0 or not os.path.exists(profile_path(machine)):
             usage_error(f"--scale {spec}: KIND is one of {', '.join(SCALE_KINDS)}, FACTOR above 0, "
-                     f"MACHINE a profile in input/machines/")
+                        f"MACHINE a profile in input/machines/")
         scales.setdefault(machine, []).append((kind, factor))
     paths = {}
     for machine, changes in scales.items():
-        with open(os.path.join(TOP, "input", "machines", machine + ".yaml")) as f:
+        with open(profile_path(machine)) as f:
             profile = yaml.safe_load(f)
         for kind, factor in changes:
             profile = scaled_profile(profile, kind, factor)
@@ -130,7 +135,7 @@ def predict(kformer, row, folder, machines=None):
     with open(path, "w") as f:
         f.write(f"# {row['id']}: {row['what']} ({row['source']}); written by scripts/validate_published.py\n")
         yaml.safe_dump(nested(deck), f, sort_keys=False)
-    machine = (machines or {}).get(row["machine"]) or os.path.join(TOP, "input", "machines", row["machine"] + ".yaml")
+    machine = (machines or {}).get(row["machine"]) or profile_path(row["machine"])
     cmd = [kformer, "predict", path, f"predict.machine={machine}", f"output.json={report}"]
     cmd += [f"predict.system={row['system']}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -213,12 +218,12 @@ def accuracy_of(errs):
             "mean_signed_pct": round(100 * statistics.mean(errs), 1)}
 
 
-def accuracy_problems(steady_by_machine, machines_dir):
-    """Each profile in machines_dir against its steady rows: published_accuracy present and equal to
+def accuracy_problems(steady_by_machine):
+    """Each shipped profile against its steady rows: published_accuracy present and equal to
     accuracy_of them where rows ran on it, absent where none did."""
     problems = []
-    for name in sorted(f[:-5] for f in os.listdir(machines_dir) if f.endswith(".yaml")):
-        with open(os.path.join(machines_dir, name + ".yaml")) as f:
+    for name in sorted(f[:-5] for f in os.listdir(MACHINES) if f.endswith(".yaml")):
+        with open(profile_path(name)) as f:
             said = (yaml.safe_load(f) or {}).get("published_accuracy")
         want = accuracy_of(steady_by_machine[name]) if name in steady_by_machine else None
         if want is None and said is not None:
@@ -264,7 +269,7 @@ def main():
     args = ap.parse_args()
     if args.scale and (args.check or args.doc or args.md):
         usage_error("--scale is a what-if: it does not go with --check, --doc or --md, which are "
-                 "about the shipped profiles")
+                    "about the shipped profiles")
 
     with open(args.runs) as f:
         runs = yaml.safe_load(f)
@@ -286,8 +291,8 @@ def main():
             lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']} | failed | | |")
             continue
         step = rep["summary"]["step_ms_median"] / 1e3
-        err = step / row["measured_s"] - 1
         ratio[row["id"]] = step / row["measured_s"]
+        err = ratio[row["id"]] - 1
         steady = row.get("steady", True)  # false: its only measurement is a job's first iteration
         kept = row.get("in_stats", True) and steady
         if steady and not row.get("stand_in", False):
@@ -367,7 +372,7 @@ def main():
             problems.append(f"a row is off by {100 * max(errors):.1f}% (at most 20%)")
         problems += system_bias_problems(signed, runs.get("open_biases") or {})
         problems += shown_bound_problems(shown, shown_bounds)
-        problems += accuracy_problems(steady_by_machine, os.path.join(TOP, "input", "machines"))
+        problems += accuracy_problems(steady_by_machine)
         with open(os.path.join(TOP, "docs", "predict.md")) as f:
             doc = f.read()
         if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():

@@ -106,7 +106,8 @@ struct EagerHost {
 };
 
 // How the published runs on this profile came out (scripts/validate_published.py over the runs file's
-// steady rows of this machine, in the statistics or shown: its --check holds this section to them):
+// steady rows of this machine, in the statistics or shown, stand-ins aside: its --check holds this
+// section to them):
 // how far to trust a step predicted here. Not given (rows 0): no published run checks the profile.
 struct PublishedAccuracy {
   int rows = 0;
