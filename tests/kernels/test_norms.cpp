@@ -1,11 +1,17 @@
 // LayerNorm and RMSNorm against the float64 reference (forward, backward), the reference
 // backward against finite differences, and run-to-run bitwise determinism of the backward; each
-// in the host and the GPU work shape (kernels/work_shape.hpp).
+// in the host and the GPU work shape (kernels/work_shape.hpp); and the lane grouping of the one-thread
+// row reductions beneath them.
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
 #include "layernorm.hpp"
 #include "reference_pointwise.hpp"
 #include "rmsnorm.hpp"
+#include "team_reduce.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace {
 
@@ -168,5 +174,41 @@ TEST(LayerNorm, BackwardIsBitwiseDeterministic) { check_deterministic(true); }
 TEST(RMSNorm, MatchesReference) { check_against_reference(false); }
 TEST(RMSNorm, ReferenceBackwardMatchesFiniteDifferences) { check_reference_gradients(false); }
 TEST(RMSNorm, BackwardIsBitwiseDeterministic) { check_deterministic(false); }
+
+// The one-thread row reductions under the norms, softmaxes and cross-entropy (team_reduce.hpp)
+// keep their stated grouping, whatever form the compiler is given: lane l adds (or takes the max
+// of) the terms c = l mod 16 in order, the lanes then meet in a fixed tree. Written out here in
+// scalars, bit for bit; terms of mixed magnitude, so that another grouping gives other bits.
+TEST(LaneReductions, FollowTheirStatedGrouping) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> mant(-1.f, 1.f);
+  std::uniform_int_distribution<int> expo(-12, 12);
+  int sums_unlike_in_order = 0;
+  for (const int n : {1, 15, 16, 17, 31, 100, 777, 50304}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> x(n);
+    for (float& v : x) v = std::ldexp(mant(rng), expo(rng));
+    float lane_sum[16] = {}, lane_max[16];
+    for (float& m : lane_max) m = x[0];
+    for (int c = 0; c < n; ++c) {
+      lane_sum[c % 16] += x[c];
+      lane_max[c % 16] = x[c] > lane_max[c % 16] ? x[c] : lane_max[c % 16];
+    }
+    for (int w = 8; w > 0; w /= 2)
+      for (int l = 0; l < w; ++l) {
+        lane_sum[l] += lane_sum[l + w];
+        lane_max[l] = lane_max[l + w] > lane_max[l] ? lane_max[l + w] : lane_max[l];
+      }
+    const auto at = [&](int c) { return x[c]; };
+    const float sum = kk::detail::sum_by_lanes(n, at), max = kk::detail::max_by_lanes(n, at);
+    EXPECT_EQ(std::memcmp(&sum, &lane_sum[0], sizeof sum), 0) << sum << " against " << lane_sum[0];
+    EXPECT_EQ(max, lane_max[0]);
+    EXPECT_EQ(max, *std::max_element(x.begin(), x.end()));
+    float in_order = 0.f;
+    for (const float v : x) in_order += v;
+    sums_unlike_in_order += in_order != sum;
+  }
+  EXPECT_GT(sums_unlike_in_order, 0) << "the terms do not tell one grouping from another";
+}
 
 }  // namespace
