@@ -46,6 +46,9 @@ double attention_flops(int b, int t, int h, int hd, bool backward);
 //   GEMM curve, no faster than the profile's cudnn_forward_tflops and cudnn_backward_tflops where it
 //   has them (its published rates on that GPU); kformer's own cuDNN kernel (kernels.attention=vendor)
 //   is costed so where calibrate has not timed it.
+// - triton (FlashAttention's Triton kernel, flash_attn_triton.py: llm-foundry's MPT with attn_impl:
+//   triton): the same FLOPs on the GEMM curve, no faster than the profile's triton_tflops (its
+//   published rate on that GPU, 0.43-0.50 of FA2's on the A100), which a profile must give.
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element

@@ -119,8 +119,8 @@ struct Reader {
     const YAML::Node a = root["attention"];
     if (!a) bad(file, at + "attention", "missing: give naive_tflops and fused_tflops");
     keys(a, at + "attention",
-         {"naive_tflops", "fused_tflops", "flash2_tflops", "cudnn_forward_tflops", "cudnn_backward_tflops",
-          "batched_gemm_tflops", "points"});
+         {"naive_tflops", "fused_tflops", "flash2_tflops", "triton_tflops", "cudnn_forward_tflops",
+          "cudnn_backward_tflops", "batched_gemm_tflops", "points"});
     for (const char* kind : {"naive", "fused"}) {
       c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
       if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
@@ -129,6 +129,7 @@ struct Reader {
       if (a[key]) into = seq_rate(a[key], at + "attention." + key);
     };
     ceiling("flash2_tflops", c.flash2_tflops);
+    ceiling("triton_tflops", c.triton_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (const YAML::Node m = a["batched_gemm_tflops"]) {
@@ -379,6 +380,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
       o << "\n";
     };
     rate("flash2_tflops", c.flash2_tflops);
+    rate("triton_tflops", c.triton_tflops);
     rate("cudnn_forward_tflops", c.cudnn_forward_tflops);
     rate("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (!c.batched_gemm_tflops.empty()) {

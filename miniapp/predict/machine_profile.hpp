@@ -72,6 +72,10 @@ struct ComputeRates {
   // flash takes the GEMM curve but never above it; not given: the curve alone. Not kformer's kernel:
   // what the systems that call FA2 run.
   SeqRate flash2_tflops;
+  // attention.triton_tflops: FlashAttention's Triton kernel (flash_attn_triton.py, which llm-foundry's
+  // MPT runs as attn_impl: triton), forward and backward together over the causal half's FLOPs, as
+  // published for this GPU: predict.attention=triton's ceiling. Not given: predict refuses triton.
+  SeqRate triton_tflops;
   // attention.cudnn_forward_tflops / cudnn_backward_tflops: cuDNN's fused flash attention's published
   // rates on this GPU at head size 128 by sequence length (over the causal half's FLOPs), each pass's
   // ceiling where predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor

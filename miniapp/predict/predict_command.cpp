@@ -90,6 +90,9 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
     case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels, " + cudnn_rate_text(r, t);
+    case AttentionModel::triton:  // predict refuses a profile without the rate
+      return ", attention costed as FlashAttention's Triton kernel's, at most the profile's " +
+             format_value(r.triton_tflops.at(t)) + " TFLOP/s at T " + std::to_string(t) + " (triton_tflops)";
     case AttentionModel::batched_gemm:
       return ", attention costed as batched_gemm's kernels (Megatron-LM's), " + batched_rate_text(cfg, r);
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";
@@ -134,6 +137,14 @@ int run_predict(const std::vector<std::string>& args) {
     throw ConfigError("no machine profile at " + path + ": run kformer calibrate DECK on this machine first, or give "
                       "predict.machine=FILE (e.g. input/machines/perlmutter-a100-40gb.yaml)");
   const MachineProfile profile = load_profile(path);
+  if (given.predict.attention == AttentionModel::triton && !profile.rates(given.bf16()).triton_tflops.given()) {
+    if (!given.bf16())
+      throw ConfigError("predict.attention=triton: FlashAttention's Triton kernel runs in 16-bit types only; give "
+                        "train.precision=bf16");
+    throw ConfigError("predict.attention=triton: the machine profile " + path +
+                      " gives no bf16 attention.triton_tflops (FlashAttention's Triton kernel's published rate on that "
+                      "GPU); add it there, or choose another predict.attention");
+  }
   // kernels.attention=auto costs what start-up would choose there (the profile's fastest); the
   // memory estimate (a described step) is made once, with that kernel.
   const RunPlan plan = with_memory(costed_layout(given, profile));

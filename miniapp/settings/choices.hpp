@@ -25,7 +25,7 @@ enum class GemmSetting { automatic, native, vendor };  // kernels.gemm before st
 // kernels.attention before start-up resolves auto: the kernels::AttentionKind values after `automatic`, in order.
 enum class AttentionSetting { automatic, naive, fused, batched_gemm, vendor };
 // predict.attention: whose attention kernels a prediction costs (kernel_costs.hpp).
-enum class AttentionModel { kformer, batched_gemm, flash, cudnn };
+enum class AttentionModel { kformer, batched_gemm, flash, cudnn, triton };
 // The TP, gather and send keys: whether the communication runs beside the computation or the
 // computation waits for it.
 enum class Overlap { overlapped, serialized };
@@ -107,7 +107,7 @@ struct Names<GemmSetting> {
 };
 template <>
 struct Names<AttentionModel> {
-  static constexpr std::array<const char*, 4> list{"kformer", "batched_gemm", "flash", "cudnn"};
+  static constexpr std::array<const char*, 5> list{"kformer", "batched_gemm", "flash", "cudnn", "triton"};
 };
 template <>
 struct Names<Overlap> {

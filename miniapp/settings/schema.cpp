@@ -146,8 +146,8 @@ std::vector<KeySpec> make_schema() {
       choice("predict.system", software_system_names(),
              "software whose run kformer predict costs: kformer (its own run on the machine) or a preset that sets "
              "the predict.* keys below as that software behaves (megatron-lm-2022, megatron-core, deepspeed-2021, "
-             "deepspeed-2022, torchtitan, pytorch-eager; docs/predict.md); a key given in the deck or on the "
-             "command line keeps its value"),
+             "deepspeed-2022, torchtitan, pytorch-eager, llm-foundry-2023; docs/predict.md); a key given in the "
+             "deck or on the command line keeps its value"),
       choice("predict.attention", names_of<AttentionModel>(),
              "attention kernels kformer predict costs: kformer's own (the profile's attention rates; under "
              "kernels.attention=auto the kind its start-up would take there, the fastest the profile rates whose "
@@ -155,9 +155,11 @@ std::vector<KeySpec> make_schema() {
              "batched_gemm_tflops), batched_gemm "
              "(Megatron-LM's: two batched GEMMs over the full T*T scores on the GEMM curve, the softmax at memory "
              "bandwidth, no faster together than the profile's bf16 attention.batched_gemm_tflops), flash (FlashAttention-2's: the causal half on the GEMM curve, no faster than the profile's bf16 "
-             "attention.flash2_tflops; no T*T traffic) or cudnn (cuDNN's fused flash attention, Transformer Engine's "
+             "attention.flash2_tflops; no T*T traffic), cudnn (cuDNN's fused flash attention, Transformer Engine's "
              "choice on Hopper: the causal half on the GEMM curve, no faster than the profile's bf16 "
-             "attention.cudnn_forward_tflops and cudnn_backward_tflops)"),
+             "attention.cudnn_forward_tflops and cudnn_backward_tflops) or triton (FlashAttention's Triton kernel, "
+             "llm-foundry's MPT with attn_impl: triton: the causal half on the GEMM curve, no faster than the "
+             "profile's bf16 attention.triton_tflops, which the profile must give)"),
       choice("predict.pipeline_p2p", names_of<PipelineP2p>(),
              "pipeline sends kformer predict models: overlapped (kformer's: a stage computes while its sends are in "
              "flight), serialized (Megatron-LM's and DeepSpeed's pipelines of 2022, Megatron-Core's 1F1B: a stage's "

@@ -68,6 +68,12 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.residual", "activations"}, {"predict.loss", "cross_entropy"}, {"predict.logits", "gathered"},
         {"predict.host", "eager"},
         {"predict.embedding_grad", "dense"}}},
+      {"llm-foundry-2023",
+       "llm-foundry's MPT on Composer as MosaicML's 2023 benchmarks ran it (FSDP1 FULL_SHARD with mixed_precision "
+       "DEFAULT: fp32 parameters, so under autocast the embedding's output and the residual stream stay fp32; "
+       "attn_impl: triton, FlashAttention's Triton kernel; flash-attn's fused cross-entropy; LayerNorm and GELU a "
+       "kernel each; the fp32 gathers' extra bytes not costed)",
+       {{"predict.attention", "triton"}, {"predict.host", "eager"}, {"predict.embedding_grad", "dense"}}},
   };
   return systems;
 }

@@ -104,6 +104,20 @@ sys.exit(0 if abs((t[0] - t[1]) - 15.08) < 0.3 else 'blocking adds %.2f s to the
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "bf16 without bf16 rates gave $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
 grep -q 'no bf16 rates' "$tmp/err" || fail "the line does not say what is missing: $(cat "$tmp/err")"
 
+# FlashAttention's Triton kernel (the llm-foundry-2023 preset) only where the profile gives its rate,
+# and only in bf16: the GEMM curve alone would cost it as fast as FA2. One line and exit 2 each; the
+# preset on an A100 profile names the kernel and the rate it is costed at.
+for args in "train.precision=bf16 predict.attention=triton predict.machine=$src/input/machines/h200-measured.yaml" \
+            "predict.system=llm-foundry-2023 predict.machine=$src/input/machines/dgx-a100-80gb.yaml"; do
+  # shellcheck disable=SC2086
+  "$kformer" predict "$src/input/tiny.yaml" $args >"$tmp/out" 2>"$tmp/err"; rc=$?
+  { [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'predict.attention=triton: ' "$tmp/err"; } ||
+    fail "triton refused ($args): exit $rc, $(cat "$tmp/err")"
+done
+"$kformer" predict "$src/input/tiny.yaml" train.precision=bf16 predict.system=llm-foundry-2023 \
+  predict.machine="$src/input/machines/dgx-a100-80gb.yaml" >"$tmp/out" 2>&1
+head -1 "$tmp/out" | grep -q 'triton_tflops' || fail "the preset's line does not name its rate: $(head -1 "$tmp/out")"
+
 printf 'name: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
 "$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] || fail "a bad profile gave exit $rc, expected 2"

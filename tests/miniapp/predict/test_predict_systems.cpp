@@ -82,6 +82,37 @@ TEST(PredictFeatures, PublishedAttentionKernelsAreCostedFromTheProfile) {
   EXPECT_GT(own, 5 * with(a100, bg, false));
 }
 
+// FlashAttention's Triton kernel (llm-foundry's MPT, attn_impl: triton): the causal half on the curve,
+// no faster than the profile's triton_tflops, which the FA2 authors' A100 chart puts at under half
+// of FA2's bars: at T 2048 both ceilings bind and the kernel costs FA2's time times their ratio.
+// Every profile that gives both rates rates the Triton kernel below FA2 at every length.
+TEST(PredictFeatures, TritonAttentionIsCostedAtItsPublishedRate) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto& r = a100.rates(true);
+  ASSERT_TRUE(r.triton_tflops.given()) << "the premise: the A100 profile gives the Triton kernel's rates";
+  kformer::kernels::KernelCall c;
+  c.family = kformer::kernels::Family::attention;
+  c.bf16 = true;
+  c.shape = {2, 2048, 12, 12, 128, 0};
+  const double product = 2.0 * 2 * 12 * 2048.0 * 2048 * 128;
+  const auto with = [&](kformer::AttentionModel m, bool backward) {
+    c.backward = backward;
+    return kp::kernel_us(a100, c, kp::CallCosts(m));
+  };
+  const auto tr = kformer::AttentionModel::triton, fl = kformer::AttentionModel::flash;
+  for (bool backward : {false, true}) {
+    const double flops = (backward ? 2.5 : 1.0) * product;
+    EXPECT_NEAR(with(tr, backward), a100.launch_us + flops / (r.triton_tflops.at(2048) * 1e6), 1e-6);
+    EXPECT_NEAR((with(tr, backward) - a100.launch_us) / (with(fl, backward) - a100.launch_us),
+                r.flash2_tflops.at(2048) / r.triton_tflops.at(2048), 1e-9);
+  }
+  for (const char* name : {"dgx-a100-80gb", "perlmutter-a100-40gb", "h100-sxm-80gb", "h200-sxm-141gb"}) {
+    const auto& q = profile(name).rates(true);
+    ASSERT_TRUE(q.triton_tflops.given() && q.flash2_tflops.given()) << name;
+    for (int t : {512, 1024, 2048, 4096, 8192, 16384}) EXPECT_LT(q.triton_tflops.at(t), q.flash2_tflops.at(t)) << name;
+  }
+}
+
 // cuDNN's flash attention on an H100 (Megatron-Core's, through Transformer Engine): at the
 // Megatron-Core rows' shape (T 4096, 16 heads of 128) the GEMM curve would run it near a large GEMM's
 // rate, above what its authors' benchmark measured (the profile's cudnn_forward_tflops and
