@@ -93,6 +93,24 @@ struct Reader {
     if (!into.given()) bad(file, where, fix);  // a list, or an empty map
     return into;
   }
+  // A rate for every head size (as seq_rate), or a map of head sizes to such rates (its values maps).
+  HeadSeqRate head_seq_rate(const YAML::Node& v, const std::string& where) const {
+    HeadSeqRate into;
+    if (!v.IsMap() || v.size() == 0 || !v.begin()->second.IsMap()) {
+      into.by_hd[0] = seq_rate(v, where);
+      return into;
+    }
+    for (const auto& kv : v) {
+      int hd = 0;
+      try {
+        hd = kv.first.as<int>();
+      } catch (const YAML::Exception&) {
+      }
+      if (hd <= 0) bad(file, where, "'" + kv.first.Scalar() + "' is not a head size > 0");
+      into.by_hd[hd] = seq_rate(kv.second, where + "." + std::to_string(hd));
+    }
+    return into;
+  }
   // The gemm and attention sections under `at` ("" or "bf16.").
   ComputeRates rates(const YAML::Node& root, const std::string& at) const {
     ComputeRates c;
@@ -128,8 +146,9 @@ struct Reader {
     const auto ceiling = [&](const char* key, SeqRate& into) {
       if (a[key]) into = seq_rate(a[key], at + "attention." + key);
     };
-    ceiling("flash2_tflops", c.flash2_tflops);
-    ceiling("triton_tflops", c.triton_tflops);
+    for (const auto& [key, into] : {std::pair<const char*, HeadSeqRate*>{"flash2_tflops", &c.flash2_tflops},
+                                    {"triton_tflops", &c.triton_tflops}})
+      if (a[key]) *into = head_seq_rate(a[key], at + "attention." + key);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (const YAML::Node m = a["batched_gemm_tflops"]) {
@@ -379,8 +398,20 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
       flow(r);
       o << "\n";
     };
-    rate("flash2_tflops", c.flash2_tflops);
-    rate("triton_tflops", c.triton_tflops);
+    const auto by_head = [&](const char* key, const HeadSeqRate& r) {  // a rate, or {hd: rate, ...}
+      if (!r.given()) return;
+      o << indent << "  " << key << ": ";
+      if (r.by_hd.size() == 1 && r.by_hd.begin()->first == 0) {
+        flow(r.by_hd.begin()->second);
+      } else {
+        const char* sep = "{";
+        for (const auto& [hd, one] : r.by_hd) o << sep << hd << ": ", flow(one), sep = ", ";
+        o << "}";
+      }
+      o << "\n";
+    };
+    by_head("flash2_tflops", c.flash2_tflops);
+    by_head("triton_tflops", c.triton_tflops);
     rate("cudnn_forward_tflops", c.cudnn_forward_tflops);
     rate("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (!c.batched_gemm_tflops.empty()) {
@@ -438,6 +469,18 @@ double SeqRate::at(int t) const {
   const double f = (std::log2(double(t)) - std::log2(double(lo->first))) /
                    (std::log2(double(hi->first)) - std::log2(double(lo->first)));
   return lo->second + f * (hi->second - lo->second);
+}
+
+double HeadSeqRate::at(int hd, int t) const {
+  if (by_hd.empty()) return 0;
+  if (const auto one = by_hd.find(hd); one != by_hd.end()) return one->second.at(t);
+  if (const auto all = by_hd.find(0); all != by_hd.end()) return all->second.at(t);
+  const auto distance = [&](int charted) { return std::abs(std::log2(double(charted) / double(hd))); };
+  const SeqRate* nearest = nullptr;
+  double best = 0;
+  for (const auto& [charted, r] : by_hd)  // ascending: a tie goes to the larger
+    if (!nearest || distance(charted) <= best) nearest = &r, best = distance(charted);
+  return nearest->at(t);
 }
 
 double ComputeRates::best_gemm_tflops() const {

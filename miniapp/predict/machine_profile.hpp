@@ -37,6 +37,15 @@ struct SeqRate {
   double at(int t) const;  // 0 where not given
 };
 
+// A kernel's published rate by head size and sequence length: one SeqRate for every head size (a
+// YAML number or {T: TFLOP/s}), or one per head size its source charts ({hd: rate, ...}); a head
+// size not charted takes the nearest charted one (in log2, the larger on a tie). Not given: empty.
+struct HeadSeqRate {
+  std::map<int, SeqRate> by_hd;  // head size -> rate; one for every head size sits at hd = 0
+  bool given() const { return !by_hd.empty(); }
+  double at(int hd, int t) const;  // 0 where not given
+};
+
 struct LinkCost {  // time = latency_us + bus bytes / bandwidth
   double latency_us = 0, bandwidth_gbps = 0;  // Gbit/s of bus bandwidth; 0 = unlimited
   int ranks = 0;                              // the group size it was measured on; 0 = any
@@ -67,15 +76,15 @@ struct ComputeRates {
   std::vector<GemmPoint> gemm_points;
   std::map<std::string, double> attention_tflops;  // naive, fused
   std::vector<AttentionPoint> attention_points;
-  // attention.flash2_tflops: FlashAttention-2's rate on this GPU by sequence length (forward and
-  // backward together, over the causal half's FLOPs), as its authors publish it; predict.attention=
+  // attention.flash2_tflops: FlashAttention-2's rate on this GPU by head size and sequence length
+  // (forward and backward together, over the causal half's FLOPs), as its authors publish it; predict.attention=
   // flash takes the GEMM curve but never above it; not given: the curve alone. Not kformer's kernel:
   // what the systems that call FA2 run.
-  SeqRate flash2_tflops;
+  HeadSeqRate flash2_tflops;
   // attention.triton_tflops: FlashAttention's Triton kernel (flash_attn_triton.py, which llm-foundry's
   // MPT runs as attn_impl: triton), forward and backward together over the causal half's FLOPs, as
   // published for this GPU: predict.attention=triton's ceiling. Not given: predict refuses triton.
-  SeqRate triton_tflops;
+  HeadSeqRate triton_tflops;
   // attention.cudnn_forward_tflops / cudnn_backward_tflops: cuDNN's fused flash attention's published
   // rates on this GPU at head size 128 by sequence length (over the causal half's FLOPs), each pass's
   // ceiling where predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor

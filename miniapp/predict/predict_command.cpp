@@ -72,9 +72,10 @@ std::string batched_rate_text(const RunSettings& cfg, const ComputeRates& r) {
 // kformer's own (with what kernels.attention=auto chose, and how a kind the profile rates only by
 // another system's figures is costed).
 std::string attention_text(const RunSettings& cfg, AttentionKind own, const MachineProfile& profile) {
-  const int t = cfg.train.seq_len;
+  const int t = cfg.train.seq_len, hd = model_shape(cfg).head_dim;
   const ComputeRates& r = profile.rates(cfg.bf16());
-  const double flash2 = r.flash2_tflops.at(t);
+  const double flash2 = r.flash2_tflops.at(hd, t);
+  const std::string at_shape = " TFLOP/s at T " + std::to_string(t) + ", heads of " + std::to_string(hd);
   switch (cfg.predict.attention) {
     case AttentionModel::kformer: {
       const std::string text = std::string(", attention ") +
@@ -86,13 +87,13 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
     }
     case AttentionModel::flash:
       return flash2 > 0 ? ", attention costed as FlashAttention-2's, at most the profile's " + format_value(flash2) +
-                              " TFLOP/s at T " + std::to_string(t) + " (flash2_tflops)"
+                              at_shape + " (flash2_tflops)"
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
     case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels, " + cudnn_rate_text(r, t);
     case AttentionModel::triton:  // predict refuses a profile without the rate
       return ", attention costed as FlashAttention's Triton kernel's, at most the profile's " +
-             format_value(r.triton_tflops.at(t)) + " TFLOP/s at T " + std::to_string(t) + " (triton_tflops)";
+             format_value(r.triton_tflops.at(hd, t)) + at_shape + " (triton_tflops)";
     case AttentionModel::batched_gemm:
       return ", attention costed as batched_gemm's kernels (Megatron-LM's), " + batched_rate_text(cfg, r);
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";

@@ -101,9 +101,10 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
             // the build whose code the step describes: cuda for kformer's own run on a GPU's profile (own_build.hpp)
             {"kernels", {{"attention", name_of(plan.attention)}, {"gemm", kernels::to_string(plan.gemm)},
                          {"build", kformer_build_name(plan.code_path)}}},
-            // the rates flash, triton and cudnn are costed at, at the deck's sequence length; 0: the GEMM curve
-            {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(cfg.train.seq_len)},
-            {"triton_tflops", prof.rates(cfg.bf16()).triton_tflops.at(cfg.train.seq_len)},
+            // the rates flash, triton and cudnn are costed at, at the deck's sequence length and head size
+            // (cudnn's at 128); 0: the GEMM curve
+            {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(model_shape(cfg).head_dim, cfg.train.seq_len)},
+            {"triton_tflops", prof.rates(cfg.bf16()).triton_tflops.at(model_shape(cfg).head_dim, cfg.train.seq_len)},
             {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops.at(cfg.train.seq_len)},
                               {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops.at(cfg.train.seq_len)}}},
             // batched_gemm's floor, forward and backward together over every score, at the deck's T and head size

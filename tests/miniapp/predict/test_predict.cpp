@@ -264,29 +264,37 @@ TEST(MachineProfile, PublishedAccuracyIsReadWithItsSignAndNote) {
   EXPECT_FALSE(a100().published.given());
 }
 
-// attention.flash2_tflops (FlashAttention-2's published rates by sequence length, which
-// predict.attention=flash costs): read where a profile gives them, each length's figure exact,
-// interpolated in log2 T between lengths and held beyond the ends, written back by profile_yaml;
-// one figure stands for every length; not given (the GEMM curve) where a profile says nothing.
-TEST(MachineProfile, FlashAttention2sRatesByLengthAreReadAndWrittenBack) {
+// attention.flash2_tflops (FlashAttention-2's published rates by head size and sequence length,
+// which predict.attention=flash costs): read where a profile gives them, each length's figure exact,
+// interpolated in log2 T between lengths and held beyond the ends, written back by profile_yaml; a
+// head size the chart has not taken from the nearest it has (in log2, the larger on a tie); one rate
+// stands for every head size and one figure for every length; not given (the GEMM curve) where a
+// profile says nothing.
+TEST(MachineProfile, FlashAttention2sRatesByHeadSizeAndLengthAreReadAndWrittenBack) {
   const auto a100 = kp::load_profile(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
-  const kp::SeqRate& fa2 = a100.bf16.flash2_tflops;
-  EXPECT_EQ(fa2.at(4096), 173);
-  EXPECT_EQ(fa2.at(8192), 182);
-  EXPECT_NEAR(fa2.at(6144), 173 + (182 - 173) * (std::log2(6144.0) - 12), 1e-9);  // log2 4096 = 12
-  EXPECT_EQ(fa2.at(256), 99);      // below the first length: its figure
-  EXPECT_EQ(fa2.at(65536), 189);   // past the last
+  const kp::HeadSeqRate& fa2 = a100.bf16.flash2_tflops;
+  EXPECT_EQ(fa2.at(128, 4096), 173);
+  EXPECT_EQ(fa2.at(128, 8192), 182);
+  EXPECT_NEAR(fa2.at(128, 6144), 173 + (182 - 173) * (std::log2(6144.0) - 12), 1e-9);  // log2 4096 = 12
+  EXPECT_EQ(fa2.at(128, 256), 99);     // below the first length: its figure
+  EXPECT_EQ(fa2.at(128, 65536), 189);  // past the last
+  EXPECT_EQ(fa2.at(64, 4096), 156);    // the chart's head-64 panel
+  EXPECT_EQ(fa2.at(32, 4096), 156);    // nearest: 64
+  EXPECT_EQ(fa2.at(96, 4096), 173);    // nearest in log2: 128 (96/64 = 1.5 against 128/96 = 1.33)
+  EXPECT_EQ(fa2.at(256, 4096), 173);   // nearest: 128
   EXPECT_FALSE(a100.fp32.flash2_tflops.given());
-  EXPECT_EQ(a100.fp32.flash2_tflops.at(4096), 0);
+  EXPECT_EQ(a100.fp32.flash2_tflops.at(128, 4096), 0);
   const std::string path = testing::TempDir() + "/flash2_profile.yaml";
   std::ofstream(path) << kp::profile_yaml(a100, "# again\n");
-  EXPECT_EQ(kp::load_profile(path).bf16.flash2_tflops.by_seq, fa2.by_seq);
+  const auto back = kp::load_profile(path).bf16;
+  for (int hd : {64, 128}) EXPECT_EQ(back.flash2_tflops.by_hd.at(hd).by_seq, fa2.by_hd.at(hd).by_seq) << hd;
+  EXPECT_EQ(back.triton_tflops.by_hd.at(64).by_seq, a100.bf16.triton_tflops.by_hd.at(64).by_seq);
   kp::MachineProfile one = a100;
-  one.bf16.flash2_tflops.by_seq = {{0, 200}};  // one figure for every length, written as a number
+  one.bf16.flash2_tflops.by_hd = {{0, kp::SeqRate{{{0, 200}}}}};  // one figure for every head size and length
   std::ofstream(path) << kp::profile_yaml(one, "# one\n");
   const auto again = kp::load_profile(path);
-  EXPECT_EQ(again.bf16.flash2_tflops.at(512), 200);
-  EXPECT_EQ(again.bf16.flash2_tflops.at(16384), 200);
+  EXPECT_EQ(again.bf16.flash2_tflops.at(64, 512), 200);
+  EXPECT_EQ(again.bf16.flash2_tflops.at(128, 16384), 200);
   EXPECT_FALSE(kp::load_profile(kSource + "/input/machines/h200-measured.yaml").bf16.flash2_tflops.given());
   std::remove(path.c_str());
 }
@@ -336,9 +344,11 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("fma_peak_tflops: 19.5", "fma_peak_tflops: fast"), "fma_peak_tflops"},
       {with("max_efficiency: 0.9", "max_efficiency: 1.5"), "gemm"},
       {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
-      {with("flash2_tflops: {512: 99,", "flash2_tflops: {512: 0,"), "attention.flash2_tflops"},
-      {with("flash2_tflops: {512: 99,", "flash2_tflops: {-512: 99,"), "attention.flash2_tflops"},
-      {with("flash2_tflops: {512: 99,", "flash2_tflops: {long: 99,"), "attention.flash2_tflops"},
+      {with("      128: {512: 99,", "      128: {512: 0,"), "attention.flash2_tflops.128"},
+      {with("      128: {512: 99,", "      128: {-512: 99,"), "attention.flash2_tflops.128"},
+      {with("      128: {512: 99,", "      128: {long: 99,"), "attention.flash2_tflops.128"},
+      {with("      128: {512: 99,", "      -128: {512: 99,"), "attention.flash2_tflops"},
+      {with("      64: {512: 59,", "      64: {512: 59, 99: {1: 2},"), "attention.triton_tflops.64"},
       {with("      64: {512: 27.5,", "      0: {512: 27.5,"), "attention.batched_gemm_tflops"},
       {with("      64: {512: 27.5,", "      64: {512: 0,"), "attention.batched_gemm_tflops.64"},
       {with("    batched_gemm_tflops:\n      64: {512: 27.5, 1024: 30.5, 2048: 32.8, 4096: 34.3, 8192: 35.1}\n"
