@@ -93,22 +93,28 @@ struct Reader {
     if (!into.given()) bad(file, where, fix);  // a list, or an empty map
     return into;
   }
-  // A rate for every head size (as seq_rate), or a map of head sizes to such rates (its values maps).
-  HeadSeqRate head_seq_rate(const YAML::Node& v, const std::string& where) const {
-    HeadSeqRate into;
-    if (!v.IsMap() || v.size() == 0 || !v.begin()->second.IsMap()) {
-      into.by_hd[0] = seq_rate(v, where);
-      return into;
-    }
-    for (const auto& kv : v) {
+  // A map of head sizes > 0 to rates by sequence length (as seq_rate).
+  std::map<int, SeqRate> by_head_size(const YAML::Node& m, const std::string& where) const {
+    if (!m.IsMap() || m.size() == 0) bad(file, where, "must be a map of head sizes > 0 to rates by sequence length");
+    std::map<int, SeqRate> into;
+    for (const auto& kv : m) {
       int hd = 0;
       try {
         hd = kv.first.as<int>();
       } catch (const YAML::Exception&) {
       }
       if (hd <= 0) bad(file, where, "'" + kv.first.Scalar() + "' is not a head size > 0");
-      into.by_hd[hd] = seq_rate(kv.second, where + "." + std::to_string(hd));
+      into[hd] = seq_rate(kv.second, where + "." + std::to_string(hd));
     }
+    return into;
+  }
+  // A rate for every head size (as seq_rate), or a map of head sizes to such rates (its values maps).
+  HeadSeqRate head_seq_rate(const YAML::Node& v, const std::string& where) const {
+    HeadSeqRate into;
+    if (v.IsMap() && v.size() > 0 && v.begin()->second.IsMap())
+      into.by_hd = by_head_size(v, where);
+    else
+      into.by_hd[0] = seq_rate(v, where);
     return into;
   }
   // The gemm and attention sections under `at` ("" or "bf16.").
@@ -151,19 +157,8 @@ struct Reader {
       if (a[key]) *into = head_seq_rate(a[key], at + "attention." + key);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
-    if (const YAML::Node m = a["batched_gemm_tflops"]) {
-      const std::string where = at + "attention.batched_gemm_tflops";
-      if (!m.IsMap() || m.size() == 0) bad(file, where, "must be a map of head sizes > 0 to rates by sequence length");
-      for (const auto& kv : m) {
-        int hd = 0;
-        try {
-          hd = kv.first.as<int>();
-        } catch (const YAML::Exception&) {
-        }
-        if (hd <= 0) bad(file, where, "'" + kv.first.Scalar() + "' is not a head size > 0");
-        c.batched_gemm_tflops[hd] = seq_rate(kv.second, where + "." + std::to_string(hd));
-      }
-    }
+    if (const YAML::Node m = a["batched_gemm_tflops"])
+      c.batched_gemm_tflops = by_head_size(m, at + "attention.batched_gemm_tflops");
     if (a["points"])
       for (std::size_t i = 0; i < a["points"].size(); ++i) {
         const YAML::Node n = a["points"][i];
