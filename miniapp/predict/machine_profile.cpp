@@ -152,9 +152,11 @@ struct Reader {
     const auto ceiling = [&](const char* key, SeqRate& into) {
       if (a[key]) into = seq_rate(a[key], at + "attention." + key);
     };
-    for (const auto& [key, into] : {std::pair<const char*, HeadSeqRate*>{"flash2_tflops", &c.flash2_tflops},
-                                    {"triton_tflops", &c.triton_tflops}})
-      if (a[key]) *into = head_seq_rate(a[key], at + "attention." + key);
+    const auto by_head = [&](const char* key, HeadSeqRate& into) {
+      if (a[key]) into = head_seq_rate(a[key], at + "attention." + key);
+    };
+    by_head("flash2_tflops", c.flash2_tflops);
+    by_head("triton_tflops", c.triton_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
     if (const YAML::Node m = a["batched_gemm_tflops"])
