@@ -106,9 +106,9 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
     // Both products over the causal half: one product's FLOPs, the backward 2.5 times them (its
     // recomputed scores, dV, dP, dQ, dK), on the GEMM curve, no faster than the kernel's published
     // ceiling on this GPU where the profile gives it (flash2_tflops, triton_tflops at the call's head
-    // size; cuDNN's a pass each): it fills the GPU as a GEMM of its FLOPs would, and its tiles (the online softmax between
-    // the products) never reach a large GEMM's rate. predict refuses triton on a profile without its
-    // rate (predict_command.cpp): the curve alone would cost it as fast as FA2.
+    // size; cuDNN's a pass each): it fills the GPU as a GEMM of its FLOPs would, and its tiles (the
+    // online softmax between the products) never reach a large GEMM's rate. predict refuses triton on
+    // a profile without its rate (predict_command.cpp): the curve alone would cost it as fast as FA2.
     const double flops = backward ? 2.5 * product : product;
     const double ceiling = model == AttentionModel::flash    ? r.flash2_tflops.at(hd, t)
                            : model == AttentionModel::triton ? r.triton_tflops.at(hd, t)

@@ -77,9 +77,9 @@ struct ComputeRates {
   std::map<std::string, double> attention_tflops;  // naive, fused
   std::vector<AttentionPoint> attention_points;
   // attention.flash2_tflops: FlashAttention-2's rate on this GPU by head size and sequence length
-  // (forward and backward together, over the causal half's FLOPs), as its authors publish it; predict.attention=
-  // flash takes the GEMM curve but never above it; not given: the curve alone. Not kformer's kernel:
-  // what the systems that call FA2 run.
+  // (forward and backward together, over the causal half's FLOPs), as its authors publish it;
+  // predict.attention=flash takes the GEMM curve but never above it; not given: the curve alone. Not
+  // kformer's kernel: what the systems that call FA2 run.
   HeadSeqRate flash2_tflops;
   // attention.triton_tflops: FlashAttention's Triton kernel (flash_attn_triton.py, which llm-foundry's
   // MPT runs as attn_impl: triton), forward and backward together over the causal half's FLOPs, as
