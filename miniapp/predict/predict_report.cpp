@@ -87,6 +87,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   mem["fits"] = fits_device(plan, prof);
   s["memory"] = mem;
   s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;
+  const ComputeRates& rates = prof.rates(cfg.bf16());
+  const int t = cfg.train.seq_len, hd = plan.shape.head_dim;
 
   return {{"config", cfg.deck.json},
           {"mesh", {{"world", tp * pp * dp}, {"tp", tp}, {"pp", pp}, {"dp", dp}}},
@@ -103,13 +105,12 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
                          {"build", kformer_build_name(plan.code_path)}}},
             // the rates flash, triton and cudnn are costed at, at the deck's sequence length and head size
             // (cudnn's at 128); 0: the GEMM curve
-            {"flash2_tflops", prof.rates(cfg.bf16()).flash2_tflops.at(model_shape(cfg).head_dim, cfg.train.seq_len)},
-            {"triton_tflops", prof.rates(cfg.bf16()).triton_tflops.at(model_shape(cfg).head_dim, cfg.train.seq_len)},
-            {"cudnn_tflops", {{"forward", prof.rates(cfg.bf16()).cudnn_forward_tflops.at(cfg.train.seq_len)},
-                              {"backward", prof.rates(cfg.bf16()).cudnn_backward_tflops.at(cfg.train.seq_len)}}},
+            {"flash2_tflops", rates.flash2_tflops.at(hd, t)},
+            {"triton_tflops", rates.triton_tflops.at(hd, t)},
+            {"cudnn_tflops",
+             {{"forward", rates.cudnn_forward_tflops.at(t)}, {"backward", rates.cudnn_backward_tflops.at(t)}}},
             // batched_gemm's floor, forward and backward together over every score, at the deck's T and head size
-            {"batched_gemm_tflops",
-             batched_gemm_rate(prof.rates(cfg.bf16()), cfg.train.seq_len, model_shape(cfg).head_dim)},
+            {"batched_gemm_tflops", batched_gemm_rate(rates, t, hd)},
             // the SMs a collective holds beside compute, within a node and across nodes, of the device's; 0: not charged
             {"collective_sms", {{"device", prof.sms}, {"intra_node", prof.collective_sms_intra},
                                 {"inter_node", prof.collective_sms_inter}}},
