@@ -30,7 +30,8 @@ measured to its partner's, median and range, what one machine profile misses aga
 With --check, each machine profile's published_accuracy must be what its steady rows (counted or
 shown, `stand_in` rows aside) give: rows, median absolute and mean signed error in %, which
 `kformer predict` prints for that profile.
-The peak column is the report's predicted peak per rank (the estimate and the process baseline).
+The peak column is the report's predicted peak per rank (the estimate and the process baseline): kformer's own
+step at the row's layout, not the memory of the software that ran it.
 """
 import argparse
 import copy
@@ -277,7 +278,7 @@ def main():
     os.makedirs(folder, exist_ok=True)
     machines = scaled_machines(args.scale, folder)
 
-    lines = ["| row | source | run | GPUs | measured s | predicted s | error | predicted peak GB (fits) |",
+    lines = ["| row | source | run | GPUs | measured s | predicted s | error | kformer's peak GB (fits) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
     errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
     ratio = {}  # row id -> predicted over measured
