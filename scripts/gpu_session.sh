@@ -30,7 +30,7 @@
 # issue 37: the tenth of a step predict misses on both GPUs once their GEMM curve is measured), with
 # nvidia-smi's SM clock, power and temperature every 0.5 s beside it, into sustain/; 45 s is enough.
 # Then, here: scripts/validate_published.py --scale h100-sxm-80gb:compute=R, R the summary's
-# interleaved_last_third_tflops / first_window_tflops (docs/predict.md, "The same layouts on both GPUs").
+# interleaved_last_third_tflops / first_window_tflops (docs/predict-published.md, "The same layouts on both GPUs").
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300

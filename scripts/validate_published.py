@@ -12,7 +12,7 @@ logged and as predicted. A row with `in_stats: false`, or `steady: false` (its o
 job's first iteration, with start-up costs predict does not describe), is shown but not counted.
 
   scripts/validate_published.py [--kformer build/default/bin/kformer] [--runs scripts/published_runs.yaml]
-                                [--decks DIR] [--md FILE] [--doc docs/predict.md]
+                                [--decks DIR] [--md FILE] [--doc docs/predict-published.md]
 
 --decks keeps each row's deck (DIR/ID.yaml) and report (DIR/ID.json); --md writes the table to
 FILE; --doc replaces the text between the markers "<!-- published-validation:begin -->" and
@@ -23,7 +23,7 @@ system's mean signed error leaves +-5% (or the wider bound the runs file's open_
 it, with why; a named system that has come within +-5% fails too, so the list only shrinks), when a
 source of rows shown but not counted that the runs file's shown_bounds names has a median absolute
 error above its bound (or more than a point below it: the bound only tightens), or when
-docs/predict.md's table is not what this run prints (regenerate it with --doc docs/predict.md).
+docs/predict-published.md's table is not what this run prints (regenerate it with --doc docs/predict-published.md).
 A shown source's bound may be one per machine profile (`by_machine`). Rows that name `pairs_with`
 (the same software and layout on another machine) get a line: the ratio of each row's predicted over
 measured to its partner's, median and range, what one machine profile misses against the other.
@@ -374,11 +374,11 @@ def main():
         problems += system_bias_problems(signed, runs.get("open_biases") or {})
         problems += shown_bound_problems(shown, shown_bounds)
         problems += accuracy_problems(steady_by_machine)
-        with open(os.path.join(TOP, "docs", "predict.md")) as f:
+        with open(os.path.join(TOP, "docs", "predict-published.md")) as f:
             doc = f.read()
         if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():
-            problems.append("docs/predict.md's table differs from this run: regenerate it with "
-                            "scripts/validate_published.py --doc docs/predict.md")
+            problems.append("docs/predict-published.md's table differs from this run: regenerate it with "
+                            "scripts/validate_published.py --doc docs/predict-published.md")
         for p in problems:
             print("validate_published:", p, file=sys.stderr)
         if problems:

@@ -1,9 +1,8 @@
 // Calibrate's kernel sweep taken in rounds. A busy moment on a node (another tenant, a daemon, the
 // other rank's burst) inflates every figure measured inside it; one sweep times each kernel inside
 // one 30 ms window, so a moment of a second moved a run of neighbouring GEMM shapes by 25-30% in
-// one calibration of forty on a 2-core VM, and predict's step with them (docs/predict.md,
-// "Validation on this machine"). Taken in rounds, such a moment lands in one of them, and each
-// figure is the median of its rounds.
+// one calibration of forty on a 2-core VM, and predict's step with them (docs/predict-validation.md).
+// Taken in rounds, such a moment lands in one of them, and each figure is the median of its rounds.
 #pragma once
 
 #include <string>

@@ -46,7 +46,7 @@ std::string published_text(const MachineProfile& profile) {
     << (a.mean_signed_pct < -5  ? "; steps predicted here come out shorter than measured"
         : a.mean_signed_pct > 5 ? "; steps predicted here come out longer than measured"
                                 : "")
-    << (a.note.empty() ? "" : ": " + a.note) << "; docs/predict.md, \"Against published GPU runs\")";
+    << (a.note.empty() ? "" : ": " + a.note) << "; docs/predict-published.md)";
   return o.str();
 }
 

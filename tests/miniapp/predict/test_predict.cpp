@@ -259,7 +259,7 @@ TEST(MachineProfile, PublishedAccuracyIsReadWithItsSignAndNote) {
   const auto h100 = kp::load_profile(kSource + "/input/machines/h100-sxm-80gb.yaml");
   ASSERT_TRUE(h100.published.given());
   EXPECT_GE(h100.published.rows, 1);
-  EXPECT_LT(h100.published.mean_signed_pct, 0);  // its steps come out short (docs/predict.md)
+  EXPECT_LT(h100.published.mean_signed_pct, 0);  // its steps come out short (docs/predict-published.md)
   EXPECT_FALSE(h100.published.note.empty());
   EXPECT_FALSE(a100().published.given());
 }
