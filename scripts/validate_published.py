@@ -31,7 +31,10 @@ With --check, each machine profile's published_accuracy must be what its steady 
 shown, `stand_in` rows aside) give: rows, median absolute and mean signed error in %, which
 `kformer predict` prints for that profile.
 The peak column is the report's predicted peak per rank (the estimate and the process baseline): kformer's own
-step at the row's layout, not the memory of the software that ran it.
+step at the row's layout, not the memory of the software that ran it. After the table, what the sources
+say of memory (scripts/published_memory.py): the rows that publish a peak against the predicted one, held
+to the runs file's memory_bound_pct with --check, and its memory_facts, layouts that ran out of memory,
+which --check fails on when predicted to fit.
 """
 import argparse
 import copy
@@ -43,6 +46,9 @@ import sys
 import tempfile
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import published_memory  # noqa: E402 (beside this script)
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- published-validation:begin -->", "<!-- published-validation:end -->"
@@ -282,6 +288,7 @@ def main():
              "|---|---|---|---:|---:|---:|---:|---|"]
     errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
     ratio = {}  # row id -> predicted over measured
+    reports = {}  # row or memory fact id -> its report
     steady_by_machine = {}  # machine -> signed errors of its steady rows, counted or shown, but no stand-in
     for row in runs["rows"]:
         try:
@@ -291,6 +298,7 @@ def main():
             failed += 1
             lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']} | failed | | |")
             continue
+        reports[row["id"]] = rep
         step = rep["summary"]["step_ms_median"] / 1e3
         ratio[row["id"]] = step / row["measured_s"]
         err = ratio[row["id"]] - 1
@@ -337,6 +345,14 @@ def main():
         out += (f"Shown, not in the statistics: {source} on {machine}{what}, {len(v)} rows, median absolute error "
                 f"{100 * statistics.median(abs(e) for e in v):.1f}%{guard}, mean signed {100 * statistics.mean(v):+.1f}%.\n")
     out += paired_lines(runs["rows"], ratio)
+    for fact in runs.get("memory_facts") or []:
+        try:
+            reports[fact["id"]] = predict(args.kformer, fact, folder, machines)
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            failed += 1
+    memory_text, memory_problems = published_memory.memory_section(runs, reports)
+    out += memory_text
     out += ("Every steady row by machine profile, counted or shown, stand-ins aside (each profile's "
             "published_accuracy, which kformer predict prints): " +
             "; ".join(f"{m} {a['rows']} rows, median {a['median_abs_pct']:.1f}%, mean {a['mean_signed_pct']:+.1f}%"
@@ -374,6 +390,7 @@ def main():
         problems += system_bias_problems(signed, runs.get("open_biases") or {})
         problems += shown_bound_problems(shown, shown_bounds)
         problems += accuracy_problems(steady_by_machine)
+        problems += memory_problems
         with open(os.path.join(TOP, "docs", "predict-published.md")) as f:
             doc = f.read()
         if BEGIN in doc and END in doc and doc.split(BEGIN, 1)[1].split(END, 1)[0].strip() != out.strip():

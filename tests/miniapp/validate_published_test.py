@@ -5,7 +5,10 @@ fails), and the paired rows' line (`pairs_with`: each row's predicted-over-measu
 partner's, whose median, range and count it prints; a row without a prediction leaves its pair out),
 and the --scale what-if: a profile's compute rates (GEMM curves, attention rates, measured points'
 times) or memory rates (the copy, the memory-bound families) scaled, the other kind untouched, and bad
---scale input one line with exit 2."""
+--scale input one line with exit 2; and what the sources say of memory (scripts/published_memory.py): a
+published peak against the predicted one in GiB, held to memory_bound_pct (above fails, more than a point
+under fails), a layout published as out of memory fails when predicted to fit, and the count of rows that
+ran but whose layout kformer's own step would not fit."""
 import copy
 import importlib.util
 import os
@@ -64,6 +67,28 @@ m = vp.scaled_profile(profile, "memory", 0.5)
 assert m["copy_gbps"] == 1500 and m["memory_bound"] == {"norm": 1000, "residual": 1250}, m
 assert m["bf16"]["memory_gbps"] == {"norm": 750} and m["bf16"]["gemm"] == before["bf16"]["gemm"], m
 assert m["bf16"]["attention"] == before["bf16"]["attention"], m
+
+pm = vp.published_memory
+GIB = 2.0 ** 30
+rep = lambda peak_gib, fits: {"summary": {"memory": {"peak_bytes": peak_gib * GIB, "device_bytes": 85.1e9}},
+                              "predicted": {"fits": fits}}
+rows = [{"id": "R1", "source": "s", "measured_peak_gib": 80.0}, {"id": "R2", "source": "s", "measured_peak_gib": 50.0},
+        {"id": "R3", "source": "t"}]
+reports = {"R1": rep(72.0, True), "R2": rep(55.0, True), "R3": rep(90.0, False), "O1": rep(100.0, False)}
+line, p = pm.measured_lines(rows, reports, 10.5)  # -10% and +10%: median 10.0%
+assert p == [] and "R1 72.0 predicted, 80.0 published (-10.0%)" in line and "median absolute error 10.0%" in line, line
+assert "at most 9" in pm.measured_lines(rows, reports, 9)[1][0]
+assert "lower it" in pm.measured_lines(rows, reports, 11.5)[1][0]
+assert pm.measured_lines([rows[2]], reports, 10.5) == ("", [])  # no row publishes a peak: nothing said
+facts = [{"id": "O1", "source": "s", "what": "a big one"}]
+line, p = pm.fact_lines(facts, reports)
+assert p == [] and "O1 (a big one) 107.4 GB of 85.1: does not fit" in line, line
+line, p = pm.fact_lines(facts, {"O1": rep(70.0, True)})
+assert len(p) == 1 and "ran out of memory in s, but predict says it fits" in p[0], p
+assert pm.ran_line(rows, reports) == ("Rows that ran whose layout kformer's own step would not fit (its peak, not "
+                                      "the software's): 1 of 3 (t 1 of 1).\n"), pm.ran_line(rows, reports)
+text, p = pm.memory_section({"rows": rows, "memory_bound_pct": 10.5, "memory_facts": facts}, reports)
+assert p == [] and text.count("\n") == 3, text
 
 script = os.path.join(top, "scripts", "validate_published.py")
 for bad, says in ((["--scale", "h100-sxm-80gb:clock=0.9"], "KIND is one of"),
