@@ -43,6 +43,11 @@ head -1 "$tmp/out" | grep -q "system megatron-lm-2022, attention costed as batch
   || fail "the first line does not name the system: $(head -1 "$tmp/out")"
 /usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['system']=='megatron-lm-2022' and p['attention']=='batched_gemm' else 1)" "$tmp/sys.json" \
   || fail "the report does not say which system was costed"
+# Its fits line says whose peak it is: kformer's own step's, not the costed system's.
+grep -A1 '^  fits ' "$tmp/out" | grep -q "kformer's own step's peak at this layout, not megatron-lm-2022's" \
+  || fail "the fits line does not say the peak is kformer's own: $(grep -A1 '^  fits ' "$tmp/out")"
+"$kformer" predict "$src/input/gpt3-small.yaml" predict.machine="$a100" >"$tmp/own" 2>&1 || fail "predict of kformer's own run failed"
+! grep -q "kformer's own step's peak" "$tmp/own" || fail "kformer's own run's fits line should need no qualifier"
 # On a profile that gives the batched-GEMM attention's benchmark (dgx-a100-80gb, the FlashAttention-2
 # charts' PyTorch bars), a bf16 run names the rate at its T and head size: 43 TFLOP/s at T 2048 with
 # heads of 64, in the first line and the report.
