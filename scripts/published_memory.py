@@ -4,15 +4,14 @@ Three kinds of evidence, from scripts/published_runs.yaml:
 - rows with `measured_peak_gib`: the peak per rank the source published (GiB, 2^30 bytes), set against
   the report's predicted peak (its estimate and the profile's process baseline); the median absolute
   error is held to the file's `memory_bound_pct`, a bound that only tightens;
-- `memory_facts` with `ran: false`: layouts the source says ran out of memory, which predict must say
-  do not fit;
+- `memory_facts`: layouts the source says ran out of memory, which predict must say do not fit;
 - every row ran: how many of them kformer's own step would not fit, by source (a count, not a check:
   the peak is kformer's step at the row's layout, not the software's).
 """
 import statistics
 
 GIB = 2.0 ** 30
-SLACK_PCT = 1.0  # the bound may sit at most this far above the median (it only tightens)
+SLACK_PCT = 1.0  # a bound may sit at most this far above its median (it only tightens; validate_published's too)
 
 
 def peak_bytes(report):
@@ -56,10 +55,10 @@ def fact_lines(facts, reports):
         rep = reports.get(f["id"])
         if rep is None:
             continue  # its prediction failed: validate_published counts it
-        mem = rep["summary"]["memory"]
-        said = "does not fit" if not fits(rep) else "FITS"
-        parts.append(f"{f['id']} ({f['what']}) {mem['peak_bytes'] / 1e9:.1f} GB of {mem['device_bytes'] / 1e9:.1f}: {said}")
-        if fits(rep):
+        mem, fit = rep["summary"]["memory"], fits(rep)
+        parts.append(f"{f['id']} ({f['what']}) {mem['peak_bytes'] / 1e9:.1f} GB of {mem['device_bytes'] / 1e9:.1f}: "
+                     f"{'FITS' if fit else 'does not fit'}")
+        if fit:
             problems.append(f"{f['id']} ({f['what']}) ran out of memory in {f['source']}, but predict says it fits")
     return "Published out of memory, predicted not to fit: " + "; ".join(parts) + ".\n", problems
 

@@ -158,7 +158,7 @@ def gpus(row):
 
 
 SYSTEM_BOUND_PCT = 5  # issue 37: every system's mean signed error within +-5%
-SHOWN_SLACK_PCT = 1.0  # a shown source's bound may sit at most this far above its median (it only tightens)
+SHOWN_SLACK_PCT = published_memory.SLACK_PCT  # a shown source's bound may sit at most this far above its median
 
 
 def system_guard_line(open_biases):

@@ -191,16 +191,17 @@ std::string predict_summary_text(const nlohmann::json& report) {
   v.precision(3);
   if (mem["device_bytes"].get<double>() <= 0)
     v << "  fits             unknown: the profile gives no memory_gb and memory.limit_gb is unset\n";
-  else
+  else {
     v << "  fits             " << (mem["fits"].get<bool>() ? "yes" : "NO: does not fit") << " ("
       << mem["peak_bytes"].get<double>() / 1e9 << " GB predicted peak per rank of "
       << mem["device_bytes"].get<double>() / 1e9 << " GB per device)\n";
-  // The peak is kformer's own step's at this layout whatever system the time was costed for: say so
-  // where the two differ (docs/predict-published.md, "Memory against what the sources published").
-  const std::string system = report["predicted"].value("system", std::string("kformer"));
-  if (mem["device_bytes"].get<double>() > 0 && system != "kformer")
-    v << "                   (kformer's own step's peak at this layout, not " << system
-      << "'s; docs/predict-published.md, \"Memory against what the sources published\")\n";
+    // The peak is kformer's own step's at this layout whatever system the time was costed for: say
+    // so where the two differ (docs/predict-published.md, "Memory against what the sources published").
+    const std::string system = report["predicted"].value("system", std::string("kformer"));
+    if (system != "kformer")
+      v << "                   (kformer's own step's peak at this layout, not " << system
+        << "'s; docs/predict-published.md, \"Memory against what the sources published\")\n";
+  }
   return out + v.str();
 }
 
