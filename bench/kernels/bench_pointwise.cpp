@@ -140,9 +140,24 @@ void register_fixed_shapes() {
     return std::function<void()>([=] { kernels::causal_softmax_backward(Exec(), ds, dp, p); });
   }, 3 * tt);
   // The loss and its gradient over GPT-2's padded vocabulary for 512 tokens (the logits read, their
-  // gradient written; the kernel reads the logits three times), into another view and in place as
-  // the fp32 step runs it (each call's logits then the last call's gradient: as good for the time).
+  // gradient written): one rank's one pass over whole rows, into another view and in place as the
+  // fp32 step runs it (each call's logits then the last call's gradient: as good for the time), and
+  // `_split`, the three passes a TP rank runs over its share (here the whole vocabulary, no
+  // reductions between them), which read the logits from memory three times.
   const int XN = 512, XV = 50304, vocab = 50257;
+  add_mem("cross_entropy/fwdbwd_split/" + dims({XN, XV}), [=] {
+    auto logits = random_view(V<float**>("logits", XN, XV));
+    V<float**> dlogits("dlogits", XN, XV), stats("stats", 2, XN);
+    V<float*> loss("loss", XN), lmax("lmax", XN);
+    V<std::int32_t*> targets("targets", XN);
+    Kokkos::parallel_for(
+        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
+    return std::function<void()>([=] {
+      kernels::xent_local_max(Exec(), lmax, logits, 0, vocab);
+      kernels::xent_local_sums(Exec(), stats, logits, targets, lmax, 0, vocab);
+      kernels::xent_finish(Exec(), loss, dlogits, logits, targets, lmax, stats, 0, vocab, 1.f / XN);
+    });
+  }, 2 * 4.0 * XN * XV);
   for (const bool in_place : {false, true})
     add_mem(std::string("cross_entropy/fwdbwd") + (in_place ? "_inplace/" : "/") + dims({XN, XV}), [=] {
       auto logits = random_view(V<float**>("logits", XN, XV));

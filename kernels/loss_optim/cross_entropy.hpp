@@ -5,7 +5,7 @@
 //   1. xent_local_max:   m_r(n) = max over this rank's valid entries        -> all-reduce MAX = M
 //   2. xent_local_sums:  s_r(n) = sum exp(l - M), z_r(n) = l(target) if held -> all-reduce SUM
 //   3. xent_finish:      loss(n) = log S + M - Z; dlogits = (exp(l - M) / S - onehot) * scale
-// With one rank the reductions are the identity (xent_forward_backward does all three).
+// With one rank the reductions are the identity, and xent_whole_rows does all three in one.
 // Rows are teams (passes 1 and 2, and 3 in the host shape) or runs of work items (pass 3 in the
 // GPU shape) over the contiguous vocabulary entries, so a GPU's loads coalesce; S is the work
 // shape (work_shape.hpp). The exponentials are
@@ -152,17 +152,53 @@ void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>
       KOKKOS_LAMBDA(const int) { sums(0) += sums(1); });
 }
 
-// All three passes on one rank (the whole vocabulary held here, v0 = 0).
+// The three passes in one, for one rank holding the whole vocabulary (tp = 1, v0 = 0, no
+// reductions between them): a team takes a row and finds its maximum, sums exp(l - max), then
+// writes the loss and the row's gradient. The row is read from memory once and twice more from the
+// cache (a row of GPT-2's padded vocabulary is 197 KiB, under a core's L2 or an SM's share of a
+// GPU's), where the three passes read it from memory three times: half the memory traffic, the
+// gradient's write included. Same arithmetic as the passes, in the same order: on the host (a team
+// is one thread) the same bits; on a GPU the sum's grouping follows the team size, as theirs does.
+// dlogits may alias logits (the target's logit is read before the row is written) or be bf16.
+template <Shape S0 = Shape::natural, class ExecSpace, class DlogitsView>
+void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
+                     const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
+                     int vocab, float scale) {
+  const Call call("xent_whole_rows", [&] {
+    KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true, bytes_of(loss, dlogits, logits, targets)};
+    c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};  // rows, Vp
+    return c;
+  });
+  if (call.described()) return;
+  constexpr Shape S = shape_for<S0, ExecSpace>;
+  using TD = typename DlogitsView::non_const_value_type;
+  const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
+  const int valid = detail::xent_valid_entries(vocab, 0, Vl);
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Kokkos::parallel_for(
+      "kformer::xent_whole_rows", Policy(exec, N, Kokkos::AUTO), KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int n = team.league_rank();
+        const float* l = &logits(n, 0);
+        TD* d = &dlogits(n, 0);
+        const int target = targets(n);
+        const float z = (target >= 0 && target < Vl) ? l[target] : 0.f;
+        const float m = valid > 0 ? detail::team_row_max<S>(team, valid, [&](int j) { return l[j]; }) : -INFINITY;
+        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) { return detail::fast_exp(l[j] - m); });
+        team.team_barrier();  // every thread has read z and its part of the row before any is written
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { loss(n) = kmath::log(sum) + m - z; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Vl), [&](const int j) {
+          const float p = j < valid ? detail::fast_exp(l[j] - m) / sum : 0.f;
+          d[j] = TD(j < valid ? (p - (j == target ? 1.f : 0.f)) * scale : 0.f);
+        });
+      });
+}
+
+// The loss and its gradient on one rank (the whole vocabulary held here, v0 = 0).
 template <class ExecSpace>
 void xent_forward_backward(const ExecSpace& exec, const DView<float*, ExecSpace>& loss,
                            const DView<float**, ExecSpace>& dlogits, const DView<const float**, ExecSpace>& logits,
                            const DView<const std::int32_t*, ExecSpace>& targets, int vocab, float scale) {
-  const int N = static_cast<int>(logits.extent(0));
-  DView<float*, ExecSpace> m(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::xent_max"), N);
-  DView<float**, ExecSpace> st(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kformer::xent_stats"), 2, N);
-  xent_local_max(exec, m, logits, 0, vocab);
-  xent_local_sums(exec, st, logits, targets, m, 0, vocab);
-  xent_finish(exec, loss, dlogits, logits, targets, m, st, 0, vocab, scale);
+  xent_whole_rows(exec, loss, dlogits, logits, targets, vocab, scale);
 }
 
 }  // namespace kformer::kernels

@@ -202,8 +202,8 @@ void Stage::forward(int micro, const std::vector<std::int32_t>& tokens, float gr
   }
 }
 
-// Final norm, vocab-parallel head and the cross-entropy's row maxima and sums: the logits and
-// what the loss needs.
+// Final norm, vocab-parallel head and, with the vocabulary split, the cross-entropy's row maxima and
+// sums: the logits and what the loss needs.
 void Stage::head_forward(Slot& s) {
   Exec exec;
   const int L = s_.n_layers;
@@ -228,8 +228,9 @@ void Stage::head_forward(Slot& s) {
     kk::matmul_forward(exec, k_.gemm, logits_, lnf_, p_.w(head_));
   }
 
+  if (!vocab_split()) return;  // the loss's one pass over whole rows runs in head_backward
   kk::xent_local_max(exec, lmax_, logits_, v0_, s_.vocab);
-  if (tp_ && tp_->size() > 1) comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
+  comm::allreduce(*tp_, lmax_, comm::ReduceOp::max);
   kk::xent_local_sums(exec, stats_, logits_, targets(s), lmax_, v0_, s_.vocab);
   tp_allreduce(stats_);
 }
@@ -239,11 +240,19 @@ void Stage::head_forward(Slot& s) {
 void Stage::head_backward(Slot& s, float grad_scale) {
   Exec exec;
   const DV<float**> x = x_last(s);
+  // The loss's last pass (the whole loss where one rank holds the vocabulary), writing the logits'
+  // gradient over them, or rounded into their bf16 copy.
+  const auto loss = [&](const auto& dlogits) {
+    if (vocab_split())
+      kk::xent_finish(exec, loss_, dlogits, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
+    else
+      kk::xent_whole_rows(exec, loss_, dlogits, logits_, targets(s), s_.vocab, grad_scale);
+  };
   if (k_.bf16) {  // the loss in fp32, the gradient of the logits rounded for the head's GEMMs
-    kk::xent_finish(exec, loss_, dlogits16_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
+    loss(dlogits16_);
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head_), DV<float*>(), dlogits16_, lnf16_, p_.w16(head_));
   } else {
-    kk::xent_finish(exec, loss_, logits_, logits_, targets(s), lmax_, stats_, v0_, s_.vocab, grad_scale);
+    loss(logits_);
     kk::matmul_backward(exec, k_.gemm, scratch_.d_ln, p_.dw(head_), DV<float*>(), logits_, lnf_, p_.w(head_));
   }
   if (!loss_sums_.data()) loss_sums_ = scratch<double*>("loss_sums", 2);  // the trainer hands its own (set_loss_sums)

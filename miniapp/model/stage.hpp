@@ -115,6 +115,9 @@ class Stage {
   DV<const std::int32_t*> targets(const Slot& s) const;  // (N)
   void head_forward(Slot& s);
   void head_backward(Slot& s, float grad_scale);
+  // The vocabulary split over TP: the loss in three passes with the group's reductions between them;
+  // otherwise one pass over whole rows (kernels/loss_optim/cross_entropy.hpp).
+  bool vocab_split() const { return tp_ && tp_->size() > 1; }
   DV<float**> x_last(const Slot& s) const;
   void receive_grad(Slot& s);  // a non-last chunk's output gradient, as received, into s.dx
   void tp_allreduce(const DV<float**>& x, comm::ReduceOp op = comm::ReduceOp::sum,

@@ -58,6 +58,8 @@ struct CallCosts {
   // after an all-gather of them in logit_bytes an element (the run's precision)
   int logits_tp = 1;
   double logit_bytes = 4;
+  bool train_metrics = false;  // predict.train_metrics=composer_lm: after the loss's last pass
+
   explicit CallCosts(AttentionModel a = AttentionModel::kformer, double dropout = 0, bool halved = false,
                      bool copied = false)
       : attention(a), attention_dropout(dropout), tp_halved(halved), copy_out(copied) {}

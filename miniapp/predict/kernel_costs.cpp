@@ -169,6 +169,12 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
 }
 
 double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits) {
+  if (std::strcmp(pass, "xent_whole_rows") == 0) {
+    double us = 0;
+    for (const char* each : {"xent_local_max", "xent_local_sums", "xent_finish"})
+      us += eager_loss_us(p, loss, each, bf16, logits);
+    return us;
+  }
   const bool vp = loss == LossKernels::vocab_parallel;
   int kernels = 0;
   double bytes = 0;  // a logit's
@@ -181,6 +187,13 @@ double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass
     if (bf16) kernels += 2, bytes += (2 + 4) + (4 + 2);  // the widening and the narrowing
   }
   return eager_ops_us(p, kernels, bytes * logits);
+}
+
+double eager_train_metrics_us(const MachineProfile& p, bool bf16, double logits) {
+  const int metrics = 2;  // LanguageCrossEntropy, LanguagePerplexity
+  const int kernels = bf16 ? 7 : 6;
+  const double bytes = (bf16 ? 2 + 4 : 0) + 4 + 4;
+  return eager_ops_us(p, metrics * kernels + 3, metrics * bytes * logits);
 }
 
 double memory_us(const MachineProfile& p, const std::string& family, double b, bool bf16) {

@@ -96,7 +96,8 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
 // kernel at the profile's `activation` bandwidth, its cost put on kformer's three passes (`pass`:
 // xent_local_max, xent_local_sums, xent_finish, the widening and narrowing on the last, which knows
 // the run's precision: bf16 logits widened to fp32, e read and 4 written, and the gradient narrowed
-// back, 4 and e):
+// back, 4 and e; xent_whole_rows, kformer's one pass where one rank holds the vocabulary, costs all
+// three):
 // - vocab_parallel (Megatron-LM's _VocabParallelCrossEntropy, megatron/mpu/cross_entropy.py, over
 //   output.float()): max (4) | subtract in place (4, 4), exp in place (4, 4), sum (4) | divide in
 //   place (4, 4) and backward's product in place (4, 4): 52 bytes a logit in bf16, 40 in fp32.
@@ -104,6 +105,18 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
 //   and the backward's zero-filled gradient (4) | its scatter and log_softmax's backward (8, 4):
 //   36 bytes a logit in bf16, 24 in fp32.
 double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits);
+// Composer's training metrics over a micro-batch's `logits` (predict.train_metrics=composer_lm), as
+// eager PyTorch's operators at the activation bandwidth. Composer 0.16's Trainer._train_microbatch
+// calls _eval_train_metrics after each micro-batch's backward (composer/trainer/trainer.py at
+// v0.16.4): under torch.no_grad() and the precision's autocast, each training metric's update. MPT's
+// (llm-foundry's ComposerMPTCausalLM at 061f2c7: use_train_metrics defaults true) are
+// LanguageCrossEntropy and LanguagePerplexity, the second a subclass of the first, so each runs
+// CrossEntropyLoss(reduction='sum') over the logits (composer/metrics/nlp.py), which CUDA autocast
+// runs in fp32: the widening (e read, 4 written; none in fp32), log_softmax (4, 4), nll_loss's gather
+// and sum, then the count of targets (a compare, a sum) and two additions into the metric's state:
+// 7 kernels (6 in fp32) and 14 bytes a logit (8) each. Once for both, eval_forward's shift of the
+// labels (a clone and two copies): 3 kernels over the tokens only.
+double eager_train_metrics_us(const MachineProfile& p, bool bf16, double logits);
 // A norm (`norm`) or a residual add of rows x channels in a bf16 run as software that keeps its
 // residual stream in the activations' type moves it (predict.residual; kformer's stream is fp32), at
 // the family's bf16 rate. A norm reads the stream and writes its output, 2 bytes an element each

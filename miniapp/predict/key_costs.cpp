@@ -55,6 +55,7 @@ const std::vector<KeyField>& fields() {
       field("predict.pointwise", &PredictSettings::pointwise),
       field("predict.logits", &PredictSettings::logits),
       field("predict.loss", &PredictSettings::loss),
+      field("predict.train_metrics", &PredictSettings::train_metrics),
       field("predict.host", &PredictSettings::host),
   };
   return all;

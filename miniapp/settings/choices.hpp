@@ -80,6 +80,9 @@ enum class LossKernels { fused, vocab_parallel, cross_entropy };
 // Megatron-LM's vocab-parallel loss, torchtitan's loss_parallel), or on the whole logits gathered to
 // every TP rank (ezpz's plan: the output layer ColwiseParallel with output_layouts=Replicate()).
 enum class LogitsLayout { sharded, gathered };
+// predict.train_metrics: what the costed software computes from each micro-batch's logits besides the
+// loss: nothing (kformer's), or Composer's language-model training metrics (kernel_costs.hpp).
+enum class TrainMetrics { none, composer_lm };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -168,6 +171,10 @@ struct Names<Fusion> {
 template <>
 struct Names<LogitsLayout> {
   static constexpr std::array<const char*, 2> list{"sharded", "gathered"};
+};
+template <>
+struct Names<TrainMetrics> {
+  static constexpr std::array<const char*, 2> list{"none", "composer_lm"};
 };
 template <>
 struct Names<LossKernels> {

@@ -108,6 +108,7 @@ struct PredictSettings {
   Fusion pointwise = Fusion::fused;
   LossKernels loss = LossKernels::fused;
   LogitsLayout logits = LogitsLayout::sharded;
+  TrainMetrics train_metrics = TrainMetrics::none;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   BucketPass bucket_pass = BucketPass::none;
   EmbeddingGrad embedding_grad = EmbeddingGrad::sparse;

@@ -242,8 +242,8 @@ std::vector<KeySpec> make_schema() {
              "each operator a kernel over the activations); the torchtitan preset sets eager (its train configs: "
              "compile = false), and pytorch-eager (ezpz's Llama is that model)"),
       choice("predict.loss", names_of<LossKernels>(),
-             "how the costed software runs the loss over the logits as kformer predict models it: fused (kformer's "
-             "three passes), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
+             "how the costed software runs the loss over the logits as kformer predict models it: fused (kformer's: "
+             "three passes under TP, one over whole rows at TP 1), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
              "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
              "kernel; the megatron-lm-2022, megatron-core and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
              "the widened logits: log_softmax and its backward; the torchtitan and pytorch-eager presets)"),
@@ -253,6 +253,12 @@ std::vector<KeySpec> make_schema() {
              "gathered (ezpz's examples/fsdp_tp.py: its output layer's ColwiseParallel(output_layouts=Replicate()) "
              "all-gathers the logits over TP, in the run's precision, and every TP rank runs the loss over the whole "
              "vocabulary; the pytorch-eager preset)"),
+      choice("predict.train_metrics", names_of<TrainMetrics>(),
+             "what the costed software computes from each micro-batch's logits besides the loss, as kformer predict "
+             "models it: none (kformer's) or composer_lm (Composer 0.16's trainer updates the model's training "
+             "metrics after each micro-batch's backward, under autocast and without gradients; MPT's are "
+             "LanguageCrossEntropy and LanguagePerplexity, each a CrossEntropyLoss(reduction='sum') over the "
+             "logits: widened to fp32, log_softmax, nll_loss; the llm-foundry-2023 preset)"),
       choice("predict.grad_reduce", names_of<GradReduce>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own; PyTorch's DDP, which "

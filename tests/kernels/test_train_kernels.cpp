@@ -137,6 +137,46 @@ TEST(CrossEntropy, InPlaceGradientAndOneRankPath) {
   EXPECT_LT(ktest::rel_err(ktest::to_host(lg), dl_ref), 1e-5);
 }
 
+// One rank's single pass (xent_whole_rows) against the reference, and against the three passes it
+// replaces: bit for bit where a team is one thread (the host, both work shapes); in place, into
+// another view, and into a bf16 gradient (each element the fp32 one rounded). Rows wider than a
+// block of 16 lanes and a padded tail; a target on the last valid entry.
+TEST(CrossEntropy, WholeRowsPassMatchesReferenceAndTheThreePasses) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int N = 5, V = 192, vocab = 181;
+  const std::vector<int> tgt = {0, 180, 57, 57, 93};
+  const auto targets = device_ints(tgt);
+  View<float**> lg("lg", N, V);
+  const auto l = ktest::fill_random(lg, rng, -6, 6);
+  std::vector<double> loss_ref, dl_ref;
+  ref_xent(l, tgt, N, V, vocab, 0.25, loss_ref, dl_ref);
+  ktest::for_each_shape([&](auto shape) {
+    constexpr kk::Shape Sh = decltype(shape)::value;
+    View<float*> m("m", N), loss3("loss3", N), loss("loss", N);
+    View<float**> st("st", 2, N), dl3("dl3", N, V), dl("dl", N, V), inplace("inplace", N, V);
+    View<kk::bf16**> dl16("dl16", N, V);
+    kk::xent_local_max<Sh>(Exec(), m, lg, 0, vocab);
+    kk::xent_local_sums<Sh>(Exec(), st, lg, targets, m, 0, vocab);
+    kk::xent_finish<Sh>(Exec(), loss3, dl3, lg, targets, m, st, 0, vocab, 0.25f);
+    for (const auto& v : {loss, m}) ktest::poison(v);
+    for (const auto& v : {dl, inplace}) ktest::poison(v);
+    kk::xent_whole_rows<Sh>(Exec(), loss, dl, lg, targets, vocab, 0.25f);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(loss), loss_ref), 1e-5);
+    EXPECT_LT(ktest::rel_err(ktest::to_host(dl), dl_ref), 1e-5);
+    if constexpr (kk::runs_on_host<Exec>) {
+      ktest::expect_bitwise_equal(ktest::to_host(loss), ktest::to_host(loss3), "loss: one pass and three");
+      ktest::expect_bitwise_equal(ktest::to_host(dl), ktest::to_host(dl3), "dlogits: one pass and three");
+    }
+    Kokkos::deep_copy(inplace, lg);
+    kk::xent_whole_rows<Sh>(Exec(), loss, inplace, inplace, targets, vocab, 0.25f);
+    ktest::expect_bitwise_equal(ktest::to_host(inplace), ktest::to_host(dl), "in place and into another view");
+    kk::xent_whole_rows<Sh>(Exec(), loss, dl16, lg, targets, vocab, 0.25f);
+    const auto d16 = ktest::to_host(dl16), d32 = ktest::to_host(dl);
+    for (std::size_t i = 0; i < d16.size(); ++i)
+      ASSERT_EQ(d16[i], double(kk::round_to_bf16(float(d32[i])))) << "element " << i;
+  });
+}
+
 TEST(Embedding, ForwardBackwardAgainstReferenceAndDeterministic) {
   std::mt19937_64 rng(ktest::fresh_seed());
   for (const auto& c : {std::tuple{1, 1, 3, 10, 0, 10}, {3, 7, 13, 50, 0, 50}, {2, 9, 20, 64, 32, 32}}) {

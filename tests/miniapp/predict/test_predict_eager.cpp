@@ -138,8 +138,9 @@ TEST(PredictFeatures, EagerPointwiseCostsRopeRepeatedHeadsAndSwiGluAsOperators) 
 
 // predict.loss (the loss over the logits as eager operators, kernel_costs.hpp): Megatron-LM's
 // vocab-parallel cross-entropy moves 52 bytes a logit in bf16 (40 in fp32) in 8 kernels (6), PyTorch's
-// F.cross_entropy 36 (24) in 7 (5), spread over kformer's three passes; written out here from the
-// logits the head holds. No other call changes, and kformer's own (fused) is the default.
+// F.cross_entropy 36 (24) in 7 (5), all put on kformer's one pass over whole rows (one rank holds the
+// vocabulary; split over TP they spread over its three passes); written out here from the logits the
+// head holds. No other call changes, and kformer's own (fused) is the default.
 TEST(PredictFeatures, AnEagerLossCostsItsOperatorsBytesOverTheLogits) {
   const auto a100 = profile("dgx-a100-80gb");
   const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
@@ -163,15 +164,48 @@ TEST(PredictFeatures, AnEagerLossCostsItsOperatorsBytesOverTheLogits) {
         ASSERT_EQ(a_list->size(), b_list->size());
         for (std::size_t i = 0; i < a_list->size(); ++i) {
           const std::string n = (*a_list)[i].name;
-          if (n == "xent_local_max" || n == "xent_local_sums" || n == "xent_finish")
+          if (n == "xent_whole_rows")  // one rank: kformer's one pass, costed as the software's operators
             passes += (*b_list)[i].us, ++seen;
           else
             EXPECT_EQ((*a_list)[i].us, (*b_list)[i].us) << n;
         }
       }
-      EXPECT_EQ(seen, 3) << loss;
+      EXPECT_EQ(seen, 1) << loss;
       EXPECT_NEAR(passes, (kernels * a100.launch_us + bytes * logits / rate) * a100.compute_scale, 1e-9 * passes)
           << loss << " " << precision;
+    }
+  }
+}
+
+// predict.train_metrics=composer_lm (Composer's two training metrics over each micro-batch's logits,
+// kernel_costs.hpp): one item more, right after the loss's last pass in the head's backward, costing
+// 2 x (7 kernels, 14 bytes a logit) in bf16 and 2 x (6, 8) in fp32, plus 3 launches for the labels'
+// shift, written out here; every other item as it was.
+TEST(PredictFeatures, ComposersTrainingMetricsCostTwoEagerCrossEntropiesAfterTheLoss) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
+  for (const std::string precision : {"bf16", "fp32"}) {
+    const bool bf16 = precision == "bf16";
+    const auto chunk = [&](const std::string& metrics) {
+      return kp::chunk_work(a100, plan("tiny.yaml", {"train.precision=" + precision, "predict.train_metrics=" + metrics}), 0);
+    };
+    const kp::ChunkWork none = chunk("none"), composer = chunk("composer_lm");
+    const auto d = plan("tiny.yaml", {}).dims;
+    const double logits = double(d.N()) * 256;  // tiny's vocabulary, one rank
+    ASSERT_EQ(composer.head_backward.size(), none.head_backward.size() + 1) << precision;
+    const auto at = std::find_if(composer.head_backward.begin(), composer.head_backward.end(),
+                                 [](const kp::WorkItem& i) { return i.name == "train_metrics"; });
+    ASSERT_NE(at, composer.head_backward.begin());
+    EXPECT_EQ(std::prev(at)->name, "xent_whole_rows") << "right after the loss";
+    const int kernels = 2 * (bf16 ? 7 : 6) + 3;
+    const double bytes = 2 * (bf16 ? 14 : 8);
+    EXPECT_NEAR(at->us, (kernels * a100.launch_us + bytes * logits / rate) * a100.compute_scale, 1e-9 * at->us) << precision;
+    std::vector<kp::WorkItem> rest = composer.head_backward;
+    rest.erase(rest.begin() + (at - composer.head_backward.begin()));
+    for (std::size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i].us, none.head_backward[i].us) << rest[i].name;
+    for (const auto& [a, b] : {std::pair{&none.forward, &composer.forward}, std::pair{&none.backward, &composer.backward}}) {
+      ASSERT_EQ(a->size(), b->size());
+      for (std::size_t i = 0; i < a->size(); ++i) EXPECT_EQ((*a)[i].us, (*b)[i].us) << (*a)[i].name;
     }
   }
 }
@@ -193,7 +227,7 @@ TEST(PredictFeatures, GatheredLogitsCostAnAllGatherAndTheWholeVocabularysLoss) {
     for (const auto* list : {&w.forward, &w.head_backward, &w.backward})
       for (const auto& i : *list)
         if (i.name == std::string("xent_local_max") || i.name == std::string("xent_local_sums") ||
-            i.name == std::string("xent_finish"))
+            i.name == std::string("xent_finish") || i.name == std::string("xent_whole_rows"))
           us += i.us;
     return us;
   };
