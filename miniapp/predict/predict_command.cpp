@@ -216,6 +216,9 @@ int run_predict(const std::vector<std::string>& args) {
             << (cfg.predict.logits == LogitsLayout::gathered && cfg.parallel.tp > 1
                     ? ", the logits gathered whole to every TP rank for the loss"
                     : "")
+            << (cfg.predict.train_metrics == TrainMetrics::composer_lm
+                    ? ", Composer's two training metrics over each micro-batch's logits"
+                    : "")
             << (cfg.predict.grad_accumulate != GradAccumulation::fused
                     ? std::string(", gradients accumulated by a ") + name_of(cfg.predict.grad_accumulate) +
                           " after each micro-batch"

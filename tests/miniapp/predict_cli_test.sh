@@ -122,6 +122,7 @@ done
 "$kformer" predict "$src/input/tiny.yaml" train.precision=bf16 predict.system=llm-foundry-2023 \
   predict.machine="$src/input/machines/dgx-a100-80gb.yaml" >"$tmp/out" 2>&1
 head -1 "$tmp/out" | grep -q 'triton_tflops' || fail "the preset's line does not name its rate: $(head -1 "$tmp/out")"
+head -1 "$tmp/out" | grep -q "Composer's two training metrics" || fail "the preset's line does not name its metrics: $(head -1 "$tmp/out")"
 
 printf 'name: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
 "$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?
