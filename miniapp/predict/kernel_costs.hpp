@@ -108,7 +108,8 @@ double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass
 // Composer's training metrics over a micro-batch's `logits` (predict.train_metrics=composer_lm), as
 // eager PyTorch's operators at the activation bandwidth. Composer 0.16's Trainer._train_microbatch
 // calls _eval_train_metrics after each micro-batch's backward (composer/trainer/trainer.py at
-// v0.16.4): under torch.no_grad() and the precision's autocast, each training metric's update. MPT's
+// v0.16.4; the same in the v0.13.4 of the PURE tables): under torch.no_grad() and the precision's
+// autocast, each training metric's update. MPT's
 // (llm-foundry's ComposerMPTCausalLM at 061f2c7: use_train_metrics defaults true) are
 // LanguageCrossEntropy and LanguagePerplexity, the second a subclass of the first, so each runs
 // CrossEntropyLoss(reduction='sum') over the logits (composer/metrics/nlp.py), which CUDA autocast
