@@ -20,6 +20,13 @@
 
 using namespace predict_features;
 
+namespace {
+// tiny's one chunk in `precision` with one predict.* key set, costed on `p`.
+kp::ChunkWork tiny_with(const kp::MachineProfile& p, const std::string& precision, const std::string& key_value) {
+  return kp::chunk_work(p, plan("tiny.yaml", {"train.precision=" + precision, key_value}), 0);
+}
+}  // namespace
+
 // predict.rmsnorm=eager (torchtitan's RMSNorm module as eager PyTorch runs it): every RMSNorm call,
 // forward and backward, the blocks' and the final one, costs its operators' kernels and bytes
 // (kernel_costs.hpp: 8 kernels and 36 bytes an element forward, 14 and 92 backward), written out
@@ -146,9 +153,7 @@ TEST(PredictFeatures, AnEagerLossCostsItsOperatorsBytesOverTheLogits) {
   const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
   for (const std::string precision : {"bf16", "fp32"}) {
     const bool bf16 = precision == "bf16";
-    const auto chunk = [&](const std::string& loss) {
-      return kp::chunk_work(a100, plan("tiny.yaml", {"train.precision=" + precision, "predict.loss=" + loss}), 0);
-    };
+    const auto chunk = [&](const std::string& loss) { return tiny_with(a100, precision, "predict.loss=" + loss); };
     const kp::ChunkWork fused = chunk("fused");
     const auto d = plan("tiny.yaml", {}).dims;
     const double logits = double(d.N()) * 256;  // tiny's vocabulary, one rank
@@ -186,9 +191,7 @@ TEST(PredictFeatures, ComposersTrainingMetricsCostTwoEagerCrossEntropiesAfterThe
   const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
   for (const std::string precision : {"bf16", "fp32"}) {
     const bool bf16 = precision == "bf16";
-    const auto chunk = [&](const std::string& metrics) {
-      return kp::chunk_work(a100, plan("tiny.yaml", {"train.precision=" + precision, "predict.train_metrics=" + metrics}), 0);
-    };
+    const auto chunk = [&](const std::string& metrics) { return tiny_with(a100, precision, "predict.train_metrics=" + metrics); };
     const kp::ChunkWork none = chunk("none"), composer = chunk("composer_lm");
     const auto d = plan("tiny.yaml", {}).dims;
     const double logits = double(d.N()) * 256;  // tiny's vocabulary, one rank
