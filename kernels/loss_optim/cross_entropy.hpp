@@ -154,18 +154,21 @@ void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>
 
 // The three passes in one, for one rank holding the whole vocabulary (tp = 1, v0 = 0, no
 // reductions between them): a team takes a row and finds its maximum, sums exp(l - max), then
-// writes the loss and the row's gradient. The row is read from memory once and twice more from the
-// cache (a row of GPT-2's padded vocabulary is 197 KiB, under a core's L2 or an SM's share of a
-// GPU's), where the three passes read it from memory three times: half the memory traffic, the
-// gradient's write included. Same arithmetic as the passes, in the same order: on the host (a team
-// is one thread) the same bits; on a GPU the sum's grouping follows the team size, as theirs does.
+// writes the loss and the row's gradient. On a CPU a core's row (197 KiB of GPT-2's padded
+// vocabulary) stays in its L2, so the row comes from memory once, where the three passes read it from
+// memory three times. On a GPU a team per row keeps about a thousand rows in flight, more than its L2
+// holds, so expect the three passes' traffic there, in one launch. The call records the bytes it
+// reads, the row three times (what predict costs it at: the cache's help is not assumed). Same
+// arithmetic as the passes, in the same order: on the host (a team is one thread) the same bits; on a
+// GPU the sum's grouping follows the team size, as theirs does.
 // dlogits may alias logits (the target's logit is read before the row is written) or be bf16.
 template <Shape S0 = Shape::natural, class ExecSpace, class DlogitsView>
 void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
                      const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                      int vocab, float scale) {
   const Call call("xent_whole_rows", [&] {
-    KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true, bytes_of(loss, dlogits, logits, targets)};
+    KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true,
+                 bytes_of(loss, dlogits, logits, targets) + 2 * bytes_of(logits)};  // the row read thrice
     c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};  // rows, Vp
     return c;
   });

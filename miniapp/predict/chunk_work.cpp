@@ -53,7 +53,7 @@ double kernel_us(const MachineProfile& p, const kk::KernelCall& c, const CallCos
   if (costs.residual != ResidualStream::fp32 && stream)
     return residual_stream_us(p, costs.residual, c.family == kk::Family::norm, c.backward, s[0], s[1]);
   if (costs.loss != LossKernels::fused && c.family == kk::Family::cross_entropy && s[1] > 0)
-    return eager_loss_us(p, costs.loss, c.name, c.bf16, double(s[0]) * s[1]);
+    return eager_loss_us(p, costs.loss, c.name, costs.logit_bytes == 2, double(s[0]) * s[1]);  // the run's precision
   if (costs.eager_pointwise && c.family == kk::Family::rope) return eager_rope_us(p, c.bf16, double(s[0]) * s[1] * s[2]);
   if (costs.eager_pointwise && c.family == kk::Family::activation && std::strncmp(c.name, "swiglu", 6) == 0)
     return eager_swiglu_us(p, c.bf16, double(s[0]) * s[1], c.backward);

@@ -175,6 +175,13 @@ double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass
       us += eager_loss_us(p, loss, each, bf16, logits);
     return us;
   }
+  if (loss == LossKernels::xentropy) {
+    // flash-attn's fused kernels in the logits' own type: forward one read, backward one read and one write
+    const double e = bf16 ? 2 : 4;
+    if (std::strcmp(pass, "xent_local_max") == 0) return 0;
+    const bool forward = std::strcmp(pass, "xent_local_sums") == 0;
+    return memory_us(p, "cross_entropy", (forward ? e : 2 * e) * logits);
+  }
   const bool vp = loss == LossKernels::vocab_parallel;
   int kernels = 0;
   double bytes = 0;  // a logit's

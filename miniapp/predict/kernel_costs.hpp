@@ -104,6 +104,13 @@ double eager_swiglu_us(const MachineProfile& p, bool bf16, double elements, bool
 // - cross_entropy (PyTorch's F.cross_entropy over output.float()): log_softmax (4, 4) | nll_loss
 //   and the backward's zero-filled gradient (4) | its scatter and log_softmax's backward (8, 4):
 //   36 bytes a logit in bf16, 24 in fp32.
+// - xentropy (flash-attn 1.0.9's CrossEntropyLoss, csrc/xentropy from apex, over the logits in their
+//   own type): | a forward kernel, a block a row, its max and sum of exponentials (the row's second
+//   read from L2: on an A100 a block of the bf16 rows' 100 KB each, a couple a SM, about 20 MB in
+//   flight) writing the loss and the log-sum-exp (e) | a backward kernel reading the logits and
+//   writing their gradient (e, e): 6 bytes a logit in bf16, 12 in fp32, at the profile's
+//   cross_entropy rate (kformer's own loss kernels', the same kind of row-streaming kernel).
+// bf16: the run's precision (the logits' type).
 double eager_loss_us(const MachineProfile& p, LossKernels loss, const char* pass, bool bf16, double logits);
 // Composer's training metrics over a micro-batch's `logits` (predict.train_metrics=composer_lm), as
 // eager PyTorch's operators at the activation bandwidth. Composer 0.16's Trainer._train_microbatch

@@ -212,6 +212,7 @@ int run_predict(const std::vector<std::string>& args) {
                     : "")
             << (cfg.predict.loss == LossKernels::vocab_parallel ? ", the loss as Megatron-LM's vocab-parallel operators"
                 : cfg.predict.loss == LossKernels::cross_entropy ? ", the loss as PyTorch's cross_entropy operators"
+                : cfg.predict.loss == LossKernels::xentropy      ? ", the loss as flash-attn's fused cross-entropy kernels"
                                                                  : "")
             << (cfg.predict.logits == LogitsLayout::gathered && cfg.parallel.tp > 1
                     ? ", the logits gathered whole to every TP rank for the loss"

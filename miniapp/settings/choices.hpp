@@ -74,8 +74,9 @@ enum class ResidualStream { fp32, activations, activations_dropout };
 // (kernel_costs.hpp).
 enum class Fusion { fused, eager };
 // predict.loss: how the costed software runs the loss over the logits: kformer's fused passes,
-// Megatron-LM's vocab-parallel cross-entropy, or PyTorch's F.cross_entropy (kernel_costs.hpp).
-enum class LossKernels { fused, vocab_parallel, cross_entropy };
+// Megatron-LM's vocab-parallel cross-entropy, PyTorch's F.cross_entropy, or flash-attn's fused
+// cross-entropy kernels (kernel_costs.hpp).
+enum class LossKernels { fused, vocab_parallel, cross_entropy, xentropy };
 // predict.logits: where the loss runs under TP: on each rank's share of the vocabulary (kformer's,
 // Megatron-LM's vocab-parallel loss, torchtitan's loss_parallel), or on the whole logits gathered to
 // every TP rank (ezpz's plan: the output layer ColwiseParallel with output_layouts=Replicate()).
@@ -178,7 +179,7 @@ struct Names<TrainMetrics> {
 };
 template <>
 struct Names<LossKernels> {
-  static constexpr std::array<const char*, 3> list{"fused", "vocab_parallel", "cross_entropy"};
+  static constexpr std::array<const char*, 4> list{"fused", "vocab_parallel", "cross_entropy", "xentropy"};
 };
 template <>
 struct Names<AttentionKind> {

@@ -246,7 +246,9 @@ std::vector<KeySpec> make_schema() {
              "three passes under TP, one over whole rows at TP 1), vocab_parallel (Megatron-LM's and Megatron-DeepSpeed's _VocabParallelCrossEntropy over "
              "the logits widened to fp32: max, subtract, exp, sum and divide forward, a product backward, each a "
              "kernel; the megatron-lm-2022, megatron-core and deepspeed presets) or cross_entropy (PyTorch's F.cross_entropy over "
-             "the widened logits: log_softmax and its backward; the torchtitan and pytorch-eager presets)"),
+             "the widened logits: log_softmax and its backward; the torchtitan and pytorch-eager presets) or xentropy "
+             "(flash-attn 1.0.9's fused cross-entropy over the logits in their own type: a forward kernel reading them, "
+             "a backward kernel reading them and writing their gradient; the llm-foundry-2023 preset)"),
       choice("predict.logits", names_of<LogitsLayout>(),
              "where the costed software runs the loss under tensor parallelism: sharded (kformer's, Megatron-LM's "
              "vocab-parallel loss and torchtitan's loss_parallel: each TP rank over its share of the vocabulary) or "

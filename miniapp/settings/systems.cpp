@@ -75,7 +75,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        "kernel each; Composer's two training metrics, cross-entropy and perplexity, over each micro-batch's logits; "
        "the fp32 gathers' extra bytes not costed)",
        {{"predict.attention", "triton"}, {"predict.host", "eager"}, {"predict.embedding_grad", "dense"},
-        {"predict.train_metrics", "composer_lm"}}},
+        {"predict.train_metrics", "composer_lm"}, {"predict.loss", "xentropy"}}},
   };
   return systems;
 }
