@@ -17,6 +17,7 @@
 #include "fast_exp.hpp"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kokkos_compat.hpp"
 #include "team_reduce.hpp"
@@ -175,6 +176,7 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   using TD = typename DlogitsView::non_const_value_type;
+  constexpr bool kept = S == Shape::host && std::is_same_v<TD, float>;  // the exponentials kept in dlogits
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
   const int valid = detail::xent_valid_entries(vocab, 0, Vl);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -186,11 +188,23 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
         const int target = targets(n);
         const float z = (target >= 0 && target < Vl) ? l[target] : 0.f;
         const float m = valid > 0 ? detail::team_row_max<S>(team, valid, [&](int j) { return l[j]; }) : -INFINITY;
-        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) { return detail::fast_exp(l[j] - m); });
+        // An fp32 gradient on the host (a team one thread): the sum leaves each exponential in the
+        // gradient's row, which the last loop divides in place: one exponential a logit fewer, the same
+        // values, so the same bits. (On a GPU another thread of the team would read the row.)
+        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) {
+          const float e = detail::fast_exp(l[j] - m);
+          if constexpr (kept) d[j] = e;
+          return e;
+        });
         team.team_barrier();  // every thread has read z and its part of the row before any is written
         Kokkos::single(Kokkos::PerTeam(team), [&]() { loss(n) = kmath::log(sum) + m - z; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Vl), [&](const int j) {
-          const float p = j < valid ? detail::fast_exp(l[j] - m) / sum : 0.f;
+          float e = 0.f;
+          if constexpr (kept)
+            e = j < valid ? d[j] : 0.f;
+          else
+            e = j < valid ? detail::fast_exp(l[j] - m) : 0.f;
+          const float p = j < valid ? e / sum : 0.f;
           d[j] = TD(j < valid ? (p - (j == target ? 1.f : 0.f)) * scale : 0.f);
         });
       });
