@@ -31,6 +31,12 @@ inline int xent_valid_entries(int vocab, int v0, int Vl) {
   const int v = vocab - v0;
   return v < 0 ? 0 : (v < Vl ? v : Vl);
 }
+
+// xent_whole_rows keeps the exponentials in the gradient's row: an fp32 gradient in the host shape.
+// (A variable template, not a local: nvcc's extended lambdas may not first-capture a local in an
+// if-constexpr condition.)
+template <Shape S0, class ExecSpace, class TD>
+inline constexpr bool xent_keeps_exp = shape_for<S0, ExecSpace> == Shape::host && std::is_same_v<TD, float>;
 }  // namespace detail
 
 // lmax (N): the largest valid logit of each row on this rank (-inf when it holds none).
@@ -176,7 +182,6 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
   if (call.described()) return;
   constexpr Shape S = shape_for<S0, ExecSpace>;
   using TD = typename DlogitsView::non_const_value_type;
-  constexpr bool kept = S == Shape::host && std::is_same_v<TD, float>;  // the exponentials kept in dlogits
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
   const int valid = detail::xent_valid_entries(vocab, 0, Vl);
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -193,14 +198,14 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
         // values, so the same bits. (On a GPU another thread of the team would read the row.)
         const float sum = detail::team_row_sum<S>(team, valid, [&](int j) {
           const float e = detail::fast_exp(l[j] - m);
-          if constexpr (kept) d[j] = e;
+          if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>) d[j] = e;
           return e;
         });
         team.team_barrier();  // every thread has read z and its part of the row before any is written
         Kokkos::single(Kokkos::PerTeam(team), [&]() { loss(n) = kmath::log(sum) + m - z; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Vl), [&](const int j) {
           float e = 0.f;
-          if constexpr (kept)
+          if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>)
             e = j < valid ? d[j] : 0.f;
           else
             e = j < valid ? detail::fast_exp(l[j] - m) : 0.f;
