@@ -193,24 +193,33 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
         const int target = targets(n);
         const float z = (target >= 0 && target < Vl) ? l[target] : 0.f;
         const float m = valid > 0 ? detail::team_row_max<S>(team, valid, [&](int j) { return l[j]; }) : -INFINITY;
-        // An fp32 gradient on the host (a team one thread): the sum leaves each exponential in the
-        // gradient's row, which the last loop divides in place: one exponential a logit fewer, the same
-        // values, so the same bits. (On a GPU another thread of the team would read the row.)
-        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) {
-          const float e = detail::fast_exp(l[j] - m);
-          if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>) d[j] = e;
-          return e;
-        });
+        float& row_loss = loss(n);
+        const float sc = scale;  // (nvcc: no capture may first appear inside an if-constexpr)
+        if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>) {
+          // An fp32 gradient on the host, a team of one thread (OpenMP's and Serial's; a team of
+          // several would each sum the whole row, one overwriting what another still reads in place):
+          // the sum (team_row_sum's host form) leaves each exponential in the gradient's row, which
+          // the last loop divides there: one exponential a logit fewer, the same values, the same bits.
+          if (team.team_size() == 1) {
+            const float sum = detail::sum_by_lanes(valid, [&](int j) {
+              const float e = detail::fast_exp(l[j] - m);
+              d[j] = e;
+              return e;
+            });
+            row_loss = kmath::log(sum) + m - z;
+            for (int j = 0; j < Vl; ++j) {
+              const float p = j < valid ? d[j] / sum : 0.f;
+              d[j] = j < valid ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f;
+            }
+            return;
+          }
+        }
+        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) { return detail::fast_exp(l[j] - m); });
         team.team_barrier();  // every thread has read z and its part of the row before any is written
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { loss(n) = kmath::log(sum) + m - z; });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { row_loss = kmath::log(sum) + m - z; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Vl), [&](const int j) {
-          float e = 0.f;
-          if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>)
-            e = j < valid ? d[j] : 0.f;
-          else
-            e = j < valid ? detail::fast_exp(l[j] - m) : 0.f;
-          const float p = j < valid ? e / sum : 0.f;
-          d[j] = TD(j < valid ? (p - (j == target ? 1.f : 0.f)) * scale : 0.f);
+          const float p = j < valid ? detail::fast_exp(l[j] - m) / sum : 0.f;
+          d[j] = TD(j < valid ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f);
         });
       });
 }
