@@ -145,29 +145,21 @@ void register_fixed_shapes() {
   // `_split`, the three passes a TP rank runs over its share (here the whole vocabulary, no
   // reductions between them), which read the logits from memory three times.
   const int XN = 512, XV = 50304, vocab = 50257;
-  add_mem("cross_entropy/fwdbwd_split/" + dims({XN, XV}), [=] {
-    auto logits = random_view(V<float**>("logits", XN, XV));
-    V<float**> dlogits("dlogits", XN, XV), stats("stats", 2, XN);
-    V<float*> loss("loss", XN), lmax("lmax", XN);
-    V<std::int32_t*> targets("targets", XN);
-    Kokkos::parallel_for(
-        "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
-    return std::function<void()>([=] {
-      kernels::xent_local_max(Exec(), lmax, logits, 0, vocab);
-      kernels::xent_local_sums(Exec(), stats, logits, targets, lmax, 0, vocab);
-      kernels::xent_finish(Exec(), loss, dlogits, logits, targets, lmax, stats, 0, vocab, 1.f / XN);
-    });
-  }, 2 * 4.0 * XN * XV);
-  for (const bool in_place : {false, true})
-    add_mem(std::string("cross_entropy/fwdbwd") + (in_place ? "_inplace/" : "/") + dims({XN, XV}), [=] {
+  for (const char* mode : {"_split", "", "_inplace"})
+    add_mem(std::string("cross_entropy/fwdbwd") + mode + "/" + dims({XN, XV}), [=] {
+      const bool in_place = mode == std::string("_inplace"), split = mode == std::string("_split");
       auto logits = random_view(V<float**>("logits", XN, XV));
-      const V<float**> dlogits = in_place ? logits : V<float**>("dlogits", XN, XV);
-      V<float*> loss("loss", XN);
+      const V<float**> dlogits = in_place ? logits : V<float**>("dlogits", XN, XV), stats("stats", 2, XN);
+      V<float*> loss("loss", XN), lmax("lmax", XN);
       V<std::int32_t*> targets("targets", XN);
       Kokkos::parallel_for(
           "targets", Kokkos::RangePolicy<Exec>(0, XN), KOKKOS_LAMBDA(const int n) { targets(n) = (n * 7919) % vocab; });
-      return std::function<void()>(
-          [=] { kernels::xent_forward_backward(Exec(), loss, dlogits, logits, targets, vocab, 1.f / XN); });
+      return std::function<void()>([=] {
+        if (!split) return kernels::xent_forward_backward(Exec(), loss, dlogits, logits, targets, vocab, 1.f / XN);
+        kernels::xent_local_max(Exec(), lmax, logits, 0, vocab);
+        kernels::xent_local_sums(Exec(), stats, logits, targets, lmax, 0, vocab);
+        kernels::xent_finish(Exec(), loss, dlogits, logits, targets, lmax, stats, 0, vocab, 1.f / XN);
+      });
     }, 2 * 4.0 * XN * XV);
 }
 

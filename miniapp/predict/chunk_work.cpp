@@ -113,14 +113,15 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
           out->back().family = kk::family_name(e.call.family);
           const bool both = e.call.family == kk::Family::gemm && e.call.backward && e.call.shape[3] == 3;
           if (both) out->back().half_us = us / 2;  // dx and dW: the same FLOPs each
-          const bool loss_done = std::strcmp(e.call.name, "xent_whole_rows") == 0 || std::strcmp(e.call.name, "xent_finish") == 0;
+          const bool loss_done =
+              std::strcmp(e.call.name, "xent_whole_rows") == 0 || std::strcmp(e.call.name, "xent_finish") == 0;
           if (costs.train_metrics && loss_done) {
             // Composer runs them after the micro-batch's whole backward; here they precede the blocks'
             // backward on the one compute stream: the same compute, without the credit of what the last
             // units' reduce-scatters would overlap at the end
             const double logits = double(e.call.shape[0]) * e.call.shape[1] * costs.logits_tp;
             out->push_back({ItemKind::compute, "train_metrics",
-                            eager_train_metrics_us(p, e.call.bf16, logits) * p.compute_scale, 0, 0});
+                            eager_train_metrics_us(p, costs.logit_bytes == 2, logits) * p.compute_scale, 0, 0});
           }
         }
         break;

@@ -157,12 +157,14 @@ TEST(PredictFeatures, AnEagerLossCostsItsOperatorsBytesOverTheLogits) {
     const kp::ChunkWork fused = chunk("fused");
     const auto d = plan("tiny.yaml", {}).dims;
     const double logits = double(d.N()) * 256;  // tiny's vocabulary, one rank
-    // flash-attn's fused kernels (xentropy) stream at the profile's cross_entropy rate, the eager operators at its activation rate
+    // flash-attn's fused kernels (xentropy) stream at the profile's cross_entropy rate, the eager
+    // operators at its activation rate
     const double xent_rate = a100.memory_gbps.at("cross_entropy") * 1e3;
+    using Case = std::tuple<std::string, int, double, double>;  // loss, kernels, bytes a logit, bytes per us
     for (const auto& [loss, kernels, bytes, bytes_per_us] :
-         std::vector<std::tuple<std::string, int, double, double>>{{"vocab_parallel", bf16 ? 8 : 6, bf16 ? 52 : 40, rate},
-                                                                   {"cross_entropy", bf16 ? 7 : 5, bf16 ? 36 : 24, rate},
-                                                                   {"xentropy", 2, bf16 ? 6 : 12, xent_rate}}) {
+         std::vector<Case>{{"vocab_parallel", bf16 ? 8 : 6, bf16 ? 52 : 40, rate},
+                           {"cross_entropy", bf16 ? 7 : 5, bf16 ? 36 : 24, rate},
+                           {"xentropy", 2, bf16 ? 6 : 12, xent_rate}}) {
       const kp::ChunkWork eager = chunk(loss);
       double passes = 0;
       int seen = 0;
@@ -194,7 +196,9 @@ TEST(PredictFeatures, ComposersTrainingMetricsCostTwoEagerCrossEntropiesAfterThe
   const double rate = a100.memory_gbps.at("activation") * 1e3;  // bytes per us
   for (const std::string precision : {"bf16", "fp32"}) {
     const bool bf16 = precision == "bf16";
-    const auto chunk = [&](const std::string& metrics) { return tiny_with(a100, precision, "predict.train_metrics=" + metrics); };
+    const auto chunk = [&](const std::string& metrics) {
+      return tiny_with(a100, precision, "predict.train_metrics=" + metrics);
+    };
     const kp::ChunkWork none = chunk("none"), composer = chunk("composer_lm");
     const auto d = plan("tiny.yaml", {}).dims;
     const double logits = double(d.N()) * 256;  // tiny's vocabulary, one rank
