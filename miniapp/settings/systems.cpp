@@ -70,12 +70,11 @@ const std::vector<SoftwareSystem>& software_systems() {
         {"predict.embedding_grad", "dense"}}},
       {"llm-foundry-2023",
        "llm-foundry's MPT on Composer as MosaicML's 2023 benchmarks ran it (FSDP1 FULL_SHARD with mixed_precision "
-       "DEFAULT: fp32 parameters, so under autocast the embedding's output and the residual stream stay fp32; "
+       "DEFAULT or PURE: bf16 parameters gathered, so the embedding's output and the residual stream are bf16; "
        "attn_impl: triton, FlashAttention's Triton kernel; flash-attn's fused cross-entropy; LayerNorm and GELU a "
-       "kernel each; Composer's two training metrics, cross-entropy and perplexity, over each micro-batch's logits; "
-       "the fp32 gathers' extra bytes not costed)",
+       "kernel each; Composer's two training metrics, cross-entropy and perplexity, over each micro-batch's logits)",
        {{"predict.attention", "triton"}, {"predict.host", "eager"}, {"predict.embedding_grad", "dense"},
-        {"predict.train_metrics", "composer_lm"}, {"predict.loss", "xentropy"}}},
+        {"predict.residual", "activations"}, {"predict.train_metrics", "composer_lm"}, {"predict.loss", "xentropy"}}},
   };
   return systems;
 }

@@ -159,12 +159,12 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(read({"predict.system=megatron-core"}).predict.grad_reduce, GradReduce::delayed);  // delay_grad_reduce
   EXPECT_EQ(megatron.predict.embedding_grad, EmbeddingGrad::dense_main_grad);  // F.embedding, then its main_grad hook
   EXPECT_EQ(read({"predict.system=torchtitan"}).predict.embedding_grad, EmbeddingGrad::dense);
-  // llm-foundry's MPT of 2023: FlashAttention's Triton kernel; Composer's fp32 parameters keep the
-  // residual stream fp32 (kformer's own), flash-attn's cross-entropy is one kernel each way (xentropy);
+  // llm-foundry's MPT of 2023: FlashAttention's Triton kernel; Composer's FSDP gathers bf16 parameters,
+  // so the residual stream is bf16, flash-attn's cross-entropy is one kernel each way (xentropy);
   // Composer updates MPT's two training metrics from each micro-batch's logits.
   const RunSettings mpt = read({"predict.system=llm-foundry-2023", "train.precision=bf16"});
   EXPECT_EQ(mpt.predict.attention, AttentionModel::triton);
-  EXPECT_EQ(mpt.predict.residual, ResidualStream::fp32);
+  EXPECT_EQ(mpt.predict.residual, ResidualStream::activations);
   EXPECT_EQ(mpt.predict.loss, LossKernels::xentropy);
   EXPECT_EQ(mpt.predict.host, HostCost::eager);
   EXPECT_EQ(mpt.predict.embedding_grad, EmbeddingGrad::dense);
