@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "predict/nccl_ring.hpp"
+
 namespace kformer::predict {
 
 int NetworkCost::members_per_node(GroupShape g) const {
@@ -22,6 +24,12 @@ double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g, bool 
     if (r > 1 && nvlink.bandwidth_gbps > 0) gbps = std::min(gbps, nvlink.bandwidth_gbps);
   }
   const double bus = comm::bus_factor(kind, g.size) * bytes;
+  // NCCL's rings (one_stream: NCCL runs this profile's collectives) add a hop's latency a step.
+  const bool ring = kind == comm::OpKind::allgather || kind == comm::OpKind::reduce_scatter;
+  if (p_.one_stream && ring && gbps > 0) {
+    const int r = inside ? g.size : members_per_node(g);
+    return nccl_ring_us(c.latency_us, g.size, (g.size + r - 1) / r, bus, gbps);
+  }
   return c.latency_us + (gbps > 0 ? bus / (gbps * 125.0) : 0.0);  // 1 Gbit/s = 125 B/us
 }
 

@@ -8,6 +8,8 @@
 // that have r members on it: the group's bus bandwidth is min(one NIC x NICs x r / G, the
 // intra-node link of r ranks). A data-parallel group with one member per node thus gets NICs/G
 // of a NIC; one that fills whole nodes gets all of them.
+// On a profile whose collectives NCCL runs (network.one_stream), an all-gather or reduce-scatter is
+// NCCL's ring: its latency grows with the ranks and the nodes it crosses (nccl_ring.hpp).
 #pragma once
 
 #include <algorithm>

@@ -328,6 +328,37 @@ TEST(PredictFeatures, AGroupAcrossNodesSharesTheNodesNics) {
               polaris.inter_node.fallback.latency_us + n4 / (0.5 * polaris.inter_node.fallback.bandwidth_gbps * 125), 1e-6);
 }
 
+// H100 nodes of 8 GPUs and 8 NICs, whose collectives NCCL runs: a ring all-gather or reduce-scatter
+// takes N-1 steps, one a node boundary M-1 times, each adding NCCL's hop latency for the protocol its
+// model picks (nccl_ring.hpp); all-reduce and a profile without NCCL keep one latency.
+TEST(PredictFeatures, NcclRingsAddAHopLatencyAStep) {
+  const auto p = profile("h100-sxm-80gb");
+  ASSERT_TRUE(p.one_stream);
+  ASSERT_EQ(p.devices_per_node, 8);
+  const kp::NetworkCost net(p, {});
+  const auto ag = kformer::comm::OpKind::allgather, rs = kformer::comm::OpKind::reduce_scatter;
+  const double base = p.inter_node.fallback.latency_us;
+  // An empty call: LL's hops, 0.47 us a step on NVLink (1.8 times that when the ring leaves the
+  // node) and 2.7 us a step between nodes. 512 ranks on 64 nodes: 448 NVLink steps and 63 network ones.
+  EXPECT_NEAR(net.real_us(ag, 0, {512, 1}), base + 448 * 0.47 * 1.8 + 63 * 2.7, 1e-9);
+  EXPECT_NEAR(net.real_us(rs, 0, {128, 1}), base + 112 * 0.47 * 1.8 + 15 * 2.7, 1e-9);
+  // 8 ranks inside one node: 7 NVLink steps, no 1.8.
+  EXPECT_NEAR(net.real_us(ag, 0, {8, 1}), p.intra_node.fallback.latency_us + 7 * 0.47, 1e-9);
+  // A large call: Simple's hops (3.4 and 9.6 us) and the whole bandwidth, the group's 8 nodes' NICs each.
+  const double bytes = 40e9, bus = 511.0 / 512 * bytes;
+  const double gbps = std::min(p.inter_node.fallback.bandwidth_gbps * 8, p.intra_node.fallback.bandwidth_gbps);
+  EXPECT_NEAR(net.real_us(ag, bytes, {512, 1}), base + 448 * 3.4 + 63 * 9.6 + bus / (gbps * 125), 1e-6);
+  // So the same call costs more on more ranks, where the bandwidth term alone barely moves.
+  EXPECT_GT(net.real_us(ag, 100e6, {512, 1}) - net.real_us(ag, 100e6, {128, 1}), 500.0);
+  // All-reduce (a tree at scale) keeps the link's one latency.
+  const auto ar = kformer::comm::OpKind::allreduce;
+  EXPECT_NEAR(net.real_us(ar, 0, {512, 1}), base, 1e-9);
+  // So does a profile whose collectives are not NCCL's.
+  auto mpi = p;
+  mpi.one_stream = false;
+  EXPECT_NEAR(kp::NetworkCost(mpi, {}).real_us(ag, 0, {512, 1}), base, 1e-9);
+}
+
 // NCCL's one stream per rank: a TP call waits for the pipeline sends posted before it. On 2 stages
 // with a slow send (10 ms) and one TP all-reduce per forward, the first stage's second forward
 // (after the send of the first one's activation) waits for that send in its TP call, where the
@@ -379,6 +410,7 @@ TEST(PredictFeatures, Bf16ZeroOneGathersTheBf16Copy) {
     kp::MachineProfile p = profile("perlmutter-a100-40gb");
     p.intra_node = {};
     p.intra_node.fallback = {0, 0, 0};
+    p.one_stream = false;  // the bytes alone: no NCCL ring hops (nccl_ring.hpp)
     const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=2", "parallel.dp=2", "parallel.zero=1",
                                                          std::string("train.precision=") + precision});
     p.inter_node = p.intra_node;
