@@ -13,8 +13,6 @@
 // nodes, not with the ranks.
 #pragma once
 
-#include <algorithm>
-
 namespace kformer::predict {
 
 // The time of a ring all-gather or reduce-scatter over `ranks` ranks on `nodes` nodes, moving
