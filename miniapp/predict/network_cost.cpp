@@ -17,19 +17,18 @@ double NetworkCost::real_us(comm::OpKind kind, double bytes, GroupShape g, bool 
   const bool inside = intra_node(g);
   const LinkCost c = (inside ? p_.intra_node : p_.inter_node).cost(kind, g.size, nonblocking);
   double gbps = c.bandwidth_gbps;
+  const int r = inside ? g.size : members_per_node(g);  // the group's members on one node
   if (!inside && p_.nics_per_node > 0 && gbps > 0) {
-    const int r = members_per_node(g);
     gbps *= double(p_.nics_per_node) * r / p_.devices_per_node;  // this group's share of the node's NICs
     const LinkCost nvlink = p_.intra_node.cost(kind, r);
     if (r > 1 && nvlink.bandwidth_gbps > 0) gbps = std::min(gbps, nvlink.bandwidth_gbps);
   }
   const double bus = comm::bus_factor(kind, g.size) * bytes;
-  // NCCL's rings (one_stream: NCCL runs this profile's collectives) add a hop's latency a step.
+  // NCCL's rings (one_stream: NCCL runs this profile's collectives) add a hop's latency a step to a
+  // figure for any group size; one measured on a group of its own size (calibrate's) has its hops in it.
   const bool ring = kind == comm::OpKind::allgather || kind == comm::OpKind::reduce_scatter;
-  if (p_.one_stream && ring && gbps > 0) {
-    const int r = inside ? g.size : members_per_node(g);
+  if (p_.one_stream && ring && c.ranks == 0 && gbps > 0)
     return nccl_ring_us(c.latency_us, g.size, (g.size + r - 1) / r, bus, gbps);
-  }
   return c.latency_us + (gbps > 0 ? bus / (gbps * 125.0) : 0.0);  // 1 Gbit/s = 125 B/us
 }
 

@@ -410,7 +410,6 @@ TEST(PredictFeatures, Bf16ZeroOneGathersTheBf16Copy) {
     kp::MachineProfile p = profile("perlmutter-a100-40gb");
     p.intra_node = {};
     p.intra_node.fallback = {0, 0, 0};
-    p.one_stream = false;  // the bytes alone: no NCCL ring hops (nccl_ring.hpp)
     const kformer::RunPlan pl = plan("gpt3-small.yaml", {"predict.world=2", "parallel.dp=2", "parallel.zero=1",
                                                          std::string("train.precision=") + precision});
     p.inter_node = p.intra_node;
