@@ -5,8 +5,9 @@ Three kinds of evidence, from scripts/published_runs.yaml:
   the report's predicted peak (its estimate and the profile's process baseline); the median absolute
   error is held to the file's `memory_bound_pct`, a bound that only tightens;
 - `memory_facts`: layouts the source says ran out of memory, which predict must say do not fit;
-- every row ran: how many of them kformer's own step would not fit, by source (a count, not a check:
-  the peak is kformer's step at the row's layout, not the software's).
+- every row ran: where predict counts the software's own memory (predict.memory, e.g. composer_mpt for
+  the llm-foundry-2023 preset), each must fit, and --check fails on one that does not; elsewhere the peak
+  is kformer's own step at the row's layout, and how many of those would not fit is a count, not a check.
 """
 import statistics
 
@@ -63,24 +64,46 @@ def fact_lines(facts, reports):
     return "Published out of memory, predicted not to fit: " + "; ".join(parts) + ".\n", problems
 
 
-def ran_line(rows, reports):
-    """Every row ran: how many of them kformer's own step would not fit, by source."""
-    by_source = {}
+def counted_as(report):
+    """Whose memory the report's peak is: "kformer" (its own step) or predict.memory's software."""
+    return report["summary"]["memory"].get("counted_as", "kformer")
+
+
+def ran_lines(rows, reports):
+    """Every row ran: the lines, and a problem for each whose software's memory predict counts but says
+    does not fit."""
+    own, software, problems = {}, {}, []
     for r in rows:
-        if r["id"] in reports:
-            n = by_source.setdefault(r["source"], [0, 0])
-            n[0] += not fits(reports[r["id"]])
-            n[1] += 1
-    if not by_source:
-        return ""
-    total = [sum(v[0] for v in by_source.values()), sum(v[1] for v in by_source.values())]
-    return (f"Rows that ran whose layout kformer's own step would not fit (its peak, not the software's): "
-            f"{total[0]} of {total[1]} (" +
-            ", ".join(f"{s} {v[0]} of {v[1]}" for s, v in sorted(by_source.items()) if v[0]) + ").\n")
+        rep = reports.get(r["id"])
+        if rep is None:
+            continue
+        counts = own if counted_as(rep) == "kformer" else software
+        n = counts.setdefault(r["source"], [0, 0])
+        n[0] += not fits(rep)
+        n[1] += 1
+        if counts is software and not fits(rep):
+            mem = rep["summary"]["memory"]
+            problems.append(f"{r['id']} ran in {r['source']}, but predict's {counted_as(rep)} count says it does not fit "
+                            f"({mem['peak_bytes'] / 1e9:.1f} GB of {mem['device_bytes'] / 1e9:.1f})")
+
+    def summary(by_source):
+        total = [sum(v[0] for v in by_source.values()), sum(v[1] for v in by_source.values())]
+        detail = ", ".join(f"{s} {v[0]} of {v[1]}" for s, v in sorted(by_source.items()) if v[0])
+        return f"{total[0]} of {total[1]}" + (f" ({detail})" if detail else "")
+
+    text = ""
+    if software:
+        text += (f"Rows that ran, counted as their software holds memory (predict.memory), that predict says would "
+                 f"not fit (guarded: none): {summary(software)}.\n")
+    if own:
+        text += (f"Rows that ran whose layout kformer's own step would not fit (its peak, not the software's): "
+                 f"{summary(own)}.\n")
+    return text, problems
 
 
 def memory_section(runs, reports):
     """The lines validate_published prints after its table, and the problems --check reports."""
     line1, p1 = measured_lines(runs["rows"], reports, runs.get("memory_bound_pct", 0))
     line2, p2 = fact_lines(runs.get("memory_facts") or [], reports)
-    return line1 + line2 + ran_line(runs["rows"], reports), p1 + p2
+    line3, p3 = ran_lines(runs["rows"], reports)
+    return line1 + line2 + line3, p1 + p2 + p3

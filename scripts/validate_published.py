@@ -30,11 +30,13 @@ measured to its partner's, median and range, what one machine profile misses aga
 With --check, each machine profile's published_accuracy must be what its steady rows (counted or
 shown, `stand_in` rows aside) give: rows, median absolute and mean signed error in %, which
 `kformer predict` prints for that profile.
-The peak column is the report's predicted peak per rank (the estimate and the process baseline): kformer's own
-step at the row's layout, not the memory of the software that ran it. After the table, what the sources
-say of memory (scripts/published_memory.py): the rows that publish a peak against the predicted one, held
-to the runs file's memory_bound_pct with --check, and its memory_facts, layouts that ran out of memory,
-which --check fails on when predicted to fit.
+The peak column is the report's predicted peak per rank (with the process baseline): what the software that
+ran the row holds where predict counts it (predict.memory: composer_mpt for the llm-foundry presets' rows,
+marked *), else kformer's own step at the row's layout. After the table, what the sources say of memory
+(scripts/published_memory.py): the rows that publish a peak against the predicted one, held to the runs
+file's memory_bound_pct with --check; its memory_facts, layouts that ran out of memory, which --check fails
+on when predicted to fit; and the rows that ran, which --check fails on when their software's count says
+they do not fit.
 """
 import argparse
 import copy
@@ -284,7 +286,7 @@ def main():
     os.makedirs(folder, exist_ok=True)
     machines = scaled_machines(args.scale, folder)
 
-    lines = ["| row | source | run | GPUs | measured s | predicted s | error | kformer's peak GB (fits) |",
+    lines = ["| row | source | run | GPUs | measured s | predicted s | error | peak GB (fits; * the software's) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
     errors, failed, per_gpu, same_fastest, signed, by_machine, shown = [], 0, [], True, {}, {}, {}
     ratio = {}  # row id -> predicted over measured
@@ -314,7 +316,7 @@ def main():
             shown.setdefault((row["source"], row["machine"], steady), []).append(err)
         mem = rep["summary"]["memory"]
         peak = mem["peak_bytes"] / 1e9
-        fits = "yes" if rep["predicted"]["fits"] else "no"
+        fits = ("yes" if rep["predicted"]["fits"] else "no") + ("" if mem.get("counted_as", "kformer") == "kformer" else "*")
         lines.append(f"| {row['id']} | {row['source']} | {row['what']} | {gpus(row)} | {row['measured_s']:.2f} | "
                      f"{step:.2f} | {100 * err:+.1f}%{'' if kept else ' (not in stats)' if steady else ' (a first iteration, not in stats)'} | "
                      f"{peak:.1f} ({fits}) |")

@@ -84,6 +84,9 @@ enum class LogitsLayout { sharded, gathered };
 // predict.train_metrics: what the costed software computes from each micro-batch's logits besides the
 // loss: nothing (kformer's), or Composer's language-model training metrics (kernel_costs.hpp).
 enum class TrainMetrics { none, composer_lm };
+// predict.memory: whose memory predict's peak per rank is: kformer's own step's (its estimate), or
+// what Composer's FSDP holds for llm-foundry's MPT (predict/software_memory.hpp).
+enum class MemoryModel { kformer, composer_mpt };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -176,6 +179,10 @@ struct Names<LogitsLayout> {
 template <>
 struct Names<TrainMetrics> {
   static constexpr std::array<const char*, 2> list{"none", "composer_lm"};
+};
+template <>
+struct Names<MemoryModel> {
+  static constexpr std::array<const char*, 2> list{"kformer", "composer_mpt"};
 };
 template <>
 struct Names<LossKernels> {

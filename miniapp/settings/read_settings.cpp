@@ -88,6 +88,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.loss = choice<LossKernels>(cfg, "predict.loss");
   s.predict.logits = choice<LogitsLayout>(cfg, "predict.logits");
   s.predict.train_metrics = choice<TrainMetrics>(cfg, "predict.train_metrics");
+  s.predict.memory = choice<MemoryModel>(cfg, "predict.memory");
   s.predict.grad_accumulate = choice<GradAccumulation>(cfg, "predict.grad_accumulate");
   s.predict.bucket_pass = choice<BucketPass>(cfg, "predict.bucket_pass");
   s.predict.embedding_grad = choice<EmbeddingGrad>(cfg, "predict.embedding_grad");

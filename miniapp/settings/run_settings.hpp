@@ -109,6 +109,7 @@ struct PredictSettings {
   LossKernels loss = LossKernels::fused;
   LogitsLayout logits = LogitsLayout::sharded;
   TrainMetrics train_metrics = TrainMetrics::none;
+  MemoryModel memory = MemoryModel::kformer;
   GradAccumulation grad_accumulate = GradAccumulation::fused;
   BucketPass bucket_pass = BucketPass::none;
   EmbeddingGrad embedding_grad = EmbeddingGrad::sparse;

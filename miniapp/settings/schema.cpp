@@ -261,6 +261,12 @@ std::vector<KeySpec> make_schema() {
              "metrics after each micro-batch's backward, under autocast and without gradients; MPT's are "
              "LanguageCrossEntropy and LanguagePerplexity, each a CrossEntropyLoss(reduction='sum') over the "
              "logits: widened to fp32, log_softmax, nll_loss; the llm-foundry-2023 preset)"),
+      choice("predict.memory", names_of<MemoryModel>(),
+             "whose memory kformer predict's peak per rank and its fits verdict are: kformer (its own step's "
+             "estimate at the layout) or composer_mpt (what Composer 0.16's FSDP1 holds for llm-foundry's MPT: "
+             "16 bytes a parameter sharded, bf16 units gathered, the tensors MPT's blocks save or only their inputs "
+             "under activation checkpointing, the logits Composer keeps until its training metrics widen them to "
+             "fp32 after the backward; predict/software_memory.hpp; the llm-foundry-2023 preset)"),
       choice("predict.grad_reduce", names_of<GradReduce>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own; PyTorch's DDP, which "

@@ -72,9 +72,11 @@ const std::vector<SoftwareSystem>& software_systems() {
        "llm-foundry's MPT on Composer as MosaicML's 2023 benchmarks ran it (FSDP1 FULL_SHARD with mixed_precision "
        "DEFAULT or PURE: bf16 parameters gathered, so the embedding's output and the residual stream are bf16; "
        "attn_impl: triton, FlashAttention's Triton kernel; flash-attn's fused cross-entropy; LayerNorm and GELU a "
-       "kernel each; Composer's two training metrics, cross-entropy and perplexity, over each micro-batch's logits)",
+       "kernel each; Composer's two training metrics, cross-entropy and perplexity, over each micro-batch's logits; the memory "
+       "Composer's FSDP holds)",
        {{"predict.attention", "triton"}, {"predict.host", "eager"}, {"predict.embedding_grad", "dense"},
-        {"predict.residual", "activations"}, {"predict.train_metrics", "composer_lm"}, {"predict.loss", "xentropy"}}},
+        {"predict.residual", "activations"}, {"predict.train_metrics", "composer_lm"}, {"predict.loss", "xentropy"},
+        {"predict.memory", "composer_mpt"}}},
   };
   return systems;
 }

@@ -186,6 +186,28 @@ void validate_products(const Config& cfg) {
                                      "give at least 0.001, or 0 for no limit");
 }
 
+// predict.memory=composer_mpt counts what Composer's FSDP holds for MPT's blocks
+// (predict/software_memory.hpp): layouts outside the runs it describes get one line and a fix.
+void validate_predict_memory(const Config& cfg) {
+  if (cfg.str("predict.memory") != "composer_mpt") return;
+  const std::string by = set_by_software_system(cfg, "predict.memory");
+  const std::string what = "predict.memory=composer_mpt" + (by.empty() ? std::string() : " (from " + by + ")");
+  const std::string fix = ", or set predict.memory=kformer for kformer's own step's memory";
+  require(cfg.str("model.family") == "gpt", what + " counts MPT's blocks (LayerNorm, one QKV projection, GELU), not "
+                                                   "model.family=" + cfg.str("model.family") + "'s: use a gpt deck" + fix);
+  require(cfg.i64("parallel.tp") == 1 && cfg.i64("parallel.pp") == 1,
+          what + " counts Composer's FSDP, which has neither tensor nor pipeline parallelism: set parallel.tp=1 "
+                 "parallel.pp=1" + fix);
+  const auto zero = cfg.i64("parallel.zero"), dp = cfg.i64("parallel.dp");
+  require(zero >= 2 || dp == 1, what + " counts FSDP's FULL_SHARD (parallel.zero=3) or SHARD_GRAD_OP (parallel.zero=2), "
+                                       "not parallel.zero=" + s(zero) + " over parallel.dp=" + s(dp) + fix);
+  const std::string rc = cfg.str("train.recompute");
+  require((rc == "none" || rc == "full") && cfg.i64("train.recompute_layers") == 0, what + " counts Composer's activation checkpointing, which re-runs whole "
+                                               "blocks or none, not train.recompute=" + rc +
+                                               (cfg.i64("train.recompute_layers") ? " on some layers" : "") +
+                                               ": set train.recompute=full or none without train.recompute_layers" + fix);
+}
+
 }  // namespace
 
 void resolve_and_validate(Config& cfg, int world_size) {
@@ -195,6 +217,7 @@ void resolve_and_validate(Config& cfg, int world_size) {
   validate_kernels(cfg);
   validate_layout(cfg, world_size);
   validate_products(cfg);
+  validate_predict_memory(cfg);
   if (cfg.str("comm.backend") == "auto") {  // backend_choice.hpp; printed as "auto -> mpi (why)"
     const comm::BackendChoice b = comm::resolve_backend("auto", world_size);
     cfg.resolve_auto("comm.backend", b.backend, b.reason);

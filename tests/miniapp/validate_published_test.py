@@ -85,8 +85,14 @@ line, p = pm.fact_lines(facts, reports)
 assert p == [] and "O1 (a big one) 107.4 GB of 85.1: does not fit" in line, line
 line, p = pm.fact_lines(facts, {"O1": rep(70.0, True)})
 assert len(p) == 1 and "ran out of memory in s, but predict says it fits" in p[0], p
-assert pm.ran_line(rows, reports) == ("Rows that ran whose layout kformer's own step would not fit (its peak, not "
-                                      "the software's): 1 of 3 (t 1 of 1).\n"), pm.ran_line(rows, reports)
+assert pm.ran_lines(rows, reports) == ("Rows that ran whose layout kformer's own step would not fit (its peak, not "
+                                       "the software's): 1 of 3 (t 1 of 1).\n", []), pm.ran_lines(rows, reports)
+# A row whose software's memory predict counts (predict.memory) must fit: one that ran and does not is a problem.
+sw = lambda peak_gib, fits: {**rep(peak_gib, fits), "summary": {"memory": {"peak_bytes": peak_gib * GIB, "device_bytes": 85.1e9,
+                                                                           "counted_as": "composer_mpt"}}}
+text, p = pm.ran_lines(rows, {"R1": sw(70.0, True), "R2": sw(90.0, False), "R3": rep(90.0, False)})
+assert len(p) == 1 and p[0].startswith("R2 ran in s, but predict's composer_mpt count says it does not fit"), p
+assert "(guarded: none): 1 of 2 (s 1 of 2)" in text and "kformer's own step would not fit" in text and "1 of 1 (t 1 of 1)" in text, text
 text, p = pm.memory_section({"rows": rows, "memory_bound_pct": 10.5, "memory_facts": facts}, reports)
 assert p == [] and text.count("\n") == 3, text
 

@@ -170,6 +170,8 @@ TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   EXPECT_EQ(mpt.predict.embedding_grad, EmbeddingGrad::dense);
   EXPECT_EQ(mpt.predict.train_metrics, TrainMetrics::composer_lm);
   EXPECT_EQ(read({}).predict.train_metrics, TrainMetrics::none);
+  EXPECT_EQ(mpt.predict.memory, MemoryModel::composer_mpt);  // Composer's FSDP1 holding MPT (software_memory.hpp)
+  EXPECT_EQ(read({}).predict.memory, MemoryModel::kformer);
 
   const RunSettings given = read({"predict.system=deepspeed-2022", "predict.attention=flash"});
   EXPECT_EQ(given.predict.attention, AttentionModel::flash);  // the command line's

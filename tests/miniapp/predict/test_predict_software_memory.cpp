@@ -1,0 +1,133 @@
+// predict.memory=composer_mpt (predict/software_memory.hpp): what Composer's FSDP1 holds for MPT,
+// against the bytes written out here for tiny.yaml's shape (4 layers, d 64, 4 heads, FFN 256,
+// vocabulary 256, 32 positions), how each setting moves it, the report's peak and verdict, and the
+// layouts it refuses. Part of test_predict_features.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "platform/errors.hpp"
+#include "predict/predict_report.hpp"
+#include "predict/software_memory.hpp"
+#include "predict/step_sim.hpp"
+#include "predict_features_helpers.hpp"
+
+using namespace predict_features;
+
+namespace {
+
+// tiny.yaml on 4 FSDP ranks, one micro-batch of 2 x 32 tokens each, in bf16.
+std::vector<std::string> mpt(std::vector<std::string> more) {
+  std::vector<std::string> o = {"predict.world=4", "parallel.dp=4", "parallel.zero=3", "train.precision=bf16",
+                                "train.recompute=none", "parallel.grad_reduce_dtype=bf16", "predict.memory=composer_mpt"};
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+kp::SoftwareMemory counted(const std::vector<std::string>& more) {
+  const kformer::RunPlan p = plan("tiny.yaml", mpt(more));
+  return kp::composer_mpt_memory(p.settings, p.shape);
+}
+
+double moment(const kp::SoftwareMemory& m, const std::string& name) {
+  for (const auto& x : m.moments)
+    if (x.name == name) return x.bytes;
+  ADD_FAILURE() << "no moment " << name;
+  return 0;
+}
+
+}  // namespace
+
+// The parameters counted by hand: a block has its two LayerNorms (2 x 128), Q, K, V (3 x 64 x 64 and
+// 3 x 64 biases), the output projection (64 x 64 + 64), the FFN (2 x 64 x 256, biases 256 and 64):
+// 49984; the root unit the token embedding (256 x 64, the head's too), the positions (32 x 64) and
+// the final norm (128): 18560. A token of a block keeps 2 (6 x 64 + 2 x 64 + 2 x 256) bytes of bf16
+// tensors, 16 of LayerNorm statistics and 4 x 4 of log-sum-exp: 2080.
+TEST(PredictSoftwareMemory, ComposerMptHoldsTheBytesWrittenOut) {
+  const double block = 49984, root = 18560, params = root + 4 * block, N = 2 * 32, V = 256, d = 64, F = 256;
+  const kp::SoftwareMemory m = counted({});
+  EXPECT_DOUBLE_EQ(m.states, 16 * params / 4);
+  EXPECT_DOUBLE_EQ(m.root_unit, 2 * root);
+  EXPECT_DOUBLE_EQ(m.block_unit, 2 * block);
+  EXPECT_DOUBLE_EQ(m.saved_per_token, 4 * 2080);
+  EXPECT_DOUBLE_EQ(m.logits, 2 * V * N);
+  const double held = 16 * params / 4 + 2 * root + 2 * (2 * block) + 4 * 2080 * N;
+  EXPECT_DOUBLE_EQ(moment(m, "head_backward"), held + 2 * 2 * d * N + 2 * (2 * V * N) + 2 * root);
+  EXPECT_DOUBLE_EQ(moment(m, "last_block_backward"), held + 2 * root + 2 * V * N + 2 * block + 2 * (2 * F + d) * N);
+  EXPECT_DOUBLE_EQ(moment(m, "train_metrics"), 16 * params / 4 + 2 * V * N + 8 * V * N);
+  EXPECT_EQ(m.peak().name, "last_block_backward");
+}
+
+// Each setting moves what the header says it moves, and nothing else.
+TEST(PredictSoftwareMemory, EachSettingMovesItsOwnPart) {
+  const double block = 49984, N = 2 * 32, d = 64;
+  const kp::SoftwareMemory base = counted({});
+  // Activation checkpointing: a block keeps only its input, and the block whose backward runs holds
+  // its tensors again.
+  const kp::SoftwareMemory ckpt = counted({"train.recompute=full"});
+  EXPECT_DOUBLE_EQ(ckpt.saved_per_token, 4 * 2 * d);
+  EXPECT_DOUBLE_EQ(moment(ckpt, "last_block_backward") - moment(base, "last_block_backward"),
+                   (4 * 2 * d - 4 * 2080) * N + 2080 * N);
+  EXPECT_DOUBLE_EQ(moment(ckpt, "train_metrics"), moment(base, "train_metrics"));
+  // SHARD_GRAD_OP keeps every block gathered from its forward to its backward, FULL_SHARD two.
+  const kp::SoftwareMemory sgo = counted({"parallel.zero=2"});
+  EXPECT_DOUBLE_EQ(moment(sgo, "head_backward") - moment(base, "head_backward"), (4 - 2) * 2 * block);
+  EXPECT_DOUBLE_EQ(sgo.states, base.states);
+  // A reduce in fp32 widens the block's unsharded gradient for the reduce-scatter.
+  EXPECT_DOUBLE_EQ(moment(counted({"parallel.grad_reduce_dtype=fp32"}), "last_block_backward") -
+                       moment(base, "last_block_backward"),
+                   4 * block);
+  // Twice the ranks, half the states; twice the micro-batch, twice each token's part.
+  EXPECT_DOUBLE_EQ(counted({"parallel.dp=8", "predict.world=8", "train.global_batch=16"}).states, base.states / 2);
+  const kp::SoftwareMemory twice = counted({"train.micro_batch=4", "train.global_batch=16"});
+  EXPECT_DOUBLE_EQ(moment(twice, "train_metrics") - moment(base, "train_metrics"), (2 + 8) * 256 * N);
+  // In fp32 every activation and gathered parameter is 4 bytes, and the metrics only add log_softmax's output.
+  const kp::SoftwareMemory fp32 = counted({"train.precision=fp32", "parallel.grad_reduce_dtype=fp32"});
+  EXPECT_DOUBLE_EQ(fp32.block_unit, 2 * base.block_unit);
+  EXPECT_DOUBLE_EQ(moment(fp32, "train_metrics"), fp32.states + 4 * 256 * N + 4 * 256 * N);
+}
+
+// The report's peak is the software's (with the profile's process baseline) and its verdict follows it:
+// with memory.limit_gb between the two peaks, the layout fits as Composer holds it and not as kformer's
+// own step would; kformer's own peak stays in the report beside it.
+TEST(PredictSoftwareMemory, TheReportsPeakAndVerdictAreTheSoftwares) {
+  const auto a100 = profile("dgx-a100-80gb");
+  const auto report = [&](const std::vector<std::string>& more) {
+    const kformer::RunPlan p = plan("gpt3-small.yaml", mpt(more));
+    return kp::predict_report(p, a100, kp::predict_step(p, a100, false))["summary"]["memory"];
+  };
+  const auto mem = report({});
+  const double own = mem["kformer_peak_bytes"].get<double>(), sw = mem["peak_bytes"].get<double>();
+  EXPECT_EQ(mem["counted_as"], "composer_mpt");
+  EXPECT_DOUBLE_EQ(sw, mem["software"]["peak_bytes"].get<double>() + a100.process_baseline_gb * 1e9);
+  ASSERT_LT(sw, own);
+  const std::string between = "memory.limit_gb=" + std::to_string((sw + own) / 2e9);
+  EXPECT_TRUE(report({between})["fits"].get<bool>());
+  EXPECT_FALSE(report({between, "predict.memory=kformer"})["fits"].get<bool>());
+}
+
+// Layouts Composer's MPT runs never had get one line naming the key, the cause and the fix.
+TEST(PredictSoftwareMemory, LayoutsItDoesNotDescribeAreRefused) {
+  for (const auto& [more, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"model.family=llama"}, "model.family=llama"},
+           {{"parallel.tp=2", "predict.world=8"}, "parallel.tp=1 parallel.pp=1"},
+           {{"parallel.zero=1"}, "not parallel.zero=1 over parallel.dp=4"},
+           {{"train.recompute=selective"}, "not train.recompute=selective"}}) {
+    try {
+      plan("tiny.yaml", mpt(more));
+      ADD_FAILURE() << says << ": not refused";
+    } catch (const kformer::ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+      EXPECT_NE(what.find("predict.memory=kformer"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+  try {  // set by the preset, the line says so
+    plan("tiny.yaml", {"predict.system=llm-foundry-2023", "train.precision=bf16", "train.recompute=selective"});
+    ADD_FAILURE() << "the preset's count on selective recomputation: not refused";
+  } catch (const kformer::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(from predict.system=llm-foundry-2023)"), std::string::npos) << e.what();
+  }
+}
