@@ -88,8 +88,8 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   mem["device_bytes"] = device_bytes(cfg, prof);
   mem["fits"] = fits_device(plan, prof);
   mem["counted_as"] = name_of(cfg.predict.memory);
-  if (cfg.predict.memory == MemoryModel::composer_mpt) {  // the software's, in place of kformer's own step's
-    const SoftwareMemory sm = composer_mpt_memory(cfg, plan.shape);
+  if (cfg.predict.memory != MemoryModel::kformer) {  // the software's, in place of kformer's own step's
+    const SoftwareMemory sm = software_memory(cfg, plan.shape);
     mem["kformer_peak_bytes"] = mem["peak_bytes"];
     mem["software"] = sm.to_json();
     mem["peak_bytes"] = sm.peak().bytes + baseline;

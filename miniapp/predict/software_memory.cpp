@@ -2,6 +2,8 @@
 #include "predict/software_memory.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace kformer::predict {
 
@@ -60,6 +62,59 @@ SoftwareMemory composer_mpt_memory(const RunSettings& s, const ModelShape& shape
       {"train_metrics", m.states + m.logits + (bf16 ? 8 : 4) * V * N},
   };
   return m;
+}
+
+SoftwareMemory megatron_lm_memory(const RunSettings& s, const ModelShape& shape) {
+  const bool bf16 = s.bf16();
+  const double e = bf16 ? 2 : 4;
+  const int tp = s.parallel.tp, pp = s.parallel.pp, dp = s.parallel.dp;
+  const int v = s.parallel.schedule == ScheduleKind::interleaved ? s.parallel.virtual_stages : 1;
+  const double m = s.parallel.microbatches, N = double(s.train.micro_batch) * s.train.seq_len;
+  const double h = shape.d_model, F = shape.ffn_dim, a = shape.n_heads, T = s.train.seq_len, V = shape.vocab_padded;
+  const double kv = double(shape.n_kv_heads) * shape.head_dim;
+  const bool sp = shape.sequence_parallel;
+  // A token of a layer (Korthikanti et al.'s 34 h + 5 a s in 16 bits, F = 4h).
+  const double uncut = (4 * e + 2) * h, cut = e * (h + 2 * kv) + e * h + 2 * e * F;
+  const double scores = s.predict.attention == AttentionModel::batched_gemm
+                            ? (s.predict.attention_dropout > 0 ? 2 * e + 1 : e) * a * T / tp
+                            : 0;
+  const double whole = (sp ? (uncut + cut) / tp : uncut + cut / tp) + scores;
+  const double layer = s.train.recompute == Recompute::full        ? e * h / (sp ? tp : 1)
+                       : s.train.recompute == Recompute::selective ? whole - scores
+                                                                   : whole;
+  const double per_param = bf16 ? (s.parallel.zero >= 1 ? 2 + 4 + 12.0 / dp : 18)
+                                : (s.parallel.zero >= 1 ? 4 + 4 + 8.0 / dp : 16);
+  const auto chunks = chunk_layers(s);
+  const int S = static_cast<int>(chunks.size());
+
+  SoftwareMemory mem;
+  mem.model = "megatron_lm";
+  mem.saved_per_token = layer;
+  mem.logits = (4 + e) * V / tp * N;
+  for (int r = 0; r < pp; ++r) {
+    double params = 0, layers = 0;
+    for (const ParamSpec& p : rank_params(shape, chunks, pp, r)) params += double(p.local_size(tp));
+    for (int c = r; c < S; c += pp) layers += chunks[c].second;
+    // Chunk-micro-batches in flight at the end of the warm-up, each of layers / v layers.
+    const double units = v == 1 ? std::min<double>(pp - r, m)
+                                : (m == pp ? m * v : std::min<double>((pp - r - 1) * 2 + (v - 1) * pp + 1, m * v));
+    double bytes = per_param * params + units * layers / v * layer * N;
+    if (r == 0) bytes += units / v * h / (sp ? tp : 1) * N;  // the embedding's dropout mask
+    if ((S - 1) % pp == r) bytes += e * h / (sp ? tp : 1) * N + mem.logits;  // final LayerNorm's input, the loss
+    if (s.train.recompute == Recompute::full) bytes += whole * N;  // the layer re-run for its backward
+    if (r == 0) mem.states = per_param * params;
+    mem.moments.push_back({"stage " + std::to_string(r), bytes});
+  }
+  return mem;
+}
+
+SoftwareMemory software_memory(const RunSettings& s, const ModelShape& shape) {
+  switch (s.predict.memory) {
+    case MemoryModel::composer_mpt: return composer_mpt_memory(s, shape);
+    case MemoryModel::megatron_lm: return megatron_lm_memory(s, shape);
+    case MemoryModel::kformer: break;
+  }
+  throw std::logic_error("software_memory: predict.memory=kformer counts kformer's own step (estimate_memory)");
 }
 
 }  // namespace kformer::predict

@@ -30,6 +30,34 @@
 // for the reduce-scatter, and the gradients inside its FFN, e (2F + d) a token), and the metrics.
 // Not counted: the caching allocator's fragmentation, the optimizer's temporaries, NCCL's buffers
 // (the profile's process_baseline_gb stands for the CUDA context).
+//
+// megatron_lm: Megatron-LM of 2022 (the megatron-lm-2022 preset), per rank of each pipeline stage, with
+// Korthikanti et al.'s count of what a GPT layer keeps ("Reducing Activation Recomputation in Large
+// Transformer Models", 2022, section 4: sbh (34 + 5as/h) bytes a layer and micro-batch in 16 bits, s
+// tokens of b sequences, h channels, a heads, t TP ranks), written for any FFN width F and e-byte
+// activations so that the paper's 34 is e = 2, F = 4h:
+//   states     18 bytes a parameter of the rank in bf16: the bf16 parameter, its fp32 main_grad
+//              (Megatron accumulates bf16 runs' gradients in fp32) and the optimizer's fp32 master
+//              copy and Adam moments; 2 + 4 + 12/dp with the distributed optimizer (parallel.zero=1);
+//              in fp32 4 + 4 + 8 (8/dp). The stage's blocks and, on the first and last stage, the word
+//              embeddings (the last keeps its copy for the tied head), cut by TP.
+//   a layer    without recomputation, a token keeps (4e + 2) h bytes TP does not cut (the LayerNorms'
+//              and the two GEMM regions' inputs, two 1-byte dropout masks) and e (h + 2kv) + e h + 2e F
+//              it does (Q, K, V, the projection's input, GELU's input and output); sequence
+//              parallelism cuts all of it; the fused softmax's output, its dropout mask and the
+//              dropped-out probabilities add (2e + 1) a s bytes a token over t (e a s without attention
+//              dropout, nothing for a flash kernel or under selective recomputation); full
+//              recomputation keeps the layer's input, e h (over t with sequence parallelism), and the
+//              layer whose backward runs holds the rest again.
+//   in flight  the micro-batches a stage holds, as Megatron's schedules warm up: min(p - r, m) under
+//              1F1B on stage r of p; interleaved, (p - r - 1) 2 + (v - 1) p + 1 chunk-micro-batches
+//              (all m v when m = p).
+//   extras     the first stage's embedding dropout mask (h bytes a token in flight); the last stage's
+//              final LayerNorm input and the loss: Megatron widens the logits to fp32 for its
+//              vocab-parallel cross-entropy, which keeps them as the softmax (4 V/t a token) beside
+//              the e V/t ones being widened.
+// The peak is the largest stage's. Not counted: the pipeline's message buffers, the allocator's
+// fragmentation, NCCL's buffers.
 #pragma once
 
 #include <string>
@@ -58,5 +86,9 @@ struct SoftwareMemory {
 // The layout's memory as predict.memory=composer_mpt counts it (settings/validate.cpp has refused the
 // layouts it does not describe).
 SoftwareMemory composer_mpt_memory(const RunSettings& s, const ModelShape& shape);
+// As predict.memory=megatron_lm counts it; one moment a pipeline stage ("stage 0", ...).
+SoftwareMemory megatron_lm_memory(const RunSettings& s, const ModelShape& shape);
+// The one predict.memory names; kformer has none (plan/memory.hpp's estimate is its count).
+SoftwareMemory software_memory(const RunSettings& s, const ModelShape& shape);
 
 }  // namespace kformer::predict

@@ -84,9 +84,10 @@ enum class LogitsLayout { sharded, gathered };
 // predict.train_metrics: what the costed software computes from each micro-batch's logits besides the
 // loss: nothing (kformer's), or Composer's language-model training metrics (kernel_costs.hpp).
 enum class TrainMetrics { none, composer_lm };
-// predict.memory: whose memory predict's peak per rank is: kformer's own step's (its estimate), or
-// what Composer's FSDP holds for llm-foundry's MPT (predict/software_memory.hpp).
-enum class MemoryModel { kformer, composer_mpt };
+// predict.memory: whose memory predict's peak per rank is: kformer's own step's (its estimate), what
+// Composer's FSDP holds for llm-foundry's MPT, or what Megatron-LM of 2022 holds (Korthikanti et al.'s
+// count; predict/software_memory.hpp).
+enum class MemoryModel { kformer, composer_mpt, megatron_lm };
 using kernels::AttentionKind;
 
 // The deck's names, indexed by the enum's value.
@@ -182,7 +183,7 @@ struct Names<TrainMetrics> {
 };
 template <>
 struct Names<MemoryModel> {
-  static constexpr std::array<const char*, 2> list{"kformer", "composer_mpt"};
+  static constexpr std::array<const char*, 3> list{"kformer", "composer_mpt", "megatron_lm"};
 };
 template <>
 struct Names<LossKernels> {

@@ -266,7 +266,10 @@ std::vector<KeySpec> make_schema() {
              "estimate at the layout) or composer_mpt (what Composer 0.16's FSDP1 holds for llm-foundry's MPT: "
              "16 bytes a parameter sharded, bf16 units gathered, the tensors MPT's blocks save or only their inputs "
              "under activation checkpointing, the logits Composer keeps until its training metrics widen them to "
-             "fp32 after the backward; predict/software_memory.hpp; the llm-foundry-2023 preset)"),
+             "fp32 after the backward; the llm-foundry-2023 preset) or megatron_lm (Megatron-LM of 2022: 18 bytes a "
+             "parameter of the rank, 2 + 4 + 12/dp with the distributed optimizer, and Korthikanti et al.'s count of "
+             "what a GPT layer keeps, sbh (34 + 5as/h) bytes a micro-batch cut by TP and sequence parallelism, over the "
+             "micro-batches its schedules warm up; the megatron-lm-2022 preset); predict/software_memory.hpp"),
       choice("predict.grad_reduce", names_of<GradReduce>(),
              "data-parallel gradient reduction kformer predict models: overlapped (kformer's: each bucket as the "
              "last backward frees it, where the profile's network progresses on its own; PyTorch's DDP, which "

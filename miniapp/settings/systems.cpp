@@ -20,7 +20,7 @@ const std::vector<SoftwareSystem>& software_systems() {
        {{"predict.attention", "batched_gemm"}, {"predict.pipeline_p2p", "serialized"}, {"predict.grad_reduce", "serialized"},
         {"predict.attention_dropout", "0.1"}, {"predict.tp_input_grad", "overlapped"},
         {"predict.loss", "vocab_parallel"}, {"predict.residual", "activations_dropout"}, {"predict.host", "eager"},
-        {"predict.bucket_pass", "scale"}, {"predict.embedding_grad", "dense_main_grad"}},
+        {"predict.bucket_pass", "scale"}, {"predict.embedding_grad", "dense_main_grad"}, {"predict.memory", "megatron_lm"}},
        {{"predict.grad_reduce", "overlapped"}, {"predict.bucket_pass", "none"}}},
       {"megatron-core",
        "Megatron-Core as NVIDIA's published configurations run it (Transformer Engine's cuDNN flash attention, "

@@ -189,6 +189,20 @@ void validate_products(const Config& cfg) {
 // predict.memory=composer_mpt counts what Composer's FSDP holds for MPT's blocks
 // (predict/software_memory.hpp): layouts outside the runs it describes get one line and a fix.
 void validate_predict_memory(const Config& cfg) {
+  if (cfg.str("predict.memory") == "megatron_lm") {
+    const std::string by = set_by_software_system(cfg, "predict.memory");
+    const std::string what = "predict.memory=megatron_lm" + (by.empty() ? std::string() : " (from " + by + ")");
+    const std::string fix = ", or set predict.memory=kformer for kformer's own step's memory";
+    require(cfg.str("model.family") == "gpt", what + " counts Megatron-LM's GPT layers (Korthikanti et al.), not "
+                                                     "model.family=" + cfg.str("model.family") + "'s: use a gpt deck" + fix);
+    const std::string sched = cfg.str("parallel.schedule");
+    require(sched == "1f1b" || sched == "interleaved", what + " counts Megatron-LM's 1F1B and interleaved schedules, "
+                                                             "not parallel.schedule=" + sched + fix);
+    require(cfg.i64("train.recompute_layers") == 0, what + " counts train.recompute=full on every layer, not on "
+                                                           "train.recompute_layers=" + s(cfg.i64("train.recompute_layers")) +
+                                                           ": drop train.recompute_layers" + fix);
+    return;
+  }
   if (cfg.str("predict.memory") != "composer_mpt") return;
   const std::string by = set_by_software_system(cfg, "predict.memory");
   const std::string what = "predict.memory=composer_mpt" + (by.empty() ? std::string() : " (from " + by + ")");

@@ -43,7 +43,12 @@ head -1 "$tmp/out" | grep -q "system megatron-lm-2022, attention costed as batch
   || fail "the first line does not name the system: $(head -1 "$tmp/out")"
 /usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['system']=='megatron-lm-2022' and p['attention']=='batched_gemm' else 1)" "$tmp/sys.json" \
   || fail "the report does not say which system was costed"
-# Its fits line says whose peak it is: kformer's own step's, not the costed system's.
+# Its memory line says whose peak it is: Megatron-LM's count (the preset's predict.memory), at which stage,
+# with kformer's own step's beside it; with predict.memory=kformer the fits line says the peak is kformer's.
+grep -q "^  memory per rank  predicted peak .* GB as megatron_lm counts it (at stage 0, .*); kformer's own step .* GB" "$tmp/out" \
+  || fail "the memory line does not say whose peak it is: $(grep '^  memory per rank' "$tmp/out")"
+"$kformer" predict "$src/input/gpt3-small.yaml" parallel.pp=2 predict.world=4 predict.system=megatron-lm-2022 \
+  predict.memory=kformer predict.machine="$a100" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict.memory=kformer run failed"; }
 grep -A1 '^  fits ' "$tmp/out" | grep -q "kformer's own step's peak at this layout, not megatron-lm-2022's" \
   || fail "the fits line does not say the peak is kformer's own: $(grep -A1 '^  fits ' "$tmp/out")"
 "$kformer" predict "$src/input/gpt3-small.yaml" predict.machine="$a100" >"$tmp/own" 2>&1 || fail "predict of kformer's own run failed"

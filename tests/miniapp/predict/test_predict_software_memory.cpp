@@ -113,7 +113,10 @@ TEST(PredictSoftwareMemory, LayoutsItDoesNotDescribeAreRefused) {
            {{"model.family=llama"}, "model.family=llama"},
            {{"parallel.tp=2", "predict.world=8"}, "parallel.tp=1 parallel.pp=1"},
            {{"parallel.zero=1"}, "not parallel.zero=1 over parallel.dp=4"},
-           {{"train.recompute=selective"}, "not train.recompute=selective"}}) {
+           {{"train.recompute=selective"}, "not train.recompute=selective"},
+           {{"predict.memory=megatron_lm", "model.family=llama"}, "Megatron-LM's GPT layers"},
+           {{"predict.memory=megatron_lm", "parallel.pp=2", "predict.world=8", "train.global_batch=16", "parallel.schedule=gpipe"},
+            "not parallel.schedule=gpipe"}}) {
     try {
       plan("tiny.yaml", mpt(more));
       ADD_FAILURE() << says << ": not refused";
@@ -130,4 +133,65 @@ TEST(PredictSoftwareMemory, LayoutsItDoesNotDescribeAreRefused) {
   } catch (const kformer::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("(from predict.system=llm-foundry-2023)"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+// tiny.yaml (4 layers, h 64, a 4 heads, FFN 256 = 4h, s 32, b 2) in bf16 as the megatron-lm-2022 preset
+// costs it (its fused-softmax attention with dropout 0.1, predict.memory=megatron_lm).
+kp::SoftwareMemory megatron(const std::vector<std::string>& more) {
+  std::vector<std::string> o = {"train.precision=bf16", "predict.system=megatron-lm-2022"};
+  o.insert(o.end(), more.begin(), more.end());
+  const kformer::RunPlan p = plan("tiny.yaml", o);
+  EXPECT_EQ(p.settings.predict.memory, kformer::MemoryModel::megatron_lm);
+  return kp::megatron_lm_memory(p.settings, p.shape);
+}
+
+}  // namespace
+
+// A layer keeps what Korthikanti et al. count, as the paper writes it (bytes a layer and micro-batch,
+// s b h a token each, t TP ranks): sbh (10 + 24/t + 5as/(ht)) with TP alone, sbh/t (34 + 5as/h) with
+// sequence parallelism, 34 sbh/t under selective recomputation, 2 sbh (2 sbh/t) under full.
+TEST(PredictSoftwareMemory, MegatronLmLayersKeepKorthikantisCount) {
+  const double s = 32, h = 64, a = 4, t = 2;
+  const std::vector<std::string> tp2 = {"predict.world=2", "parallel.tp=2", "train.recompute=none"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), tp2.begin(), tp2.end());
+    return megatron(more).saved_per_token;  // bytes a token of the micro-batch, one layer
+  };
+  EXPECT_DOUBLE_EQ(with({}), h * (10 + 24 / t + 5 * a * s / (h * t)));
+  EXPECT_DOUBLE_EQ(with({"parallel.sequence_parallel=true"}), h / t * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(with({"parallel.sequence_parallel=true", "train.recompute=selective"}), 34 * h / t);
+  EXPECT_DOUBLE_EQ(with({"train.recompute=selective"}), h * (10 + 24 / t));
+  EXPECT_DOUBLE_EQ(with({"train.recompute=full"}), 2 * h);
+  EXPECT_DOUBLE_EQ(with({"parallel.sequence_parallel=true", "train.recompute=full"}), 2 * h / t);
+  // Without attention dropout the probabilities are kept once (2as, not 5as); a flash kernel keeps none.
+  EXPECT_DOUBLE_EQ(with({"predict.attention_dropout=0"}), h * (10 + 24 / t) + 2 * a * s / t);
+  EXPECT_DOUBLE_EQ(with({"predict.attention=flash"}), h * (10 + 24 / t));
+}
+
+// A stage holds the micro-batches Megatron's schedules warm up, 18 bytes a parameter of its own (2 +
+// 4 + 12/dp with the distributed optimizer), the first its embedding's dropout mask and the last the
+// loss's fp32 logits.
+TEST(PredictSoftwareMemory, MegatronLmStagesHoldTheirWarmUp) {
+  const double N = 2 * 32, h = 64, V = 256;
+  // 4 stages of one layer, 8 micro-batches under 1F1B: stage r holds 4 - r of them.
+  const kp::SoftwareMemory p4 = megatron({"predict.world=4", "parallel.pp=4", "train.global_batch=16", "train.recompute=full"});
+  ASSERT_EQ(p4.moments.size(), 4u);
+  const double layer = 2 * h * N, rerun = h * (34 + 5 * 4 * 32 / h) * N;
+  const double block = 49984, embed = 256 * 64 + 32 * 64, final_norm = 128;
+  EXPECT_DOUBLE_EQ(p4.moments[0].bytes, 18 * (embed + block) + 4 * layer + 4 * h * N + rerun);
+  EXPECT_DOUBLE_EQ(p4.moments[1].bytes, 18 * block + 3 * layer + rerun);
+  EXPECT_DOUBLE_EQ(p4.moments[2].bytes, 18 * block + 2 * layer + rerun);
+  EXPECT_DOUBLE_EQ(p4.moments[3].bytes, 18 * (block + 256 * 64 + 32 * 64 + final_norm) + 1 * layer + 2 * h * N +
+                                            (4 + 2) * V * N + rerun);
+  // Interleaved, 2 stages of 2 chunks of one layer, 4 micro-batches: stage 0 warms up (2-0-1) 2 + (2-1) 2
+  // chunk-micro-batches and holds one more; stage 1, 2 + 1.
+  const kp::SoftwareMemory il = megatron({"predict.world=2", "parallel.pp=2", "parallel.schedule=interleaved",
+                                          "parallel.virtual_stages=2", "train.global_batch=8", "train.recompute=full"});
+  EXPECT_DOUBLE_EQ(il.moments[0].bytes, 18 * (embed + 2 * block) + 5 * layer + 5.0 / 2 * h * N + rerun);
+  EXPECT_DOUBLE_EQ(il.moments[1].bytes, 18 * (2 * block + embed + final_norm) + 3 * layer + 2 * h * N + 6 * V * N + rerun);
+  // The distributed optimizer shards the fp32 masters and moments over DP.
+  const kp::SoftwareMemory dist = megatron({"predict.world=4", "parallel.dp=4", "parallel.zero=1", "train.global_batch=8"});
+  EXPECT_DOUBLE_EQ(dist.states, (2 + 4 + 12.0 / 4) * (embed + 4 * block + final_norm));
 }

@@ -136,6 +136,7 @@ TEST(Settings, EachKeyReachesItsField) {
 TEST(Settings, ASoftwarePresetSetsItsKeysAndAGivenKeyKeepsItsValue) {
   const RunSettings megatron = read({"predict.system=megatron-lm-2022"});
   EXPECT_EQ(megatron.predict.system, "megatron-lm-2022");
+  EXPECT_EQ(megatron.predict.memory, MemoryModel::megatron_lm);  // Korthikanti et al.'s count (software_memory.hpp)
   EXPECT_EQ(megatron.predict.attention, AttentionModel::batched_gemm);
   EXPECT_EQ(megatron.predict.pipeline_p2p, PipelineP2p::serialized);
   EXPECT_EQ(megatron.predict.grad_accumulate, GradAccumulation::fused);
