@@ -18,6 +18,7 @@
 #include "train/make_plan.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/key_costs.hpp"
+#include "predict/largest_fit.hpp"
 #include "predict/predict_report.hpp"
 #include "settings/schema.hpp"
 #include "predict/step_sim.hpp"
@@ -153,6 +154,12 @@ int run_predict(const std::vector<std::string>& args) {
   const StepPrediction p = predict_step(plan, profile, !cfg.output.trace.empty());
   nlohmann::json report = predict_report(plan, profile, p);
   const std::string breakdown = cfg.predict.breakdown ? add_key_costs(report, cfg, profile, p.step_ms) : "";
+  std::string largest;
+  if (cfg.predict.largest_micro_batch) {
+    const LargestFit fit = largest_fitting_micro_batch(args, cfg, profile);
+    report["summary"]["memory"]["largest_micro_batch"] = fit.to_json();
+    largest = fit.text();
+  }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::cout << "kformer predict: deck " << cli.deck << " on " << world << " rank(s) (dp=" << cfg.parallel.dp
@@ -234,7 +241,7 @@ int run_predict(const std::vector<std::string>& args) {
                     : "")
             << host_text(cfg.predict.host, profile) << sms_text(profile) << published_text(profile)
             << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
-            << predict_summary_text(report) << breakdown << "  predicted in " << took << " s\n"
+            << predict_summary_text(report) << largest << breakdown << "  predicted in " << took << " s\n"
             << std::flush;
   if (!cfg.output.json.empty()) write_json(cfg.output.json, report, "output.json", 2);
   if (!cfg.output.trace.empty()) {

@@ -16,6 +16,13 @@
 #include "settings/systems.hpp"
 
 namespace kformer::predict {
+double predicted_peak_bytes(const RunPlan& plan, const MachineProfile& prof) {
+  const double baseline = prof.process_baseline_gb * 1e9;
+  if (plan.settings.predict.memory != MemoryModel::kformer)
+    return software_memory(plan.settings, plan.shape).peak().bytes + baseline;
+  return plan.memory.total() + baseline;
+}
+
 nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, const StepPrediction& p) {
   const RunSettings& cfg = plan.settings;
   const int tp = cfg.parallel.tp, pp = cfg.parallel.pp, dp = cfg.parallel.dp;
@@ -89,10 +96,9 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
   mem["fits"] = fits_device(plan, prof);
   mem["counted_as"] = name_of(cfg.predict.memory);
   if (cfg.predict.memory != MemoryModel::kformer) {  // the software's, in place of kformer's own step's
-    const SoftwareMemory sm = software_memory(cfg, plan.shape);
     mem["kformer_peak_bytes"] = mem["peak_bytes"];
-    mem["software"] = sm.to_json();
-    mem["peak_bytes"] = sm.peak().bytes + baseline;
+    mem["software"] = software_memory(cfg, plan.shape).to_json();
+    mem["peak_bytes"] = predicted_peak_bytes(plan, prof);
     mem["fits"] = mem["device_bytes"].get<double>() <= 0 || mem["peak_bytes"].get<double>() <= mem["device_bytes"].get<double>();
   }
   s["memory"] = mem;

@@ -17,6 +17,9 @@
 namespace kformer::predict {
 
 nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& profile, const StepPrediction& p);
+// The predicted peak per rank: as predict.memory counts it (kformer's own: the plan's estimate, which
+// with_memory made), with the profile's process baseline.
+double predicted_peak_bytes(const RunPlan& plan, const MachineProfile& profile);
 // format_summary's block with "measured" read as "predicted", and the memory verdict.
 std::string predict_summary_text(const nlohmann::json& report);
 // Chrome trace-event JSON of the simulated step (times in us from the step's start).

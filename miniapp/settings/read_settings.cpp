@@ -93,6 +93,7 @@ RunSettings read_settings(const Config& cfg) {
   s.predict.bucket_pass = choice<BucketPass>(cfg, "predict.bucket_pass");
   s.predict.embedding_grad = choice<EmbeddingGrad>(cfg, "predict.embedding_grad");
   s.predict.host = choice<HostCost>(cfg, "predict.host");
+  s.predict.largest_micro_batch = flag(cfg, "predict.largest_micro_batch");
   s.predict.breakdown = flag(cfg, "predict.breakdown");
   s.deck = cfg.echo();
   return s;

@@ -114,6 +114,7 @@ struct PredictSettings {
   BucketPass bucket_pass = BucketPass::none;
   EmbeddingGrad embedding_grad = EmbeddingGrad::sparse;
   HostCost host = HostCost::kformer;
+  bool largest_micro_batch = false;  // predict.largest_micro_batch: search the largest that fits (largest_fit.hpp)
   bool breakdown = false;  // predict.breakdown: what each key above that departs from kformer's costs
 };
 

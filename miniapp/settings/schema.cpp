@@ -304,6 +304,11 @@ std::vector<KeySpec> make_schema() {
              "(CUDA_LAUNCH_BLOCKING=1: the host waits for each kernel, so a pass takes its kernels' time plus the "
              "profile's eager_host blocking time); eager and blocking cost nothing more where the profile has no "
              "eager_host section (bench/eager_op_cost.py measures it)"),
+      choice("predict.largest_micro_batch", {"false", "true"},
+             "kformer predict also finds the largest train.micro_batch whose predicted peak per rank fits the device "
+             "(as predict.memory counts it): each divisor of the sequences a data-parallel rank takes a step, largest "
+             "first, the deck's other settings kept; the summary's 'largest fit' line and the report's "
+             "summary.memory.largest_micro_batch (predict/largest_fit.hpp)"),
       choice("predict.breakdown", {"false", "true"},
              "kformer predict also predicts the step with each predict.* key that departs from kformer's value "
              "set back to it, alone, and reports what each costs (the report's predicted.key_costs and a line of "

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "platform/errors.hpp"
+#include "predict/key_costs.hpp"
+#include "predict/largest_fit.hpp"
 #include "predict/predict_report.hpp"
 #include "predict/software_memory.hpp"
 #include "predict/step_sim.hpp"
@@ -194,4 +196,39 @@ TEST(PredictSoftwareMemory, MegatronLmStagesHoldTheirWarmUp) {
   // The distributed optimizer shards the fp32 masters and moments over DP.
   const kp::SoftwareMemory dist = megatron({"predict.world=4", "parallel.dp=4", "parallel.zero=1", "train.global_batch=8"});
   EXPECT_DOUBLE_EQ(dist.states, (2 + 4 + 12.0 / 4) * (embed + 4 * block + final_norm));
+}
+
+// predict.largest_micro_batch: with the device's bytes set between the peaks of micro-batches 4 and 8
+// (each predicted alone; the attention kernel given, so that the limit does not choose it), the search
+// over the divisors of the 16 sequences a rank takes finds 4; with
+// room for 16, 16; with none for 1, none. Under Composer's count and under kformer's own.
+TEST(PredictSoftwareMemory, TheLargestMicroBatchThatFitsIsFound) {
+  const auto a100 = profile("dgx-a100-80gb");
+  for (const std::string memory : {"composer_mpt", "kformer"}) {
+    const std::vector<std::string> base = {kSource + "/input/gpt3-small.yaml", "predict.world=2", "parallel.dp=2",
+                                           "parallel.zero=3", "train.precision=bf16", "train.recompute=none",
+                                           "train.global_batch=32", "kernels.attention=fused", "predict.memory=" + memory};
+    const auto peak = [&](int mb) {
+      std::vector<std::string> a = base;
+      a.push_back("train.micro_batch=" + std::to_string(mb));
+      kformer::RunPlan p = kp::costed_layout(kformer::read_prediction_deck("predict", a, false).settings, a100);
+      if (memory == "kformer") p = kformer::with_memory(p);
+      return kp::predicted_peak_bytes(p, a100);
+    };
+    const auto search = [&](double limit_gb) {
+      std::vector<std::string> a = base;
+      a.push_back("memory.limit_gb=" + std::to_string(limit_gb));
+      return kp::largest_fitting_micro_batch(a, kformer::read_prediction_deck("predict", a, false).settings, a100);
+    };
+    const double p1 = peak(1), p4 = peak(4), p8 = peak(8), p16 = peak(16);
+    ASSERT_LT(p4, p8) << memory;
+    const kp::LargestFit four = search((p4 + p8) / 2e9);
+    EXPECT_EQ(four.local_batch, 16) << memory;
+    EXPECT_EQ(four.micro_batch, 4) << memory;
+    EXPECT_DOUBLE_EQ(four.peak_bytes, p4) << memory;
+    EXPECT_EQ(search(p16 * 1.01 / 1e9).micro_batch, 16) << memory;
+    const kp::LargestFit none = search(p1 * 0.99 / 1e9);
+    EXPECT_EQ(none.micro_batch, 0) << memory;
+    EXPECT_NE(none.text().find("none: micro-batch 1"), std::string::npos) << none.text();
+  }
 }
