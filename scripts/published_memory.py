@@ -101,9 +101,30 @@ def ran_lines(rows, reports):
     return text, problems
 
 
+def largest_fit_line(rows, reports):
+    """Each row's micro-batch against the largest that predict finds fits (predict.largest_micro_batch), over
+    the rows whose per-rank batch allowed a larger one, by whose memory predict counts: a count, not a check
+    (a row that ran a larger one does not fit, which ran_lines guards)."""
+    by = {}
+    for r in rows:
+        rep = reports.get(r["id"])
+        lf = rep["summary"]["memory"].get("largest_micro_batch") if rep else None
+        mb = r.get("deck", {}).get("train.micro_batch", 1)
+        if not lf or lf["local_batch"] <= mb:
+            continue
+        n = by.setdefault(counted_as(rep), [0, 0, 0])
+        n[0 if lf["micro_batch"] == mb else 1 if lf["micro_batch"] > mb else 2] += 1
+    if not by:
+        return ""
+    parts = [f"{'kformer' + chr(39) + 's own step' if k == 'kformer' else k}: {v[0]} of {sum(v)} ran the largest, {v[1]} a "
+             f"smaller one, {v[2]} a larger one" for k, v in sorted(by.items())]
+    return ("The micro-batch each row ran against the largest predict finds fits (predict.largest_micro_batch), where "
+            "the row's sequences a data-parallel rank allowed a larger one: " + "; ".join(parts) + ".\n")
+
+
 def memory_section(runs, reports):
     """The lines validate_published prints after its table, and the problems --check reports."""
     line1, p1 = measured_lines(runs["rows"], reports, runs.get("memory_bound_pct", 0))
     line2, p2 = fact_lines(runs.get("memory_facts") or [], reports)
     line3, p3 = ran_lines(runs["rows"], reports)
-    return line1 + line2 + line3, p1 + p2 + p3
+    return line1 + line2 + line3 + largest_fit_line(runs["rows"], reports), p1 + p2 + p3

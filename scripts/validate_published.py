@@ -35,8 +35,9 @@ ran the row holds where predict counts it (predict.memory: composer_mpt for the 
 marked *), else kformer's own step at the row's layout. After the table, what the sources say of memory
 (scripts/published_memory.py): the rows that publish a peak against the predicted one, held to the runs
 file's memory_bound_pct with --check; its memory_facts, layouts that ran out of memory, which --check fails
-on when predicted to fit; and the rows that ran, which --check fails on when their software's count says
-they do not fit.
+on when predicted to fit; the rows that ran, which --check fails on when their software's count says
+they do not fit; and the micro-batch each row ran against the largest predict finds fits (every row is
+predicted with predict.largest_micro_batch=true), a count.
 """
 import argparse
 import copy
@@ -146,7 +147,7 @@ def predict(kformer, row, folder, machines=None):
         yaml.safe_dump(nested(deck), f, sort_keys=False)
     machine = (machines or {}).get(row["machine"]) or profile_path(row["machine"])
     cmd = [kformer, "predict", path, f"predict.machine={machine}", f"output.json={report}"]
-    cmd += [f"predict.system={row['system']}"]
+    cmd += [f"predict.system={row['system']}", "predict.largest_micro_batch=true"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{row['id']}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip() or r.stdout.strip()}")

@@ -93,6 +93,15 @@ sw = lambda peak_gib, fits: {**rep(peak_gib, fits), "summary": {"memory": {"peak
 text, p = pm.ran_lines(rows, {"R1": sw(70.0, True), "R2": sw(90.0, False), "R3": rep(90.0, False)})
 assert len(p) == 1 and p[0].startswith("R2 ran in s, but predict's composer_mpt count says it does not fit"), p
 assert "(guarded: none): 1 of 2 (s 1 of 2)" in text and "kformer's own step would not fit" in text and "1 of 1 (t 1 of 1)" in text, text
+# The micro-batch each row ran against predict's largest fit, counted by whose memory, over rows that allowed a larger one.
+lf = lambda counted, local, best: {"summary": {"memory": {"counted_as": counted, "largest_micro_batch": {
+    "local_batch": local, "micro_batch": best}}}}
+runs_lf = [{"id": "A", "deck": {"train.micro_batch": 4}}, {"id": "B", "deck": {"train.micro_batch": 2}},
+           {"id": "C", "deck": {"train.micro_batch": 8}}, {"id": "D", "deck": {"train.micro_batch": 8}}]
+line = pm.largest_fit_line(runs_lf, {"A": lf("composer_mpt", 16, 4), "B": lf("composer_mpt", 16, 8),
+                                     "C": lf("kformer", 8, 8), "D": lf("kformer", 32, 4)})
+assert "composer_mpt: 1 of 2 ran the largest, 1 a smaller one, 0 a larger one" in line, line
+assert "kformer's own step: 0 of 1 ran the largest, 0 a smaller one, 1 a larger one" in line, line  # C: no larger one allowed
 text, p = pm.memory_section({"rows": rows, "memory_bound_pct": 10.5, "memory_facts": facts}, reports)
 assert p == [] and text.count("\n") == 3, text
 
