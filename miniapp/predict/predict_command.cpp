@@ -240,7 +240,9 @@ int run_predict(const std::vector<std::string>& args) {
                     ? ", the embedding's gradient made dense and added into main_grad each micro-batch"
                     : "")
             << host_text(cfg.predict.host, profile) << sms_text(profile) << published_text(profile)
-            << "\nmemory estimate per rank: " << describe(plan.memory) << "\n"
+            << (cfg.predict.memory == MemoryModel::kformer ? "\nmemory estimate per rank: "
+                                                             : "\nkformer's own step's memory estimate per rank: ")
+            << describe(plan.memory) << "\n"
             << predict_summary_text(report) << largest << breakdown << "  predicted in " << took << " s\n"
             << std::flush;
   if (!cfg.output.json.empty()) write_json(cfg.output.json, report, "output.json", 2);
