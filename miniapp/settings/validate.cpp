@@ -198,6 +198,9 @@ void validate_predict_memory(const Config& cfg) {
     const std::string sched = cfg.str("parallel.schedule");
     require(sched == "1f1b" || sched == "interleaved", what + " counts Megatron-LM's 1F1B and interleaved schedules, "
                                                              "not parallel.schedule=" + sched + fix);
+    require(cfg.i64("parallel.zero") <= 2 || cfg.i64("parallel.dp") == 1,
+            what + " counts Megatron-LM's distributed optimizer (parallel.zero=1 or 2), which shards the optimizer's "
+                   "states, not parallel.zero=3's parameters: set parallel.zero=1" + fix);
     require(cfg.i64("train.recompute_layers") == 0, what + " counts train.recompute=full on every layer, not on "
                                                            "train.recompute_layers=" + s(cfg.i64("train.recompute_layers")) +
                                                            ": drop train.recompute_layers" + fix);

@@ -117,6 +117,7 @@ TEST(PredictSoftwareMemory, LayoutsItDoesNotDescribeAreRefused) {
            {{"parallel.zero=1"}, "not parallel.zero=1 over parallel.dp=4"},
            {{"train.recompute=selective"}, "not train.recompute=selective"},
            {{"predict.memory=megatron_lm", "model.family=llama"}, "Megatron-LM's GPT layers"},
+           {{"predict.memory=megatron_lm"}, "not parallel.zero=3's parameters"},
            {{"predict.memory=megatron_lm", "parallel.pp=2", "predict.world=8", "train.global_batch=16", "parallel.schedule=gpipe"},
             "not parallel.schedule=gpipe"}}) {
     try {
