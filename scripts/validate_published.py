@@ -32,7 +32,7 @@ shown, `stand_in` rows aside) give: rows, median absolute and mean signed error 
 `kformer predict` prints for that profile.
 The peak column is the report's predicted peak per rank (with the process baseline): what the software that
 ran the row holds where predict counts it (predict.memory: composer_mpt for the llm-foundry presets' rows,
-marked *), else kformer's own step at the row's layout. After the table, what the sources say of memory
+megatron_lm for Megatron-LM's; marked *), else kformer's own step at the row's layout. After the table, what the sources say of memory
 (scripts/published_memory.py): the rows that publish a peak against the predicted one, held to the runs
 file's memory_bound_pct with --check; its memory_facts, layouts that ran out of memory, which --check fails
 on when predicted to fit; the rows that ran, which --check fails on when their software's count says

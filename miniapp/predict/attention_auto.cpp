@@ -63,8 +63,7 @@ double device_bytes(const RunSettings& s, const MachineProfile& p) {
 }
 
 bool fits_device(const RunPlan& plan, const MachineProfile& p) {
-  const double peak = plan.memory.total() + p.process_baseline_gb * 1e9, limit = device_bytes(plan.settings, p);
-  return limit <= 0 || peak <= limit;
+  return within_device(plan.memory.total() + p.process_baseline_gb * 1e9, device_bytes(plan.settings, p));
 }
 
 }  // namespace kformer::predict

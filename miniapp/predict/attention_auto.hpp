@@ -37,6 +37,8 @@ AttentionKind costed_attention(const RunPlan& layout, const MachineProfile& p);
 
 // The bytes a rank has: memory.limit_gb where set, else the profile's memory_gb.
 double device_bytes(const RunSettings& s, const MachineProfile& p);
+// A peak per rank within `device` bytes (0: unknown, so anything is).
+inline bool within_device(double peak_bytes, double device) { return device <= 0 || peak_bytes <= device; }
 // The memory check predict's report and the choice above share: peak (the estimate and the
 // profile's process baseline) against device_bytes.
 bool fits_device(const RunPlan& plan, const MachineProfile& p);

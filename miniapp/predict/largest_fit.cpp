@@ -17,9 +17,12 @@ nlohmann::json LargestFit::to_json() const {
           {"device_bytes", device_bytes}, {"counted_as", counted_as}};
 }
 
-std::string LargestFit::whose() const {
+namespace {
+// "composer_mpt counts it", "kformer's own step holds it"
+std::string whose(const std::string& counted_as) {
   return counted_as == "kformer" ? "kformer's own step holds it" : counted_as + " counts it";
 }
+}  // namespace
 
 std::string LargestFit::text() const {
   std::ostringstream o;
@@ -27,10 +30,10 @@ std::string LargestFit::text() const {
   o << "  largest fit      ";
   if (micro_batch > 0)
     o << "micro-batch " << micro_batch << " of the " << local_batch << " sequences a data-parallel rank takes a step ("
-      << peak_bytes / 1e9 << " GB predicted peak per rank of " << device_bytes / 1e9 << ", as " << whose() << ")\n";
+      << peak_bytes / 1e9 << " GB predicted peak per rank of " << device_bytes / 1e9 << ", as " << whose(counted_as) << ")\n";
   else
     o << "none: micro-batch 1 of the " << local_batch << " sequences a data-parallel rank takes a step needs "
-      << peak_bytes / 1e9 << " GB per rank of " << device_bytes / 1e9 << " (as " << whose()
+      << peak_bytes / 1e9 << " GB per rank of " << device_bytes / 1e9 << " (as " << whose(counted_as)
       << "): more ranks to shard or split the model, or recomputation\n";
   return o.str();
 }
@@ -55,7 +58,7 @@ LargestFit largest_fitting_micro_batch(const std::vector<std::string>& args, con
       continue;  // a micro-batch this layout cannot take
     }
     f.peak_bytes = predicted_peak_bytes(plan, profile);
-    if (f.device_bytes <= 0 || f.peak_bytes <= f.device_bytes) {
+    if (within_device(f.peak_bytes, f.device_bytes)) {
       f.micro_batch = m;
       break;
     }

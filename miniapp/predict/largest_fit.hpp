@@ -24,7 +24,6 @@ struct LargestFit {
   std::string counted_as;  // predict.memory
   nlohmann::json to_json() const;
   std::string text() const;  // the summary's line
-  std::string whose() const;  // "composer_mpt counts it", "kformer's own step holds it"
 };
 
 // `args`: the command line predict was given (the deck and its overrides); `given`: its settings.

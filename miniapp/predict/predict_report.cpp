@@ -89,17 +89,15 @@ nlohmann::json predict_report(const RunPlan& plan, const MachineProfile& prof, c
                         {"bubble_predicted", s["pipeline"]["bubble_measured"]}});
   const MemoryEstimate& e = plan.memory;
   nlohmann::json mem = e.to_json();
-  const double baseline = prof.process_baseline_gb * 1e9;
-  mem["peak_bytes"] = e.total() + baseline;
+  const double baseline = prof.process_baseline_gb * 1e9, peak = predicted_peak_bytes(plan, prof);
+  mem["peak_bytes"] = peak;  // as predict.memory counts it
   mem["process_baseline_bytes"] = baseline;
   mem["device_bytes"] = device_bytes(cfg, prof);
-  mem["fits"] = fits_device(plan, prof);
+  mem["fits"] = within_device(peak, mem["device_bytes"].get<double>());
   mem["counted_as"] = name_of(cfg.predict.memory);
-  if (cfg.predict.memory != MemoryModel::kformer) {  // the software's, in place of kformer's own step's
-    mem["kformer_peak_bytes"] = mem["peak_bytes"];
+  if (cfg.predict.memory != MemoryModel::kformer) {  // the software's count; kformer's own step's beside it
+    mem["kformer_peak_bytes"] = e.total() + baseline;
     mem["software"] = software_memory(cfg, plan.shape).to_json();
-    mem["peak_bytes"] = predicted_peak_bytes(plan, prof);
-    mem["fits"] = mem["device_bytes"].get<double>() <= 0 || mem["peak_bytes"].get<double>() <= mem["device_bytes"].get<double>();
   }
   s["memory"] = mem;
   s["pipeline"]["micro_batches_in_flight_predicted"] = e.micro_batches_in_flight;

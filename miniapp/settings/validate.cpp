@@ -186,15 +186,20 @@ void validate_products(const Config& cfg) {
                                      "give at least 0.001, or 0 for no limit");
 }
 
-// predict.memory=composer_mpt counts what Composer's FSDP holds for MPT's blocks
-// (predict/software_memory.hpp): layouts outside the runs it describes get one line and a fix.
+// predict.memory=composer_mpt and megatron_lm count what Composer's FSDP holds for MPT's blocks and
+// what Megatron-LM holds for its GPT layers (predict/software_memory.hpp): layouts outside the runs
+// each describes get one line and a fix.
 void validate_predict_memory(const Config& cfg) {
-  if (cfg.str("predict.memory") == "megatron_lm") {
-    const std::string by = set_by_software_system(cfg, "predict.memory");
-    const std::string what = "predict.memory=megatron_lm" + (by.empty() ? std::string() : " (from " + by + ")");
-    const std::string fix = ", or set predict.memory=kformer for kformer's own step's memory";
-    require(cfg.str("model.family") == "gpt", what + " counts Megatron-LM's GPT layers (Korthikanti et al.), not "
-                                                     "model.family=" + cfg.str("model.family") + "'s: use a gpt deck" + fix);
+  const std::string memory = cfg.str("predict.memory");
+  if (memory == "kformer") return;
+  const std::string by = set_by_software_system(cfg, "predict.memory");
+  const std::string what = "predict.memory=" + memory + (by.empty() ? std::string() : " (from " + by + ")");
+  const std::string fix = ", or set predict.memory=kformer for kformer's own step's memory";
+  const std::string counts = memory == "megatron_lm" ? "Megatron-LM's GPT layers (Korthikanti et al.)"
+                                                     : "MPT's blocks (LayerNorm, one QKV projection, GELU)";
+  require(cfg.str("model.family") == "gpt", what + " counts " + counts + ", not model.family=" +
+                                                cfg.str("model.family") + "'s: use a gpt deck" + fix);
+  if (memory == "megatron_lm") {
     const std::string sched = cfg.str("parallel.schedule");
     require(sched == "1f1b" || sched == "interleaved", what + " counts Megatron-LM's 1F1B and interleaved schedules, "
                                                              "not parallel.schedule=" + sched + fix);
@@ -206,12 +211,6 @@ void validate_predict_memory(const Config& cfg) {
                                                            ": drop train.recompute_layers" + fix);
     return;
   }
-  if (cfg.str("predict.memory") != "composer_mpt") return;
-  const std::string by = set_by_software_system(cfg, "predict.memory");
-  const std::string what = "predict.memory=composer_mpt" + (by.empty() ? std::string() : " (from " + by + ")");
-  const std::string fix = ", or set predict.memory=kformer for kformer's own step's memory";
-  require(cfg.str("model.family") == "gpt", what + " counts MPT's blocks (LayerNorm, one QKV projection, GELU), not "
-                                                   "model.family=" + cfg.str("model.family") + "'s: use a gpt deck" + fix);
   require(cfg.i64("parallel.tp") == 1 && cfg.i64("parallel.pp") == 1,
           what + " counts Composer's FSDP, which has neither tensor nor pipeline parallelism: set parallel.tp=1 "
                  "parallel.pp=1" + fix);
@@ -219,10 +218,10 @@ void validate_predict_memory(const Config& cfg) {
   require(zero >= 2 || dp == 1, what + " counts FSDP's FULL_SHARD (parallel.zero=3) or SHARD_GRAD_OP (parallel.zero=2), "
                                        "not parallel.zero=" + s(zero) + " over parallel.dp=" + s(dp) + fix);
   const std::string rc = cfg.str("train.recompute");
-  require((rc == "none" || rc == "full") && cfg.i64("train.recompute_layers") == 0, what + " counts Composer's activation checkpointing, which re-runs whole "
-                                               "blocks or none, not train.recompute=" + rc +
-                                               (cfg.i64("train.recompute_layers") ? " on some layers" : "") +
-                                               ": set train.recompute=full or none without train.recompute_layers" + fix);
+  require((rc == "none" || rc == "full") && cfg.i64("train.recompute_layers") == 0,
+          what + " counts Composer's activation checkpointing, which re-runs whole blocks or none, not "
+                 "train.recompute=" + rc + (cfg.i64("train.recompute_layers") ? " on some layers" : "") +
+                 ": set train.recompute=full or none without train.recompute_layers" + fix);
 }
 
 }  // namespace
