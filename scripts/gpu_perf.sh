@@ -24,9 +24,10 @@
 # its output), nvidia-smi.txt: 10 files, more than the 8 the device tool brings back, so run it
 # through scripts/gpu_session.sh, which packs them into one archive. Exit 0 when every step ran (a target missed is a result, not an
 # error), 1 when one failed or ran out of time, 2 when nothing could start.
-# KFORMER_PERF_SKIP: kernel-bench parts to leave out (any of attention_bf16 gemm attention memory,
-# space-separated; their time goes to the steps, a skipped gemm's partly to attention and memory, a
-# skipped fp32 attention's to the bf16 one),
+# KFORMER_PERF_SKIP: parts to leave out (any of attention_bf16 gemm attention memory sdpa steps,
+# space-separated; a kernel-bench part's time goes to the steps, a skipped gemm's partly to attention
+# and memory, a skipped fp32 attention's to the bf16 one; skipped steps leave the whole budget to the
+# parts kept),
 # KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: kformer's kernels.attention and kernels.gemm in (d)
 # (default auto, as the decks: the step measured is the one a user runs; name a kind to pin it).
 # Issue 35 alone (vendor attention against SDPA, the step as the decks run it) in 300 s:
@@ -44,7 +45,7 @@ if [ "${1:-}" = "--host" ]; then
   [ -n "${2:-}" ] || { echo "gpu_perf: --host needs the folder of kformer and kformer-kernel-bench" >&2; exit 2; }
   host_bin=$(realpath -m "$2"); shift 2
 fi
-case "${1:-}" in -h|--help) sed -n '2,34p' "$0"; exit 0 ;; -*) echo "gpu_perf: unknown option '$1' (see --help)" >&2; exit 2 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,35p' "$0"; exit 0 ;; -*) echo "gpu_perf: unknown option '$1' (see --help)" >&2; exit 2 ;; esac
 # shellcheck source=scripts/gpu_env.sh
 source "$top/scripts/gpu_env.sh"
 gpu_script_init gpu_perf "${1:-${OUT:-$top/build/gpu-perf}}" "${KFORMER_PERF_BUDGET_S:-540}"
@@ -108,6 +109,17 @@ skipped() { case " ${KFORMER_PERF_SKIP:-} " in *" $1 "*) return 0 ;; esac; retur
 # a skipped fp32 attention leaves its own, with that third, to the bf16 attention.
 skipped gemm && cap[2]=$((cap[2] + cap[1] / 3)) && cap[3]=$((cap[3] + cap[1] * 2 / 3))
 skipped attention && cap[0]=$((cap[0] + cap[2]))
+sdpa_cap=$((60 * budget / 540))
+skipped sdpa && sdpa_cap=0
+# Skipped steps leave the whole budget to the kernel parts (a second call that measures them alone).
+if skipped steps; then
+  kept=$sdpa_cap
+  for i in 0 1 2 3; do skipped "${part[i]}" || kept=$((kept + cap[i])); done
+  if [ "$kept" -gt 0 ]; then
+    for i in 0 1 2 3; do cap[i]=$((cap[i] * (budget - 10) / kept)); done
+    sdpa_cap=$((sdpa_cap * (budget - 10) / kept))
+  fi
+fi
 for i in 0 1 2 3; do
   skipped "${part[i]}" && { say "kernel-${part[i]} skipped (KFORMER_PERF_SKIP)"; continue; }
   step "kernel-${part[i]}" bench "${cap[i]}" "${what[i]}" -- "$bin/kformer-kernel-bench" \
@@ -116,10 +128,13 @@ for i in 0 1 2 3; do
 done
 "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --merge-bench "${parts[@]}" >>"$logf" 2>&1 ||
   say "the kernel benchmark's reports could not be merged (log: gpu_perf.log)"
-step sdpa python $((60 * budget / 540)) "(e) PyTorch SDPA at the attention cases' shapes, fp32 and bf16" -- \
+skipped sdpa && say "sdpa skipped (KFORMER_PERF_SKIP)" ||
+step sdpa python "$sdpa_cap" "(e) PyTorch SDPA at the attention cases' shapes, fp32 and bf16" -- \
   "$python" "$py/bench/attention_vs_sdpa.py" --kernel-bench "$outdir/kernel_bench.json" --T "$T" \
   --device "$device" "${sdpa_args[@]}" --json "$outdir/sdpa.json"
+skipped steps && say "the training steps skipped (KFORMER_PERF_SKIP)"
 for precision in fp32 bf16; do
+  skipped steps && break
   # Half of what is left for the first, all of it for the second; the script stops its rounds
   # (and cuts torch.compile) 15 s before the cap.
   left=$((deadline - SECONDS - 10))

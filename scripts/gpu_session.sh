@@ -6,6 +6,8 @@
 #
 #   scripts/gpu_session.sh [CHECK_S CALIBRATE_S PERF_S [OWN_S [LARGE_S [EAGER_S [FLASH_S [CONTEND_S [SUSTAIN_S]]]]]]]]
 #   defaults 170 80 300 0 0 0 0 0 0
+# CHECK_S, CALIBRATE_S or PERF_S 0 leaves that part out, so that a second call on the still-warm
+# machine can run the optional parts alone (kept with scripts/gpu_keep.sh RUN_DIR DATE-GPU-2).
 #
 # OWN_S > 0: also calibrate at the GPT-2 124M step's own shapes (gpu_perf.sh's step: micro-batch 8,
 # T 1024, vocab 50304, kernels.attention and kernels.gemm from KFORMER_STEP_ATTENTION and
@@ -52,24 +54,39 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,51p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,53p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
 [ $# -gt 0 ] && command+=$(printf ' %q' "$@")
-for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP; do
+for v in KFORMER_STEP_ATTENTION KFORMER_STEP_GEMM KFORMER_PERF_SKIP KFORMER_SESSION_S; do
   [ -n "${!v:-}" ] && command="$v=$(printf %q "${!v}") $command"
 done
 check_s=${1:-170} calibrate_s=${2:-80} perf_s=${3:-300} own_s=${4:-0} large_s=${5:-0} eager_s=${6:-0} flash_s=${7:-0}
 contend_s=${8:-0} sustain_s=${9:-0}
+# KFORMER_SESSION_S: the whole run's seconds (the device call's limit less its transfers): each part
+# gets at most what is left of it less 20 s for the archive, and none under 10 s, so that a run cut
+# by what is left of the session's device time still writes its manifest and archive.
+session_end=$((SECONDS + ${KFORMER_SESSION_S:-100000}))
+fit() {  # BUDGET: prints the budget the part may take now (0: leave it out)
+  local left=$((session_end - SECONDS - 20)) b=$1
+  [ "$b" -gt "$left" ] && b=$left
+  [ "$b" -lt 10 ] && b=0
+  echo "$b"
+}
 out=$(realpath -m "${OUT:-$top/build/gpu-session}")
 bundle=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out" "$work/calibrate"
 
-KFORMER_CHECK_BUDGET_S=$check_s "$top/scripts/gpu_check.sh" "$work/check"
-rc_check=$?
+# A zero budget leaves that part out (a second call on a warm machine for the optional parts alone).
+rc_check=-1 rc_perf=-1
+check_s=$(fit "$check_s")
+if [ "$check_s" -gt 0 ]; then
+  KFORMER_CHECK_BUDGET_S=$check_s "$top/scripts/gpu_check.sh" "$work/check"
+  rc_check=$?
+fi
 
 # The profile: the GPT-3 small deck's shapes (those of the 124M runs above), one rank, both
 # precisions. gpu_check.sh left the bundle's environment unexported, so set it again here.
@@ -77,11 +94,16 @@ rc_check=$?
 source "$top/scripts/gpu_env.sh"
 tool=gpu_session logf=$work/calibrate/gpu_env.log
 rc_cal=2 rc_contend=2 rc_sustain=2
+calibrate_s=$(fit "$calibrate_s")
+[ "$calibrate_s" -gt 0 ] || rc_cal=-1
 if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
-  (cd "$top" && timeout "$calibrate_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml \
-     predict.machine="$work/calibrate/h100-measured.yaml") >"$work/calibrate/calibrate.log" 2>&1
-  rc_cal=$?
-  echo "gpu_session: calibrate exit $rc_cal: $(tail -n 1 "$work/calibrate/calibrate.log")"
+  if [ "$calibrate_s" -gt 0 ]; then
+    (cd "$top" && timeout "$calibrate_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml \
+       predict.machine="$work/calibrate/h100-measured.yaml") >"$work/calibrate/calibrate.log" 2>&1
+    rc_cal=$?
+    echo "gpu_session: calibrate exit $rc_cal: $(tail -n 1 "$work/calibrate/calibrate.log")"
+  fi
+  own_s=$(fit "$own_s")
   if [ "$own_s" -gt 0 ]; then
     (cd "$top" && timeout "$own_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml model.vocab_size=50304 \
        model.max_seq_len=1024 train.seq_len=1024 train.global_batch=8 train.micro_batch=8 \
@@ -89,6 +111,7 @@ if kformer_gpu_env "$bundle" "$work/calibrate" >/dev/null 2>&1; then
       >"$work/calibrate/own.log" 2>&1
     echo "gpu_session: calibrate at the step's shapes exit $?: $(tail -n 1 "$work/calibrate/own.log")"
   fi
+  large_s=$(fit "$large_s")
   if [ "$large_s" -gt 0 ]; then
     (cd "$top" && timeout "$large_s" "$bundle/bin/kformer" calibrate input/gpt3-small.yaml model.n_layers=1 \
        model.d_model=8192 model.n_heads=64 model.vocab_size=131072 model.max_seq_len=4096 train.seq_len=4096 \
@@ -129,23 +152,32 @@ bundle_bench() {
   fi
   echo "gpu_session: $name exit $bench_rc"; cat "$work/$dir/$log"
 }
+contend_s=$(fit "$contend_s")
 if [ "$contend_s" -gt 0 ]; then
   bundle_bench contend sm_share.log "$contend_s" - kformer-sm-share --json "$work/contend/sm_share.json"
   rc_contend=$bench_rc
 fi
+sustain_s=$(fit "$sustain_s")
 if [ "$sustain_s" -gt 0 ]; then
   bundle_bench sustain sustained.log "$sustain_s" "$work/sustain/nvidia_smi.csv" kformer-sustained \
     --seconds $((sustain_s > 7 ? sustain_s - 5 : 2)) --json "$work/sustain/sustained.json"
   rc_sustain=$bench_rc
 fi
 
-KFORMER_PERF_BUDGET_S=$perf_s "$top/scripts/gpu_perf.sh" "$work/perf"
-rc_perf=$?
+perf_s=$(fit "$perf_s")
+if [ "$perf_s" -gt 0 ]; then
+  KFORMER_PERF_BUDGET_S=$perf_s "$top/scripts/gpu_perf.sh" "$work/perf"
+  rc_perf=$?
+fi
 
-exits=(--exit "check=$rc_check" --exit "calibrate=$rc_cal" --exit "perf=$rc_perf")
+exits=()  # the parts run (a part left out has -1 and no entry)
+for e in check=$rc_check calibrate=$rc_cal perf=$rc_perf; do
+  [ "${e#*=}" = -1 ] || exits+=(--exit "$e")
+done
 # A PyTorch script of bench/ within its budget, its JSON and log under DIR: torch_bench DIR BUDGET_S NAME.
 torch_bench() {
   local dir=$1 budget=$2 name=$3 rc
+  budget=$(fit "$budget")
   [ "$budget" -gt 0 ] || return 0
   mkdir -p "$work/$dir"
   (cd "$top" && PYTHONUNBUFFERED=1 timeout "$budget" "${PYTHON:-python3}" "bench/$name.py" \
@@ -173,7 +205,7 @@ for f in check/gpu_check.json perf/kernel_bench.json perf/sdpa.json perf/step_fp
   [ -f "$work/$f" ] && mkdir -p "$out/${f%/*}" && cp "$work/$f" "$out/$f"
 done
 [ "$rc_keep" -eq 0 ] || echo "gpu_session: the manifest or the archive could not be written"
-echo "gpu_session: check exit $rc_check, calibrate exit $rc_cal, perf exit $rc_perf; $out"
+echo "gpu_session: check exit $rc_check, calibrate exit $rc_cal, perf exit $rc_perf (-1: left out); $out"
 rc=0
 for r in $rc_check $rc_cal $rc_perf $rc_keep; do [ "$r" -gt "$rc" ] && rc=$r; done
 exit "$rc"

@@ -374,6 +374,14 @@ def test_session(tmp):
         check(any(f["path"] == log for f in m["files"]), f"the session kept no {log}: {m['files']}")
     p = keep(out, f"{tmp}/session-runs")
     check(p.returncode == 0, f"gpu_keep.sh on the session's folder: {p.stderr}")
+    # A second call on a warm machine: zero budgets leave check, calibrate and perf out of the run and
+    # of its exit statuses; the optional parts still run and are kept.
+    out2 = f"{tmp}/session-2"
+    p = run([f"{SRC}/scripts/gpu_session.sh", "0", "0", "0", "0", "0", "0", "20", "10", "45"], env=dict(env, OUT=out2))
+    m = json.load(open(f"{out2}/manifest.json"))
+    check(m["exit"] == {"flash": 2, "contend": 2, "sustain": 2} and "perf exit -1" in p.stdout
+          and not any(f["path"].startswith(("check/", "perf/")) for f in m["files"]),
+          f"gpu_session.sh with zero budgets for check, calibrate and perf: {m['exit']}, {m['files']}")
 
 
 def main():
