@@ -125,6 +125,27 @@ for i in 0 1 2 3; do
   step "kernel-${part[i]}" bench "${cap[i]}" "${what[i]}" -- "$bin/kformer-kernel-bench" \
     "--benchmark_filter=${filters[i]}" --benchmark_out="$work/${part[i]}.json" --benchmark_out_format=json
   parts+=("$work/${part[i]}.json")
+  # A crash (a signal: exit over 128) in one case: the rest of the part again, without it (at most
+  # three times), each crashed case named in the log (session 50: a segmentation fault in the memory
+  # part's fifteenth case on an H200 cost the other fifty).
+  read -r rc took < <(awk -F'\t' -v n="kernel-${part[i]}" '$1 == n {r = $3; s = $4} END {print r + 0, s + 0}' "$steps")
+  part_end=$((SECONDS + cap[i] - took))  # the part's cap, crashes and all
+  filter=${filters[i]}
+  for again in 1 2 3; do
+    [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] || break
+    # The cases that run's filter lists, less those its report holds: the first is the one it
+    # crashed in, the others the next run's.
+    "$bin/kformer-kernel-bench" --benchmark_list_tests "--benchmark_filter=$filter" >"$work/${part[i]}.list" 2>/dev/null
+    mapfile -t rest < <("$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --remaining "${parts[-1]}" "$work/${part[i]}.list")
+    [ ${#rest[@]} -ge 1 ] && say "kernel-${part[i]}: exit $rc in ${rest[0]#crashed }"
+    [ ${#rest[@]} -ge 2 ] || break
+    filter=${rest[1]}
+    step "kernel-${part[i]}-rest$again" bench $((part_end - SECONDS)) "${what[i]}, the cases after ${rest[0]#crashed }" -- \
+      "$bin/kformer-kernel-bench" "--benchmark_filter=$filter" --benchmark_out="$work/${part[i]}-rest$again.json" \
+      --benchmark_out_format=json
+    parts+=("$work/${part[i]}-rest$again.json")
+    rc=$(awk -F'\t' -v n="kernel-${part[i]}-rest$again" '$1 == n {r = $3} END {print r + 0}' "$steps")
+  done
 done
 "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --merge-bench "${parts[@]}" >>"$logf" 2>&1 ||
   say "the kernel benchmark's reports could not be merged (log: gpu_perf.log)"

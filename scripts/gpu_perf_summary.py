@@ -96,6 +96,22 @@ def merge_bench(parts, dest):
     print(f"gpu_perf_summary: {len(merged['benchmarks'])} case(s) from {len(parts)} report(s) in {dest}")
 
 
+def remaining(part, listing):
+    """After a kernel-bench run that crashed: the case it crashed in (the first listed case its
+    report lacks) and a filter for the listed cases after it, so that one case's crash does not
+    cost the rest of the part. Prints 'crashed NAME' and the filter, or nothing when none is left."""
+    r, _ = read_bench_part(part)
+    done = {b.get("run_name", b.get("name")) for b in (r or {}).get("benchmarks", [])}
+    with open(listing) as f:
+        names = [n.strip() for n in f if re.match(r"^[A-Za-z_][^ ]*/", n.strip())]
+    left = [n for n in names if n not in done]
+    if not left:
+        return
+    print("crashed", left[0])
+    if left[1:]:
+        print("^(" + "|".join(re.escape(n) for n in left[1:]) + ")$")
+
+
 def ms(b):
     return b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ms")]
 
@@ -400,7 +416,12 @@ def main():
     ap.add_argument("--error", help="why nothing could run")
     ap.add_argument("--md", help="write the markdown with the per-case tables here")
     ap.add_argument("--json", help="write the targets as JSON here")
+    ap.add_argument("--remaining", nargs=2, metavar=("PART", "LISTING"),
+                    help="a crashed kernel-bench report and its --benchmark_list_tests: the case it crashed in, and a filter of those after it")
     a = ap.parse_args()
+    if a.remaining:
+        remaining(*a.remaining)
+        return 0
     if a.merge_bench:
         merge_bench(a.merge_bench, os.path.join(a.dir, "kernel_bench.json"))
         return 0
