@@ -37,17 +37,22 @@ def load(path):
 
 
 def kept_reports(top, precision):
-    """(run folder name, report path, bench JSON or None) of every kept run with a report in this precision."""
+    """(run folder name, report path, bench JSON or None, portability.platform's argument) of every kept
+    run with a report in this precision."""
     out = []
     for pattern in ("docs/cpu-runs/*/step_{p}_kformer.json", "docs/gpu-runs/*/perf/step_{p}_kformer.json"):
         for path in sorted(glob.glob(os.path.join(top, pattern.format(p=precision)))):
             kind, run = os.path.relpath(path, top).split(os.sep)[1:3]
             try:
-                gpu_manifest.check(os.path.join(top, "docs", kind, run))
+                m = gpu_manifest.check(os.path.join(top, "docs", kind, run))
             except gpu_manifest.Problem as e:
                 raise Refused(f"docs/{kind}/{run}: {e}") from None
             bench = os.path.join(os.path.dirname(path), f"step_{precision}.json")
-            out.append((run, path, load(bench) if os.path.isfile(bench) else None))
+            # A GPU run's platform is its GPU (the manifest's, from nvidia-smi), not the host CPU its
+            # report names beside the backend.
+            gpu = (m or {}).get("gpu") if kind == "gpu-runs" else None
+            arg = f"{load(path).get('platform', {}).get('backend', 'Cuda')} {gpu}={path}" if gpu else path
+            out.append((run, path, load(bench) if os.path.isfile(bench) else None, arg))
     return out
 
 
@@ -56,13 +61,13 @@ def precision_table(top, precision):
     lines = ["", f"**{precision}**", ""]
     if not rows:
         return lines + ["(no kept run has this precision's report yet)"]
-    plats = [portability.platform(path) for _, path, _ in rows]
+    plats = [portability.platform(arg) for _, _, _, arg in rows]
     why = portability.deck_mismatch(plats)
     if why:
         raise Refused(f"{precision}: the kept reports are not the same deck: {why}")
     lines += ["| kept run | platform | efficiency | model TFLOP/s a rank | ceiling TFLOP/s | step ms | "
               "PyTorch eager / kformer |", "|---|---|---:|---:|---:|---:|---:|"]
-    for (run, path, bench), p in zip(rows, plats):
+    for (run, path, bench, _), p in zip(rows, plats):
         step = load(path)["summary"].get("step_ms_median")
         ratio = (bench or {}).get("eager", {}).get("torch_over_kformer")
         lines.append(f"| {run} | {p['name']} | {portability.fmt(p['e'], '.3f')} | {portability.fmt(p['tflops'], '.3g')} | "

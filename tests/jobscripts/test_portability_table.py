@@ -26,7 +26,7 @@ def kept_run(folder, device_file, device_text, reports, eager_over_kformer):
                           "parallel": {"tp": 1}},
                "summary": {"mfu": mfu, "model_tflops_per_rank": 100 * mfu, "gemm_ceiling_tflops": 100.0,
                            "step_ms_median": 50.0},
-               "platform": {"backend": "Cuda" if perf != folder else "OpenMP", "device": device_file}}
+               "platform": {"backend": "Cuda" if perf != folder else "OpenMP", "host_cpu": device_file}}
         with open(os.path.join(perf, f"step_{precision}_kformer.json"), "w") as f:
             json.dump(rep, f)
         with open(os.path.join(perf, f"step_{precision}.json"), "w") as f:
@@ -63,7 +63,8 @@ class Table(unittest.TestCase):
         self.assertTrue(text.startswith("before\n") and text.endswith("after\n"))
         fp32, bf16 = text.split("**bf16**")
         self.assertIn("| 2026-12-01-amd-epyc-avx512-bf16 | OpenMP lscpu.txt | 0.500 |", fp32)
-        self.assertIn("| 2026-12-02-h100 | Cuda nvidia-smi.txt | 0.250 |", fp32)
+        # a GPU run's platform is the GPU its manifest names, not the host CPU of kformer's report
+        self.assertIn("| 2026-12-02-h100 | Cuda NVIDIA H100 80GB HBM3 | 0.250 |", fp32)
         self.assertIn("PP over 2 platform(s): 0.333", fp32)  # 2 / (1/0.5 + 1/0.25)
         self.assertIn("| 2.00 |", fp32)
         self.assertIn("PP over 1 platform(s): 0.250", bf16)
