@@ -132,7 +132,7 @@ for i in 0 1 2 3; do
   part_end=$((SECONDS + cap[i] - took))  # the part's cap, crashes and all
   filter=${filters[i]}
   for again in 1 2 3; do
-    [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] || break
+    if [ "$rc" -le 128 ] || [ "$rc" -eq 137 ]; then break; fi  # no crash (137: the time cap's kill)
     # The cases that run's filter lists, less those its report holds: the first is the one it
     # crashed in, the others the next run's.
     "$bin/kformer-kernel-bench" --benchmark_list_tests "--benchmark_filter=$filter" >"$work/${part[i]}.list" 2>/dev/null
@@ -149,10 +149,13 @@ for i in 0 1 2 3; do
 done
 "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --merge-bench "${parts[@]}" >>"$logf" 2>&1 ||
   say "the kernel benchmark's reports could not be merged (log: gpu_perf.log)"
-skipped sdpa && say "sdpa skipped (KFORMER_PERF_SKIP)" ||
-step sdpa python "$sdpa_cap" "(e) PyTorch SDPA at the attention cases' shapes, fp32 and bf16" -- \
-  "$python" "$py/bench/attention_vs_sdpa.py" --kernel-bench "$outdir/kernel_bench.json" --T "$T" \
-  --device "$device" "${sdpa_args[@]}" --json "$outdir/sdpa.json"
+if skipped sdpa; then
+  say "sdpa skipped (KFORMER_PERF_SKIP)"
+else
+  step sdpa python "$sdpa_cap" "(e) PyTorch SDPA at the attention cases' shapes, fp32 and bf16" -- \
+    "$python" "$py/bench/attention_vs_sdpa.py" --kernel-bench "$outdir/kernel_bench.json" --T "$T" \
+    --device "$device" "${sdpa_args[@]}" --json "$outdir/sdpa.json"
+fi
 skipped steps && say "the training steps skipped (KFORMER_PERF_SKIP)"
 for precision in fp32 bf16; do
   skipped steps && break
