@@ -282,7 +282,12 @@ def main():
                 out["kformer"].update({x: k[x] for x in ("loss1", "gemm_ceiling_tflops", "gemm_ceiling", "mfu_report",
                                                          "kernels_attention", "kernels_gemm")})
                 kformer_history = k["history"]
-                out["flops_per_step"] = rep["summary"]["flops"]["counted_per_iteration_rank"]
+                # MFU's convention (docs/figures.md): the model's FLOPs, Megatron-LM's and PaLM's
+                # count (attention's full square), a rank's share; the kernels' causal count beside it.
+                fl, world = rep["summary"]["flops"], rep.get("mesh", {}).get("world", 1) or 1
+                out["flops_per_step"] = fl["model_per_iteration_all_ranks"] / world
+                out["flops_per_step_counted"] = fl["counted_per_iteration_rank"]
+                out["flops_basis"] = "model"
                 out["config"] = {"model": rep["config"]["model"], "train": rep["config"]["train"]}
                 variants = build_variants(a, rep["config"], out)
             for name, v in variants.items():

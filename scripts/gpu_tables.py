@@ -77,13 +77,15 @@ def step_part(steps):
         k, e, c = st.get("kformer", {}), st.get("eager", {}), st.get("compile", {})
         flops, ceiling = st.get("flops_per_step"), k.get("gemm_ceiling_tflops")
         tflops = flops / (k["step_ms"] / 1e3) / 1e12 if flops and k.get("step_ms") else None
+        if st.get("flops_basis") != "model" and k.get("mfu_report") is not None and ceiling:
+            tflops = k["mfu_report"] * ceiling  # a run before session 50 counted causal FLOPs: the report's model FLOP/s
         rows.append([p, *summary.kformer_kernels(st), fmt(k.get("step_ms"), ".2f"), fmt(e.get("step_ms"), ".2f"),
                      fmt(ratio(e.get("step_ms"), k.get("step_ms")), ".3f"), fmt(c.get("step_ms"), ".2f"),
                      fmt(ratio(c.get("step_ms"), k.get("step_ms")), ".3f"), fmt(tflops, ".3g"), fmt(ceiling, ".3g"),
                      fmt(ratio(tflops, ceiling), ".3f"), str(st.get("rounds", 0))])
         g = k.get("gemm_ceiling") or {}
         about = (f"{st.get('shape', '?')} shape, weights from {st.get('init', '?')}, PyTorch attention {st.get('attention', '?')}, "
-                 f"torch {st.get('torch', '?')}, GEMM ceiling: {g.get('impl', '?')} fp32 GEMM {g.get('shape', '?')}")
+                 f"torch {st.get('torch', '?')}, {p} GEMM ceiling: {g.get('impl', '?')} {g.get('precision', p)} GEMM {g.get('shape', '?')}")
         if about not in notes:  # both precisions' are usually the same
             notes.append(about)
         if c.get("error"):
@@ -93,7 +95,7 @@ def step_part(steps):
     header = ["precision", "kformer attention", "kformer GEMM", "kformer ms", "eager ms", "eager/kformer", "compile ms",
               "compile/kformer", "kformer TFLOP/s", "GEMM ceiling TFLOP/s", "MFU", "rounds"]
     out = table("The training step against PyTorch eager and torch.compile (`perf/step_*.json`; ms, median over rounds; "
-                "ratio > 1: kformer faster; MFU = kformer's TFLOP/s over its GEMM ceiling)", header, rows, "no step figures")
+                "ratio > 1: kformer faster; MFU = kformer's model TFLOP/s, docs/figures.md's convention, over its GEMM ceiling)", header, rows, "no step figures")
     return out + ["", "; ".join(notes) + "."]
 
 

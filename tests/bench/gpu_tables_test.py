@@ -66,7 +66,7 @@ def step(precision, kformer, eager, compiled, flops=6.0e12, ceiling=45.0, chosen
          "tflops": flops / kformer * 1e-9, "mfu": flops / kformer * 1e-9 / ceiling, "mfu_vs_torch_bf16_matmul": None}
     out = {"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "precision": precision,
            "shape": "gpt2", "steps": 10, "warmup": 3, "rounds_asked": 2, "rounds": 2, "attention": "sdpa",
-           "kformer_attention": "batched_gemm", "kformer": k, "flops_per_step": flops, "init": "torch generator",
+           "kformer_attention": "batched_gemm", "kformer": k, "flops_per_step": flops, "flops_basis": "model", "init": "torch generator",
            "torch_matmul_tflops": {"fp32": 50.0, "bf16": 600.0}}
     for name, ms in (("eager", eager), ("compile", compiled)):
         out[name] = {"step_ms_rounds": [ms, ms], "step_ms": ms, "tflops": flops / ms * 1e-9, "loss1": 10.99,
