@@ -12,7 +12,11 @@ namespace kformer::predict {
 namespace {
 // Whether the profile rates `kind` in the run's precision (attention_auto.hpp's list).
 bool rated(const ComputeRates& r, AttentionKind kind, bool bf16) {
-  if (r.attention_tflops.count(name_of(kind))) return kind != AttentionKind::vendor || bf16;
+  if (kind == AttentionKind::vendor && !bf16) return false;
+  if (r.attention_tflops.count(name_of(kind))) return true;
+  // calibrate timed it on this machine (its points, at its shapes; attention_us costs other shapes)
+  for (const AttentionPoint& a : r.attention_points)
+    if (a.kind == name_of(kind)) return true;
   if (kind == AttentionKind::vendor) return bf16 && r.cudnn_forward_tflops.given();
   if (kind == AttentionKind::batched_gemm) return !r.batched_gemm_tflops.empty();
   return false;

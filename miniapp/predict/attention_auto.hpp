@@ -6,7 +6,8 @@
 // probabilities may not), and fused where none does, as start-up falls back.
 //
 // The kinds the profile rates in the run's precision:
-// - those in attention_tflops (calibrate's timings; a datasheet profile's naive and fused);
+// - those in attention_tflops (a datasheet profile's naive and fused) or in calibrate's timed points
+//   (attention.points: every kind the calibrated build ran, batched_gemm and vendor included);
 // - vendor (kformer's cuDNN kernel, bf16 only) where the profile gives cuDNN's published rates
 //   (cudnn_forward_tflops), costed as predict.attention=cudnn;
 // - batched_gemm (kformer's batched vendor GEMMs) where it gives batched_gemm_tflops, costed as

@@ -62,6 +62,28 @@ TEST(PredictAttentionAuto, TheFastestKindTheProfileRatesInTheRunsPrecision) {
             kp::predicted_step_ms(small({"train.precision=bf16", "kernels.attention=fused"}), h100));
 }
 
+// A calibrated profile rates every kind calibrate timed (its attention points): on the H200 of
+// session 50 (kformer calibrate at the 124M step's shapes, kept in docs/gpu-runs/), predict's auto is
+// what that GPU's own start-up chose in the same run's 124M step (perf/step_*.json): cuDNN's kernel in
+// bf16, the batched GEMMs in fp32. Before, only the kinds with a rate (naive, fused) were candidates,
+// and predict costed the CUDA-core fused kernel: 182 ms against the 33.6 ms the step took.
+TEST(PredictAttentionAuto, ACalibratedProfileRatesTheKindsItTimed) {
+  const kp::MachineProfile h200 =
+      kp::load_profile(kSource + "/docs/gpu-runs/2026-12-04-h200-2/calibrate/own.yaml");
+  const std::vector<std::string> step = {"model.vocab_size=50304", "model.max_seq_len=1024", "train.seq_len=1024",
+                                         "train.global_batch=8", "train.micro_batch=8"};
+  auto with = [&](const std::string& precision) {
+    std::vector<std::string> o = step;
+    o.push_back("train.precision=" + precision);
+    return small(o);
+  };
+  EXPECT_EQ(kp::costed_attention(with("bf16"), h200), AttentionKind::vendor);
+  EXPECT_EQ(kp::costed_attention(with("fp32"), h200), AttentionKind::batched_gemm);
+  const std::vector<AttentionKind> bf16 = kp::attention_candidates(with("bf16"), h200);
+  EXPECT_EQ(bf16.size(), 4u);  // naive, fused, batched_gemm and vendor, all timed there
+  EXPECT_EQ(kp::attention_candidates(with("fp32"), h200).size(), 3u);  // no vendor kernel in fp32
+}
+
 // Start-up leaves out a kind whose memory estimate does not fit (app.cpp, resolve_attention); so does
 // predict: batched_gemm keeps the T*T probabilities, and with a device between its estimate and
 // fused's, auto is fused; where none fits, fused, start-up's fallback.
