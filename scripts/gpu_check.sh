@@ -55,6 +55,8 @@ for line in open(steps_tsv):
         r = json.load(open(os.path.join(outdir, name + ".json")))
         s["losses"] = [it.get("loss") for it in r.get("iterations", [])]
         s["summary"] = {k: r.get("summary", {}).get(k) for k in ("step_ms_median", "tokens_per_s", "model_tflops_per_rank", "mfu")}
+        s["summary"]["attention"] = (r.get("summary", {}).get("kernels_attention") or {}).get("kind")  # what auto chose
+        s["summary"]["gemm"] = (r.get("summary", {}).get("kernels_gemm") or {}).get("impl")
         s["platform"] = r.get("platform")
         if not s["losses"] or not all(isinstance(l, (int, float)) and math.isfinite(l) for l in s["losses"]):
             s["rc"] = s["rc"] or 1
@@ -130,7 +132,7 @@ for precision in fp32 bf16; do
 done
 for precision in fp32 bf16; do
   name=gpt2-124m; [ "$precision" = bf16 ] && name=gpt2-124m-bf16
-  step "$name" kformer 200 "GPT-2 124M shapes in $precision, comm.backend=nccl, gemm auto, fused attention" -- \
+  step "$name" kformer 200 "GPT-2 124M shapes in $precision, comm.backend=nccl, gemm and attention auto (the deck's)" -- \
     "$bundle/bin/kformer" input/gpt3-small.yaml model.vocab_size=50304 model.max_seq_len=1024 \
     train.seq_len=1024 train.steps=5 train.global_batch=8 train.micro_batch=8 comm.backend=nccl \
     train.precision=$precision output.json="$outdir/$name.json"
