@@ -36,6 +36,9 @@
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
+# What session 50's H200 run left (docs/gpu-runs/2026-12-04-h200*): the CUDA tests again (AdamW's
+# fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps:
+#   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 120 0 400
 #
 # With the device tool: command "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh",
 # carry ["build/gpu-bundle.tar.xz"] (scripts/gpu_bundle.sh writes it), timeout_s 590.
@@ -54,7 +57,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,53p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,56p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
