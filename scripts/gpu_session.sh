@@ -32,7 +32,8 @@
 # issue 37: the tenth of a step predict misses on both GPUs once their GEMM curve is measured), with
 # nvidia-smi's SM clock, power and temperature every 0.5 s beside it, into sustain/; 45 s is enough.
 # Then, here: scripts/validate_published.py --scale h100-sxm-80gb:compute=R, R the summary's
-# interleaved_last_third_tflops / first_window_tflops (docs/predict-published.md, "The same layouts on both GPUs").
+# interleaved_over_early (the last third between copies over windows 2-6 alone; the first window is
+# the warm-up: docs/predict-published.md, "The same layouts on both GPUs"). One H200 gave 1.11.
 # KFORMER_PERF_SKIP, KFORMER_STEP_ATTENTION, KFORMER_STEP_GEMM: passed on to gpu_perf.sh (see it).
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
@@ -57,7 +58,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,56p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,57p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh
