@@ -26,7 +26,8 @@
 # bf16.attention.flash2_tflops, measured instead of the FlashAttention papers') into flash/, about 15 s.
 # CONTEND_S > 0: also the bundle's kformer-sm-share (bench/contention: cuBLAS GEMMs and a streaming copy
 # beside a kernel that holds 16-32 SMs as an NCCL collective does, with and without HBM traffic, set
-# against the SM-share model predict charges, issue 37) into contend/, about 10 s.
+# against the SM-share model predict charges, issue 37; since session 50 also cuBLASLt told the SMs
+# left, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) into contend/, about 20 s (its JSON kept case by case).
 # SUSTAIN_S > 0: also the bundle's kformer-sustained (bench/contention: a bf16 GEMM's rate over
 # SUSTAIN_S - 5 seconds, alone and between 1 GiB streaming copies, against its first half second;
 # issue 37: the tenth of a step predict misses on both GPUs once their GEMM curve is measured), with
@@ -58,7 +59,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) sed -n '2,57p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,58p' "$0"; exit 0 ;; esac
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The command as it would be typed again, with the variables that change what it measures.
 command=scripts/gpu_session.sh

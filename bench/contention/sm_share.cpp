@@ -9,12 +9,19 @@
 // on the GPU's global timer, until told to stop. Beside it, on another stream: bf16 cuBLAS GEMMs at
 // the published rows' shapes and a streaming copy over every SM, each timed with CUDA events and set
 // against the same kernel alone. A case's `sm_share_ratio` is what predict charges (SMs / (SMs - K));
-// `ratio` what was measured. Exit 2 without a GPU, 1 when a case could not run.
+// `ratio` what was measured. Each GEMM also runs through cuBLASLt told the SMs left to it
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = SMs - K, as Transformer Engine sets for GEMMs it overlaps
+// with communication), kernel `gemm_sm_target`, against the same cuBLASLt GEMM alone untold: on an
+// H200 (session 50) the untold GEMMs ran 2.4-16x slower beside 16-32 held SMs where the share is
+// 1.14-1.32x, what a grid partitioned over every SM gives; this case says whether telling it helps.
+// Exit 2 without a GPU, 1 when a case could not run.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -142,6 +149,64 @@ std::pair<double, double> timed(Gpu& g, const Holder& h, int iters, F&& kernel, 
   return {1e3 * ms / iters, gbps};
 }
 
+// x (n values) filled with bf16 values in [-1, 1) from a hash of the index: GEMMs are never timed
+// on zeros, which an H200 ran faster (device/METHOD.md).
+__global__ void fill_bf16(__nv_bfloat16* x, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ unsigned(i >> 32) * 40503u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    x[i] = __float2bfloat16(float(h & 0xffff) / 32768.f - 1.f);
+  }
+}
+
+// y(m,n) = x(m,k) w(n,k)^T in bf16 through cuBLASLt (column-major y^T = w x^T, as cublasGemmEx above),
+// its algorithm chosen for `sm_target` SMs (0: the device's count).
+struct LtGemm {
+  cublasLtHandle_t lt{};
+  cublasLtMatmulDesc_t desc{};
+  cublasLtMatrixLayout_t a{}, b{}, c{};
+  cublasLtMatmulAlgo_t algo{};
+  void* ws = nullptr;
+  std::size_t ws_bytes = 32u << 20;
+  int m, n, k;
+  LtGemm(cublasLtHandle_t handle, int m_, int n_, int k_, int sm_target) : lt(handle), m(m_), n(n_), k(k_) {
+    const auto ok = [](cublasStatus_t st, const char* what) {
+      if (st != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed");
+    };
+    ok(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+    ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+    const std::int32_t target = sm_target;
+    if (target > 0) ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof target), "SM count target");
+    ok(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k), "layout of w");  // stored k x n, used transposed
+    ok(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k), "layout of x");
+    ok(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n), "layout of y");
+    cublasLtMatmulPreference_t pref{};
+    ok(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes), "workspace");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    ok(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &result, &found), "heuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found < 1) throw std::runtime_error("cuBLASLt has no algorithm for this GEMM");
+    algo = result.algo;
+    check(cudaMalloc(&ws, ws_bytes), "cuBLASLt workspace");
+  }
+  void run(const __nv_bfloat16* w, const __nv_bfloat16* x, __nv_bfloat16* y, cudaStream_t s) const {
+    const float one = 1, zero = 0;
+    if (cublasLtMatmul(lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo, ws, ws_bytes, s) != CUBLAS_STATUS_SUCCESS)
+      throw std::runtime_error("cublasLtMatmul failed");
+  }
+  ~LtGemm() {
+    cudaFree(ws);
+    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,11 +253,21 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) most = std::max(most, std::size_t(s.m) * s.k + std::size_t(s.n) * s.k + std::size_t(s.m) * s.n);
     __nv_bfloat16* gm;
     check(cudaMalloc(&gm, most * sizeof(__nv_bfloat16)), "GEMM buffers");
-    check(cudaMemset(gm, 0, most * sizeof(__nv_bfloat16)), "fill");
+    fill_bf16<<<4 * g.sms, 256>>>(gm, most);
+    check(cudaGetLastError(), "fill launch");
+    check(cudaDeviceSynchronize(), "fill");
     const float one = 1, zero = 0;
+    cublasLtHandle_t lt{};
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cuBLASLt handle");
 
     const std::vector<Holder> holders = {{0, 0}, {16, 0}, {24, 0}, {32, 0}, {16, 150}, {24, 150}, {16, 900}, {24, 900}};
     nlohmann::json cases = nlohmann::json::array();
+    // The JSON rewritten after each case, so that a run its time budget stops keeps what it measured.
+    const auto save = [&] {
+      const nlohmann::json out = {{"device", g.name}, {"sms", g.sms}, {"holder_threads", kHolderThreads},
+                                  {"iters", iters}, {"cases", cases}};
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    };
     const auto report = [&](const std::string& kernel, const nlohmann::json& shape, const Holder& h, double alone,
                             std::pair<double, double> beside) {
       const double ratio = beside.first / alone, model = double(g.sms) / (g.sms - h.blocks);
@@ -202,6 +277,8 @@ int main(int argc, char** argv) {
       std::printf("%-6s %-18s held %2d SMs, HBM traffic %6.1f GB/s (target %4.0f): %9.1f us alone, %9.1f beside, x%.3f (SM share x%.3f)\n",
                   kernel.c_str(), shape.dump().c_str(), h.blocks, beside.second, h.target_gbps, alone, beside.first, ratio,
                   model);
+      std::fflush(stdout);
+      save();
     };
     for (const Shape& s : shapes) {
       __nv_bfloat16 *x = gm, *w = gm + std::size_t(s.m) * s.k, *y = w + std::size_t(s.n) * s.k;
@@ -215,7 +292,19 @@ int main(int argc, char** argv) {
       const double alone = timed(g, {0, 0}, iters, gemm, ha, hb, per_block, moved, held).first;
       for (const Holder& h : holders)
         if (h.blocks > 0) report("gemm", {s.m, s.n, s.k}, h, alone, timed(g, h, iters, gemm, ha, hb, per_block, moved, held));
+      // The same GEMM through cuBLASLt, alone untold, then beside each holder told the SMs left.
+      const LtGemm untold(lt, s.m, s.n, s.k, 0);
+      const auto lt_gemm = [&](const LtGemm& l) { return [&] { l.run(w, x, y, g.work); }; };
+      timed(g, {0, 0}, 3, lt_gemm(untold), ha, hb, per_block, moved, held);
+      const double lt_alone = timed(g, {0, 0}, iters, lt_gemm(untold), ha, hb, per_block, moved, held).first;
+      for (const Holder& h : holders) {
+        if (h.blocks == 0) continue;
+        const LtGemm told(lt, s.m, s.n, s.k, g.sms - h.blocks);
+        timed(g, {0, 0}, 1, lt_gemm(told), ha, hb, per_block, moved, held);  // its first call alone
+        report("gemm_sm_target", {s.m, s.n, s.k}, h, lt_alone, timed(g, h, iters, lt_gemm(told), ha, hb, per_block, moved, held));
+      }
     }
+    cublasLtDestroy(lt);
     const auto copy = [&] {
       stream_copy<<<4 * g.sms, 256, 0, g.work>>>(ca, cb, copy_n);
       check(cudaGetLastError(), "copy launch");
@@ -226,9 +315,7 @@ int main(int argc, char** argv) {
       if (h.blocks > 0) report("copy", {copy_n * 16}, h, alone, timed(g, h, iters, copy, ha, hb, per_block, moved, held));
     std::printf("copy alone: %.1f GB/s (512 MiB each way)\n", 2.0 * copy_n * 16 / (alone * 1e3));
 
-    const nlohmann::json out = {{"device", g.name}, {"sms", g.sms}, {"holder_threads", kHolderThreads},
-                                {"iters", iters}, {"cases", cases}};
-    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    save();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "kformer-sm-share: " << e.what() << "\n";
