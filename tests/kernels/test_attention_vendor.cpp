@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <random>
+#include <tuple>
 
 namespace {
 
@@ -133,6 +135,54 @@ TEST(AttentionVendor, MatchesReferenceAndNaiveOnBf16) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }
+  }
+}
+
+// Attention with the causal mask dropped (every key of the sequence): a planted fault's output.
+Vec unmasked_forward(const Vec& qkv, const AttnShape& s) {
+  Vec out(std::size_t(s.B) * s.T * s.H * s.hd, 0.0);
+  const double scale = 1 / std::sqrt(double(s.hd));
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.H; ++h)
+      for (int t = 0; t < s.T; ++t) {
+        Vec p(s.T);
+        double mx = -1e300, sum = 0;
+        for (int t2 = 0; t2 < s.T; ++t2) {
+          double dot = 0;
+          for (int d = 0; d < s.hd; ++d) dot += qkv[s.at(b, t, s.q(h) + d)] * qkv[s.at(b, t2, s.k(h) + d)];
+          mx = std::max(mx, p[t2] = dot * scale);
+        }
+        for (double& e : p) sum += (e = std::exp(e - mx));
+        for (int t2 = 0; t2 < s.T; ++t2)
+          for (int d = 0; d < s.hd; ++d) out[s.out_at(b, t, h) + d] += p[t2] / sum * qkv[s.at(b, t2, s.v(h) + d)];
+      }
+  return out;
+}
+
+// The comparison above can fail: on inputs drawn as there, the attention of a kernel with a planted
+// fault (the causal mask dropped, or the scores scaled by 2/sqrt(hd)) lies several of its
+// tolerances from the float64 reference, in the output and in every gradient. Host arithmetic
+// only, so it runs on every backend (the kernel's own comparison needs cuDNN).
+TEST(AttentionVendor, PlantedFaultsLieOutsideItsTolerances) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  std::uniform_real_distribution<double> u(-2, 2), g(-1, 1);
+  for (const AttnShape s : {AttnShape{1, 129, 4, 2, 64}, AttnShape{1, 65, 2, 1, 128}}) {
+    SCOPED_TRACE(describe(s));
+    Vec qkv(std::size_t(s.B) * s.T * s.W()), dout(std::size_t(s.B) * s.T * s.H * s.hd);
+    for (double& x : qkv) x = u(rng);
+    for (double& x : dout) x = g(rng);
+    const Vec out = ktest::ref::attention_forward(qkv, s), dqkv = ktest::ref::attention_backward(qkv, dout, s);
+    EXPECT_GT(ktest::rel_err(unmasked_forward(qkv, s), out), 5 * kOutTol) << "the causal mask dropped";
+    Vec doubled = qkv;  // q scaled by 2: the scores' scale 2/sqrt(hd)
+    for (int b = 0; b < s.B; ++b)
+      for (int t = 0; t < s.T; ++t)
+        for (int c = 0; c < s.H * s.hd; ++c) doubled[s.at(b, t, c)] *= 2;
+    EXPECT_GT(ktest::rel_err(ktest::ref::attention_forward(doubled, s), out), 5 * kOutTol) << "the scale doubled";
+    const Vec wrong = ktest::ref::attention_backward(doubled, dout, s);
+    const int q0 = 0, k0 = s.H * s.hd, v0 = (s.H + s.KV) * s.hd;
+    for (const auto& [name, c0, c1] : {std::tuple<const char*, int, int>{"dQ", q0, k0}, {"dK", k0, v0}, {"dV", v0, s.W()}})
+      EXPECT_GT(ktest::rel_err(columns(wrong, s, c0, c1), columns(dqkv, s, c0, c1)), 5 * kGradTol)
+          << name << " with the scale doubled";
   }
 }
 
