@@ -120,6 +120,7 @@ if skipped steps; then
     sdpa_cap=$((sdpa_cap * (budget - 10) / kept))
   fi
 fi
+step_result() { awk -F'\t' -v n="$1" '$1 == n {r = $3; s = $4} END {print r + 0, s + 0}' "$steps"; }  # NAME: its exit, seconds
 for i in 0 1 2 3; do
   skipped "${part[i]}" && { say "kernel-${part[i]} skipped (KFORMER_PERF_SKIP)"; continue; }
   step "kernel-${part[i]}" bench "${cap[i]}" "${what[i]}" -- "$bin/kformer-kernel-bench" \
@@ -128,7 +129,7 @@ for i in 0 1 2 3; do
   # A crash (a signal: exit over 128) in one case: the rest of the part again, without it (at most
   # three times), each crashed case named in the log (session 50: a segmentation fault in the memory
   # part's fifteenth case on an H200 cost the other fifty).
-  read -r rc took < <(awk -F'\t' -v n="kernel-${part[i]}" '$1 == n {r = $3; s = $4} END {print r + 0, s + 0}' "$steps")
+  read -r rc took < <(step_result "kernel-${part[i]}")
   part_end=$((SECONDS + cap[i] - took))  # the part's cap, crashes and all
   filter=${filters[i]}
   for again in 1 2 3; do
@@ -144,7 +145,7 @@ for i in 0 1 2 3; do
       "$bin/kformer-kernel-bench" "--benchmark_filter=$filter" --benchmark_out="$work/${part[i]}-rest$again.json" \
       --benchmark_out_format=json
     parts+=("$work/${part[i]}-rest$again.json")
-    rc=$(awk -F'\t' -v n="kernel-${part[i]}-rest$again" '$1 == n {r = $3} END {print r + 0}' "$steps")
+    read -r rc _ < <(step_result "kernel-${part[i]}-rest$again")
   done
 done
 "$python" "$py/scripts/gpu_perf_summary.py" "$outdir" --merge-bench "${parts[@]}" >>"$logf" 2>&1 ||

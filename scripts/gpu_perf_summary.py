@@ -112,6 +112,13 @@ def remaining(part, listing):
         print("^(" + "|".join(re.escape(n) for n in left[1:]) + ")$")
 
 
+def report_mfu_only(st):
+    """Whether a step JSON's own TFLOP/s are over the kernels' causal FLOPs (a run before session 50)
+    with kformer's report's MFU kept beside them: then MFU's convention (docs/figures.md: the model's
+    FLOPs, Megatron-LM's and PaLM's) is the report's figure."""
+    return st.get("flops_basis") != "model" and st.get("kformer", {}).get("mfu_report") is not None
+
+
 def ms(b):
     return b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ms")]
 
@@ -366,9 +373,7 @@ def step_rows(s, steps):
             if p == "bf16" and k.get("mfu_vs_torch_bf16_matmul") is not None:
                 extra = f"; {k['mfu_vs_torch_bf16_matmul']:.3f} of torch's bf16 matmul ({st['torch_matmul_tflops']['bf16']:.3g} TFLOP/s)"
             figure, value = f"{k['mfu']:.3f} ({k['tflops']:.3g} of {k['gemm_ceiling_tflops']:.3g} TFLOP/s", k["mfu"]
-            if st.get("flops_basis") != "model" and k.get("mfu_report") is not None:
-                # A run from before session 50 counted the kernels' causal FLOPs: MFU's convention
-                # (docs/figures.md: the model's, Megatron-LM's and PaLM's) is kformer's report's.
+            if report_mfu_only(st):
                 figure = f"{k['mfu_report']:.3f} in kformer's report (model FLOPs); {figure} over the kernels' causal count"
                 value = k["mfu_report"]
             s.target(f"mfu-{p}", text, f"{figure}, {g['impl']} {g.get('precision', p)} GEMM {g['shape']}){extra}", "info",

@@ -87,8 +87,8 @@ def step_part(steps):
         k, e, c = st.get("kformer", {}), st.get("eager", {}), st.get("compile", {})
         flops, ceiling = st.get("flops_per_step"), k.get("gemm_ceiling_tflops")
         tflops = flops / (k["step_ms"] / 1e3) / 1e12 if flops and k.get("step_ms") else None
-        if st.get("flops_basis") != "model" and k.get("mfu_report") is not None and ceiling:
-            tflops = k["mfu_report"] * ceiling  # a run before session 50 counted causal FLOPs: the report's model FLOP/s
+        if summary.report_mfu_only(st) and ceiling:
+            tflops = k["mfu_report"] * ceiling
         rows.append([p, *summary.kformer_kernels(st), fmt(k.get("step_ms"), ".2f"), fmt(e.get("step_ms"), ".2f"),
                      fmt(ratio(e.get("step_ms"), k.get("step_ms")), ".3f"), fmt(c.get("step_ms"), ".2f"),
                      fmt(ratio(c.get("step_ms"), k.get("step_ms")), ".3f"), fmt(tflops, ".3g"), fmt(ceiling, ".3g"),

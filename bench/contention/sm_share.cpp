@@ -168,26 +168,22 @@ struct LtGemm {
   cublasLtMatmulAlgo_t algo{};
   void* ws = nullptr;
   std::size_t ws_bytes = 32u << 20;
-  int m, n, k;
-  LtGemm(cublasLtHandle_t handle, int m_, int n_, int k_, int sm_target) : lt(handle), m(m_), n(n_), k(k_) {
-    const auto ok = [](cublasStatus_t st, const char* what) {
-      if (st != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed");
-    };
-    ok(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  LtGemm(cublasLtHandle_t handle, int m, int n, int k, int sm_target) : lt(handle) {
+    check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cuBLASLt matmul descriptor");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-    ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
     const std::int32_t target = sm_target;
-    if (target > 0) ok(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof target), "SM count target");
-    ok(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k), "layout of w");  // stored k x n, used transposed
-    ok(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k), "layout of x");
-    ok(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n), "layout of y");
+    if (target > 0) check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof target), "SM count target");
+    check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k), "layout of w");  // stored k x n, used transposed
+    check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k), "layout of x");
+    check(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n), "layout of y");
     cublasLtMatmulPreference_t pref{};
-    ok(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes), "workspace");
+    check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes), "workspace");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    ok(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &result, &found), "heuristic");
+    check(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &result, &found), "heuristic");
     cublasLtMatmulPreferenceDestroy(pref);
     if (found < 1) throw std::runtime_error("cuBLASLt has no algorithm for this GEMM");
     algo = result.algo;
@@ -195,8 +191,7 @@ struct LtGemm {
   }
   void run(const __nv_bfloat16* w, const __nv_bfloat16* x, __nv_bfloat16* y, cudaStream_t s) const {
     const float one = 1, zero = 0;
-    if (cublasLtMatmul(lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo, ws, ws_bytes, s) != CUBLAS_STATUS_SUCCESS)
-      throw std::runtime_error("cublasLtMatmul failed");
+    check(cublasLtMatmul(lt, desc, &one, w, a, x, b, &zero, y, c, y, c, &algo, ws, ws_bytes, s), "cublasLtMatmul");
   }
   ~LtGemm() {
     cudaFree(ws);

@@ -17,7 +17,7 @@ bool rated(const ComputeRates& r, AttentionKind kind, bool bf16) {
   // calibrate timed it on this machine (its points, at its shapes; attention_us costs other shapes)
   for (const AttentionPoint& a : r.attention_points)
     if (a.kind == name_of(kind)) return true;
-  if (kind == AttentionKind::vendor) return bf16 && r.cudnn_forward_tflops.given();
+  if (kind == AttentionKind::vendor) return r.cudnn_forward_tflops.given();
   if (kind == AttentionKind::batched_gemm) return !r.batched_gemm_tflops.empty();
   return false;
 }
