@@ -73,10 +73,12 @@ void norm_forward(const ExecSpace& exec, const OutView& out,
   // a team is one thread and a team per row cost about as much in scheduling as the row's work.
   constexpr Shape S = shape_for<S0, ExecSpace>;
   if constexpr (S == Shape::gpu) {
-    const int ts = gpu_shape_team<ExecSpace>(C), v = norm_per_thread(C, ts);
+    const int ts = gpu_shape_team<ExecSpace>(C);
+    const int p = has_bias ? norm_block(out, x, w, b) : norm_block(out, x, w), v = norm_per_thread(C, ts, p);
     if (v > 0)
-      return with_per_thread(v, [&](auto V) {
-        norm_forward_registers<decltype(V)::value>(exec, ts, out, mean, rstd, x, w, b, eps, centered);
+      return with_per_thread(v, p, [&](auto V, auto P) {
+        norm_forward_registers<decltype(V)::value, decltype(P)::value>(exec, ts, out, mean, rstd, x, w, b, eps,
+                                                                         centered);
       });
   }
   constexpr int RB = S == Shape::host ? 16 : 1;
@@ -204,10 +206,10 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
           }
         });
   } else {
-    const int ts = gpu_shape_team<ExecSpace>(C), v = norm_per_thread(C, ts);
+    const int ts = gpu_shape_team<ExecSpace>(C), p = norm_block(dx, dy, x, w), v = norm_per_thread(C, ts, p);
     if (v > 0)
-      with_per_thread(v, [&](auto V) {
-        norm_dx_registers<decltype(V)::value>(exec, ts, dx, dy, x, w, mean, rstd, centered);
+      with_per_thread(v, p, [&](auto V, auto P) {
+        norm_dx_registers<decltype(V)::value, decltype(P)::value>(exec, ts, dx, dy, x, w, mean, rstd, centered);
       });
     else
       Kokkos::parallel_for(

@@ -64,10 +64,11 @@ struct NormRun {
 };
 
 // Shapes: tiny, not multiples of the 8-wide chunks, one row, and two random ones; on the host the
-// GPU shape keeps rows of C <= 32 in registers and walks wider ones. C >= 3: with
+// GPU shape keeps rows of C <= 32 in registers and walks wider ones, those of 16, 24 and 32
+// channels in 8-channel runs of 16-byte words (norm_registers.hpp), one of them part-filled. C >= 3: with
 // one or two channels the normalised row is +-1 and dx is zero up to rounding (no relative error).
 std::vector<std::pair<int, int>> shapes(std::mt19937_64& rng) {
-  std::vector<std::pair<int, int>> s = {{1, 3}, {1, 7}, {3, 8}, {5, 13}, {17, 64}, {33, 203}};
+  std::vector<std::pair<int, int>> s = {{1, 3}, {1, 7}, {3, 8}, {5, 13}, {6, 16}, {9, 24}, {4, 32}, {17, 64}, {33, 203}};
   std::uniform_int_distribution<int> n(1, 40), c(3, 300);
   for (int i = 0; i < 2; ++i) s.emplace_back(n(rng), c(rng));
   return s;
@@ -148,11 +149,11 @@ void check_reference_gradients(bool centered) {
     EXPECT_LT(ktest::rel_err(db, ktest::numeric_grad([&](const auto& v) { return norm_forward(x, w, v, N, C, kEps, centered).out; }, b, dy)), 1e-6);
 }
 
-// Two widths: the GPU shape holds a row of 30 channels in registers on the host too (a team of
-// one thread there), one of 301 it walks (norm_registers.hpp).
+// Three widths: the GPU shape holds a row of 30 channels in registers on the host too (a team of
+// one thread there), one of 32 in runs of 8, and one of 301 it walks (norm_registers.hpp).
 void check_deterministic(bool centered) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  for (const int C : {30, 301}) {
+  for (const int C : {30, 32, 301}) {
     SCOPED_TRACE("C=" + std::to_string(C));
     NormRun r(257, C, centered, rng);
     ktest::for_each_shape([&](auto shape) {
