@@ -6,10 +6,12 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "crash_report.hpp"
 #include "kformer_config.hpp"
 #include "kformer_version.hpp"
 
 int main(int argc, char** argv) {
+  kformer::bench::report_crashes();  // a crashed case names itself (crash_report.hpp)
   Kokkos::ScopeGuard kokkos(argc, argv);  // takes the --kokkos-* flags out of argv
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,6 +1,8 @@
 // Ceilings and the shared benchmark loops (see ceilings.hpp).
 #include "ceilings.hpp"
 
+#include "crash_report.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -165,7 +167,11 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
 
 benchmark::internal::Benchmark* add_case(const std::string& name, std::function<void(benchmark::State&)> fn,
                                          double min_time) {
-  return benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& s) { fn(s); })
+  return benchmark::RegisterBenchmark(name.c_str(),
+                                      [fn, name](benchmark::State& s) {
+                                        note_case(name);
+                                        fn(s);
+                                      })
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
       ->MinTime(min_time);
