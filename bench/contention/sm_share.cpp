@@ -11,9 +11,10 @@
 // against the same kernel alone. A case's `sm_share_ratio` is what predict charges (SMs / (SMs - K));
 // `ratio` what was measured. Each GEMM also runs through cuBLASLt told the SMs left to it
 // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = SMs - K, as Transformer Engine sets for GEMMs it overlaps
-// with communication), kernel `gemm_sm_target`, against the same cuBLASLt GEMM alone untold: on an
+// with communication), kernel `gemm_sm_target`, against the same cuBLASLt GEMM alone untold. On an
 // H200 (session 50) the untold GEMMs ran 2.4-16x slower beside 16-32 held SMs where the share is
-// 1.14-1.32x, what a grid partitioned over every SM gives; this case says whether telling it helps.
+// 1.14-1.32x, and the streaming copy too; the holder's polling of host-mapped memory is the suspect
+// (see hold()), which the holders now leave to one control case.
 // Exit 2 without a GPU, 1 when a case could not run.
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -51,16 +52,22 @@ __device__ unsigned long long now_ns() {
 
 // One block a SM (the dynamic shared memory it asks for sees to it), copying its slice of src into
 // dst 16 bytes a thread, `bytes_per_ns` of HBM traffic a block (0: none, it only holds the SM), until
-// flags[0] (host-mapped) says stop. Each block sets flags[1 + its index] once running, and leaves its
-// traffic and time in moved_bytes and held_ns.
+// *stop says stop. Each block sets running[its index] (host-mapped) once running, and leaves its
+// traffic and time in moved_bytes and held_ns. `stop` is device memory that the host writes with a
+// copy on a stream of its own, so that the poll is an L2 read; session 50 polled a host-mapped flag
+// (a PCIe read, about every microsecond a block when idle), and the GEMMs beside it slowed more
+// beside idle blocks than beside copying ones, which poll every 8 us or so (2.6x against 1.5x beside
+// 16; 4.5x and 8.5x beside 24 and 32 idle ones, where the share is 1.22x and 1.32x): what holding SMs
+// cannot explain and the polling rate might. The holder {16, 0, host_poll} repeats that polling, so
+// that one run sets the two side by side.
 __global__ void __launch_bounds__(kHolderThreads)
-    hold(const int4* src, int4* dst, long per_block, double bytes_per_ns, volatile int* flags, double* moved_bytes,
-         double* held_ns) {
+    hold(const int4* src, int4* dst, long per_block, double bytes_per_ns, volatile int* stop, volatile int* running,
+         double* moved_bytes, double* held_ns) {
   extern __shared__ int4 reserved[];
   __shared__ int halt;
   if (threadIdx.x == 0) {
     reserved[0] = make_int4(0, 0, 0, 0);
-    flags[1 + blockIdx.x] = 1;
+    running[blockIdx.x] = 1;
     __threadfence_system();
   }
   const int4* s = src + blockIdx.x * per_block;
@@ -80,7 +87,7 @@ __global__ void __launch_bounds__(kHolderThreads)
     } else {
       __nanosleep(1000);
     }
-    if (threadIdx.x == 0) halt = flags[0];
+    if (threadIdx.x == 0) halt = *stop;
     __syncthreads();
     if (halt) break;
     __syncthreads();
@@ -96,14 +103,26 @@ struct Gpu {
   std::string name;
   cudaStream_t work{}, side{};
   cublasHandle_t blas{};
-  int* flags = nullptr;  // host-mapped: [0] stop, [1 + b] holder block b is running (kMaxHeld blocks)
+  cudaStream_t ctl{};      // the host's writes of the stop flag
+  int* flags = nullptr;  // host-mapped: [0] stop (the host_poll holder's), [1 + b] holder block b is running
   int* flags_dev = nullptr;
+  int* stop_host = nullptr;  // pinned: the values copied into stop_dev
+  int* stop_dev = nullptr;   // device memory: the stop flag the other holders poll
 };
 
 struct Holder {
   int blocks = 0;
   double target_gbps = 0;  // HBM traffic, reads and writes, over all blocks
+  bool host_poll = false;  // poll the host-mapped flag, as session 50's holder did
 };
+
+// Sets the device-memory stop flag to v, and the host-mapped one, and waits for the copy.
+void set_stop(Gpu& g, int v) {
+  reinterpret_cast<volatile int*>(g.flags)[0] = v;
+  *g.stop_host = v;
+  check(cudaMemcpyAsync(g.stop_dev, g.stop_host, sizeof(int), cudaMemcpyHostToDevice, g.ctl), "stop flag");
+  check(cudaStreamSynchronize(g.ctl), "stop flag");
+}
 
 // Runs `kernel` (enqueued on g.work) `iters` times beside a holder, returns (us a call, measured
 // traffic GB/s).
@@ -111,10 +130,13 @@ template <class F>
 std::pair<double, double> timed(Gpu& g, const Holder& h, int iters, F&& kernel, int4* a, int4* b, long per_block,
                                 double* moved, double* held) {
   if (h.blocks > 0) {
-    for (int i = 0; i <= kMaxHeld; ++i) reinterpret_cast<volatile int*>(g.flags)[i] = 0;
+    for (int i = 1; i <= kMaxHeld; ++i) reinterpret_cast<volatile int*>(g.flags)[i] = 0;
+    set_stop(g, 0);
     const int smem = std::min(g.smem_optin, g.smem_sm - 2048);
     check(cudaFuncSetAttribute(hold, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "shared memory for the holder");
-    hold<<<h.blocks, kHolderThreads, smem, g.side>>>(a, b, per_block, h.target_gbps / h.blocks, g.flags_dev, moved, held);
+    hold<<<h.blocks, kHolderThreads, smem, g.side>>>(a, b, per_block, h.target_gbps / h.blocks,
+                                                      h.host_poll ? g.flags_dev : g.stop_dev, g.flags_dev + 1, moved,
+                                                      held);
     check(cudaGetLastError(), "holder launch");
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     const auto running = [&] {
@@ -139,7 +161,7 @@ std::pair<double, double> timed(Gpu& g, const Holder& h, int iters, F&& kernel, 
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   double gbps = 0;
   if (h.blocks > 0) {
-    reinterpret_cast<volatile int*>(g.flags)[0] = 1;
+    set_stop(g, 1);
     check(cudaStreamSynchronize(g.side), "the holder");
     std::vector<double> m(h.blocks), t(h.blocks);
     check(cudaMemcpy(m.data(), moved, h.blocks * sizeof(double), cudaMemcpyDeviceToHost), "holder figures");
@@ -229,6 +251,9 @@ int main(int argc, char** argv) {
     check(cublasSetStream(g.blas, g.work), "cuBLAS stream");
     check(cudaHostAlloc(reinterpret_cast<void**>(&g.flags), (kMaxHeld + 1) * sizeof(int), cudaHostAllocMapped), "mapped flags");
     check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&g.flags_dev), g.flags, 0), "mapped flags");
+    check(cudaStreamCreateWithFlags(&g.ctl, cudaStreamNonBlocking), "stream");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&g.stop_host), sizeof(int), cudaHostAllocDefault), "pinned stop flag");
+    check(cudaMalloc(&g.stop_dev, sizeof(int)), "stop flag");
 
     // The holder's buffers: 4 MiB a block, at most kMaxHeld blocks; the copy's: 512 MiB each way.
     const long per_block = 4l << 20 >> 4, hold_n = per_block * kMaxHeld;
@@ -255,7 +280,8 @@ int main(int argc, char** argv) {
     cublasLtHandle_t lt{};
     if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cuBLASLt handle");
 
-    const std::vector<Holder> holders = {{0, 0}, {16, 0}, {24, 0}, {32, 0}, {16, 150}, {24, 150}, {16, 900}, {24, 900}};
+    const std::vector<Holder> holders = {{0, 0},     {16, 0},   {24, 0},   {32, 0},         {16, 150},
+                                         {24, 150},  {16, 900}, {24, 900}, {16, 0, true}};
     nlohmann::json cases = nlohmann::json::array();
     // The JSON rewritten after each case, so that a run its time budget stops keeps what it measured.
     const auto save = [&] {
@@ -268,10 +294,10 @@ int main(int argc, char** argv) {
       const double ratio = beside.first / alone, model = double(g.sms) / (g.sms - h.blocks);
       cases.push_back({{"kernel", kernel}, {"shape", shape}, {"held_sms", h.blocks}, {"traffic_target_gbps", h.target_gbps},
                        {"traffic_gbps", beside.second}, {"alone_us", alone}, {"beside_us", beside.first},
-                       {"ratio", ratio}, {"sm_share_ratio", model}});
-      std::printf("%-6s %-18s held %2d SMs, HBM traffic %6.1f GB/s (target %4.0f): %9.1f us alone, %9.1f beside, x%.3f (SM share x%.3f)\n",
-                  kernel.c_str(), shape.dump().c_str(), h.blocks, beside.second, h.target_gbps, alone, beside.first, ratio,
-                  model);
+                       {"ratio", ratio}, {"sm_share_ratio", model}, {"poll", h.host_poll ? "host" : "device"}});
+      std::printf("%-6s %-18s held %2d SMs (%s poll), HBM traffic %6.1f GB/s (target %4.0f): %9.1f us alone, %9.1f beside, x%.3f (SM share x%.3f)\n",
+                  kernel.c_str(), shape.dump().c_str(), h.blocks, h.host_poll ? "host" : "device", beside.second,
+                  h.target_gbps, alone, beside.first, ratio, model);
       std::fflush(stdout);
       save();
     };
