@@ -32,6 +32,46 @@ inline int xent_valid_entries(int vocab, int v0, int Vl) {
   return v < 0 ? 0 : (v < Vl ? v : Vl);
 }
 
+// A row's largest valid logit m and the sum of exp(l - m) over its valid entries (valid >= 1).
+// GPU shape: in one read of the row (the online softmax of Milakov and Gimelshein, 2018): thread k
+// keeps its own maximum and its sum relative to it over entries k, k + ts, ..., rescaling the sum
+// when its maximum grows; then the team's maximum, and each thread's sum rescaled to it, added in
+// the team reduce's fixed tree. A thread loads kXentInFlight entries (ts apart, so a warp's loads
+// coalesce) before it uses any: several loads in flight, one rescale a group at most. Host shape:
+// the maximum, then the sum, each by lanes (one thread, its row in cache).
+struct RowMaxSum {
+  float max, sum;
+};
+constexpr int kXentInFlight = 4;
+template <Shape S, class Member>
+KOKKOS_INLINE_FUNCTION RowMaxSum xent_row_max_sum(const Member& team, int valid, const float* l) {
+  if constexpr (S == Shape::gpu) {
+    constexpr int K = kXentInFlight;
+    const int ts = team.team_size();
+    float m = -INFINITY, s = 0.f;
+    for (int j0 = team.team_rank(); j0 < valid; j0 += K * ts) {
+      float x[K];
+      for (int k = 0; k < K; ++k) x[k] = j0 + k * ts < valid ? l[j0 + k * ts] : -INFINITY;
+      float g = x[0];
+      for (int k = 1; k < K; ++k) g = x[k] > g ? x[k] : g;
+      if (g > m) {
+        s *= fast_exp(m - g);  // fast_exp(-inf) is 0: the first group starts the sum afresh
+        m = g;
+      }
+      for (int k = 0; k < K; ++k) s += fast_exp(x[k] - m);  // 0 for the -inf past the row's end
+    }
+    float all = m;
+    team.team_reduce(Kokkos::Max<float>(all));
+    float mine = m > -INFINITY ? s * fast_exp(m - all) : 0.f;  // a thread past the row's end holds none
+    team.team_reduce(Kokkos::Sum<float>(mine));
+    return {all, mine};
+  } else {
+    (void)team;
+    const float m = max_by_lanes(valid, [&](int j) { return l[j]; });
+    return {m, sum_by_lanes(valid, [&](int j) { return fast_exp(l[j] - m); })};
+  }
+}
+
 // xent_whole_rows keeps the exponentials in the gradient's row: an fp32 gradient in the host shape.
 // (A variable template, not a local: nvcc's extended lambdas may not first-capture a local in an
 // if-constexpr condition.)
@@ -163,24 +203,28 @@ void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>
 // reductions between them): a team takes a row and finds its maximum, sums exp(l - max), then
 // writes the loss and the row's gradient. On a CPU a core's row (197 KiB of GPT-2's padded
 // vocabulary) stays in its L2, so the row comes from memory once, where the three passes read it from
-// memory three times. On a GPU a team per row keeps about a thousand rows in flight, more than its L2
-// holds, so expect the three passes' traffic there, in one launch. The call records the bytes it
-// reads, the row three times (what predict costs it at: the cache's help is not assumed). Same
-// arithmetic as the passes, in the same order: on the host (a team is one thread) the same bits; on a
-// GPU the sum's grouping follows the team size, as theirs does.
+// memory three times; the same arithmetic as the passes, in the same order, so the same bits. On a
+// GPU a team per row keeps about a thousand rows in flight, more than its L2 holds, so the row comes
+// from memory for each read: the GPU shape finds the maximum and the sum in one read
+// (xent_row_max_sum) with several loads in flight a thread, two reads and a write where the passes
+// take three and a write, each read one load at a time (calibrate's three passes ran at 1241 GB/s of
+// their own traffic on an H200, 0.42 of the copy: session 50's own.yaml); it agrees with the passes
+// within rounding. The
+// call records the bytes its shape reads (what predict costs it at: the cache's help is not assumed).
 // dlogits may alias logits (the target's logit is read before the row is written) or be bf16.
 template <Shape S0 = Shape::natural, class ExecSpace, class DlogitsView>
 void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
                      const DView<const float**, ExecSpace>& logits, const DView<const std::int32_t*, ExecSpace>& targets,
                      int vocab, float scale) {
+  constexpr Shape S = shape_for<S0, ExecSpace>;
   const Call call("xent_whole_rows", [&] {
+    const double rereads = S == Shape::gpu ? 1 : 2;  // the row read twice (GPU shape) or thrice
     KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true,
-                 bytes_of(loss, dlogits, logits, targets) + 2 * bytes_of(logits)};  // the row read thrice
+                 bytes_of(loss, dlogits, logits, targets) + rereads * bytes_of(logits)};
     c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};  // rows, Vp
     return c;
   });
   if (call.described()) return;
-  constexpr Shape S = shape_for<S0, ExecSpace>;
   using TD = typename DlogitsView::non_const_value_type;
   const int N = static_cast<int>(logits.extent(0)), Vl = static_cast<int>(logits.extent(1));
   const int valid = detail::xent_valid_entries(vocab, 0, Vl);
@@ -192,34 +236,36 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
         TD* d = &dlogits(n, 0);
         const int target = targets(n);
         const float z = (target >= 0 && target < Vl) ? l[target] : 0.f;
-        const float m = valid > 0 ? detail::team_row_max<S>(team, valid, [&](int j) { return l[j]; }) : -INFINITY;
+        const int nv = valid;  // (nvcc: no capture may first appear inside an if-constexpr)
         float& row_loss = loss(n);
-        const float sc = scale;  // (nvcc: no capture may first appear inside an if-constexpr)
+        const float sc = scale;
         if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>) {
+          const float m = nv > 0 ? detail::max_by_lanes(nv, [&](int j) { return l[j]; }) : -INFINITY;
           // An fp32 gradient on the host, a team of one thread (OpenMP's and Serial's; a team of
           // several would each sum the whole row, one overwriting what another still reads in place):
           // the sum (team_row_sum's host form) leaves each exponential in the gradient's row, which
           // the last loop divides there: one exponential a logit fewer, the same values, the same bits.
           if (team.team_size() == 1) {
-            const float sum = detail::sum_by_lanes(valid, [&](int j) {
+            const float sum = detail::sum_by_lanes(nv, [&](int j) {
               const float e = detail::fast_exp(l[j] - m);
               d[j] = e;
               return e;
             });
             row_loss = kmath::log(sum) + m - z;
             for (int j = 0; j < Vl; ++j) {
-              const float p = j < valid ? d[j] / sum : 0.f;
-              d[j] = j < valid ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f;
+              const float p = j < nv ? d[j] / sum : 0.f;
+              d[j] = j < nv ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f;
             }
             return;
           }
         }
-        const float sum = detail::team_row_sum<S>(team, valid, [&](int j) { return detail::fast_exp(l[j] - m); });
+        const detail::RowMaxSum ms = nv > 0 ? detail::xent_row_max_sum<S>(team, nv, l) : detail::RowMaxSum{-INFINITY, 0.f};
+        const float m = ms.max, sum = ms.sum;
         team.team_barrier();  // every thread has read z and its part of the row before any is written
         Kokkos::single(Kokkos::PerTeam(team), [&]() { row_loss = kmath::log(sum) + m - z; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, Vl), [&](const int j) {
-          const float p = j < valid ? detail::fast_exp(l[j] - m) / sum : 0.f;
-          d[j] = TD(j < valid ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f);
+          const float p = j < nv ? detail::fast_exp(l[j] - m) / sum : 0.f;
+          d[j] = TD(j < nv ? (p - (j == target ? 1.f : 0.f)) * sc : 0.f);
         });
       });
 }
