@@ -37,6 +37,7 @@
 #include "gemm_workspace.hpp"
 #include "kernel_choice.hpp"
 #include "kformer_config.hpp"
+#include "ordered_sum.hpp"
 #include "view_types.hpp"
 
 namespace kformer::kernels {
@@ -260,18 +261,6 @@ template <class E>
 std::size_t bias_backward_workspace_floats(int n, int cols) {
   constexpr int rows = bias_chunk_rows<shape_for<Shape::natural, E>>;
   return std::size_t((n + rows - 1) / rows) * std::size_t(cols);
-}
-// sum += v(0) + v(1) + ... + v(n - 1), in that order, loading 8 values before adding them.
-template <class F>
-KOKKOS_INLINE_FUNCTION float add_in_order(float sum, int n, const F& v) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    float q[8];
-    for (int k = 0; k < 8; ++k) q[k] = v(i + k);
-    for (int k = 0; k < 8; ++k) sum += q[k];
-  }
-  for (; i < n; ++i) sum += v(i);
-  return sum;
 }
 }  // namespace detail
 

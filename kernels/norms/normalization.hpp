@@ -21,6 +21,7 @@
 #include "kept_buffer.hpp"
 #include "kokkos_compat.hpp"
 #include "norm_registers.hpp"
+#include "ordered_sum.hpp"
 #include "team_reduce.hpp"
 #include "view_types.hpp"
 
@@ -127,7 +128,8 @@ auto norm_partials(int nchunk, int C) {
 }
 
 // dw (C) += the blocks' partials of dy * xhat, db (C) += those of dy (when db is not empty), each
-// column's blocks added in order.
+// column's blocks added in order, several loaded at a time (ordered_sum.hpp: C threads, each
+// walking N / kNormRows partials, would otherwise wait a memory latency for each).
 template <class ExecSpace, class Part>
 void norm_add_partials(const ExecSpace& exec, const Part& part, const DView<float*, ExecSpace>& dw,
                        const DView<float*, ExecSpace>& db) {
@@ -136,10 +138,10 @@ void norm_add_partials(const ExecSpace& exec, const Part& part, const DView<floa
   Kokkos::parallel_for(
       "kformer::norm_backward_dparams", Kokkos::RangePolicy<ExecSpace>(exec, 0, C), KOKKOS_LAMBDA(const int c) {
         float sw = 0.f, sb = 0.f;
-        for (int k = 0; k < nchunk; ++k) {
-          sw += part(k, c);
-          sb += part(k, C + c);
-        }
+        add_pairs_in_order(sw, sb, nchunk, [&](int k, float& a, float& b) {
+          a = part(k, c);
+          b = part(k, C + c);
+        });
         dw(c) += sw;
         if (has_bias) db(c) += sb;
       });
@@ -223,11 +225,12 @@ void norm_backward(const ExecSpace& exec, const DxView& dx,
         KOKKOS_LAMBDA(const int i) {
           const int k = i / C, c = i - k * C, r0 = k * kRows, r1 = r0 + kRows < N ? r0 + kRows : N;
           float sw = 0.f, sb = 0.f;
-          for (int r = r0; r < r1; ++r) {
+          add_pairs_in_order(sw, sb, r1 - r0, [&](int j, float& a, float& b) {
+            const int r = r0 + j;
             const float g = dy(r, c);
-            sw += g * (x(r, c) - (centered ? mean(r) : 0.f)) * rstd(r);
-            sb += g;
-          }
+            a = g * (x(r, c) - (centered ? mean(r) : 0.f)) * rstd(r);
+            b = g;
+          });
           part(k, c) = sw;
           part(k, C + c) = sb;
         });
