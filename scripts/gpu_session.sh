@@ -39,8 +39,11 @@
 # Issue 35 (vendor attention against SDPA, the 124M step with kernels.attention=auto):
 #   KFORMER_PERF_SKIP="gemm attention memory" scripts/gpu_session.sh 170 80 300
 # What session 50's H200 run left (docs/gpu-runs/2026-12-04-h200*): the CUDA tests again (AdamW's
-# fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps:
-#   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 120 0 400
+# fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps, with the
+# step's own calibration (session 51's norms and loss: their rates against session 50's own.yaml):
+#   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 110 0 340 60
+# and on the machine it leaves warm, kformer-sm-share with its holders polling device memory:
+#   KFORMER_SESSION_S=60 scripts/gpu_session.sh 0 0 0 0 0 0 0 25 0
 #
 # With the device tool: command "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh",
 # carry ["build/gpu-bundle.tar.xz"] (scripts/gpu_bundle.sh writes it), timeout_s 590.
