@@ -2,7 +2,9 @@
 // starts, and a handler for the fatal signals writes that name and a backtrace to stderr, then
 // lets the signal end the process as it would have (the same exit status for gpu_perf.sh, which
 // reruns the cases after it). Session 50's H200 run died of a segmentation fault in
-// gelu/fwd/2048x3072 with nothing to say where.
+// gelu/fwd/2048x3072 with nothing to say where. The frames are offsets into the binary: here,
+// `addr2line -Cfe build/gpu-bundle/bin/kformer-kernel-bench 0xOFFSET` names the function and line of
+// each (the bundle that ran, as its manifest's git hash built it).
 #pragma once
 
 #include <string>
