@@ -8,7 +8,8 @@
 // run, and copies between its buffers at a target rate of HBM traffic (reads plus writes), throttled
 // on the GPU's global timer, until told to stop. Beside it, on another stream: bf16 cuBLAS GEMMs at
 // the published rows' shapes and a streaming copy over every SM, each timed with CUDA events and set
-// against the same kernel alone. A case's `sm_share_ratio` is what predict charges (SMs / (SMs - K));
+// against the same kernel alone, and the copy again with its grid sized to the SMs left (kernel
+// `copy_sized`). A case's `sm_share_ratio` is what predict charges (SMs / (SMs - K));
 // `ratio` what was measured. Each GEMM also runs through cuBLASLt told the SMs left to it
 // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = SMs - K, as Transformer Engine sets for GEMMs it overlaps
 // with communication), kernel `gemm_sm_target`, against the same cuBLASLt GEMM alone untold. On an
@@ -334,6 +335,17 @@ int main(int argc, char** argv) {
     const double alone = timed(g, {0, 0}, iters, copy, ha, hb, per_block, moved, held).first;
     for (const Holder& h : holders)
       if (h.blocks > 0) report("copy", {copy_n * 16}, h, alone, timed(g, h, iters, copy, ha, hb, per_block, moved, held));
+    // The same copy with its grid sized to the SMs the holder leaves (4 blocks each), against the
+    // full-grid copy alone: a grid over every SM leaves the blocks that find no room for a second
+    // wave (at most 2x); sized to the free SMs it has none, so what remains is the holder's own cost.
+    for (const Holder& h : holders)
+      if (h.blocks > 0) {
+        const auto sized = [&] {
+          stream_copy<<<4 * (g.sms - h.blocks), 256, 0, g.work>>>(ca, cb, copy_n);
+          check(cudaGetLastError(), "copy launch");
+        };
+        report("copy_sized", {copy_n * 16}, h, alone, timed(g, h, iters, sized, ha, hb, per_block, moved, held));
+      }
     std::printf("copy alone: %.1f GB/s (512 MiB each way)\n", 2.0 * copy_n * 16 / (alone * 1e3));
 
     save();
