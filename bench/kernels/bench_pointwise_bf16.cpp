@@ -5,6 +5,8 @@
 // per bf16 element, so the fp32/bf16 ratio of times is the speed-up from halving the traffic.
 #include <Kokkos_Random.hpp>
 
+#include <utility>
+
 #include "activations.hpp"
 #include "ceilings.hpp"
 #include "convert.hpp"
@@ -94,10 +96,40 @@ void register_token_kernels(int N) {
   }, 3 * kH * N * C);
 }
 
+// A copy of src (N,C) one element past an aligned allocation, so that no row starts 16-byte aligned
+// and the norms read it one channel at a time (norm_registers.hpp refuses the 8-channel runs), and
+// the allocation that holds it (keep it as long as the view).
+using Unaligned = Kokkos::View<bf16**, Kokkos::LayoutRight, Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+std::pair<V<bf16*>, Unaligned> unaligned(const V<bf16**>& src) {
+  const int N = int(src.extent(0)), C = int(src.extent(1));
+  V<bf16*> buf("unaligned", std::size_t(N) * C + 1);
+  const Unaligned v(buf.data() + 1, N, C);
+  Kokkos::deep_copy(v, src);
+  return {buf, v};
+}
+
 // On a device: the residual add and GELU forward in the host work shape, one element per thread
-// (bench_pointwise.cpp says why). Named probe_*: not counted against the targets.
+// (bench_pointwise.cpp says why), and LayerNorm with one channel a load (what the 8-channel runs
+// replaced, session 51). Named probe_*: not counted against the targets.
 void register_one_lane(int N) {
   const int C = 768, F = 4 * C;
+  const double nc = double(N) * C, extra = kF * (2.0 * N + 3.0 * C);
+  add_mem("probe_one_channel/layernorm_bf16/fwd/" + dims({N, C}), [=] {
+    const auto x = unaligned(rnd<bf16**>("x", N, C));
+    V<bf16**> y("y", N, C);
+    auto w = rnd<float*>("w", C), b = rnd<float*>("b", C);
+    V<float*> mean("mean", N), rstd("rstd", N);
+    return std::function<void()>([=] { kernels::layernorm_forward(Exec(), y, mean, rstd, x.second, w, b); });
+  }, 2 * kH * nc + extra);
+  add_mem("probe_one_channel/layernorm_bf16/bwd/" + dims({N, C}), [=] {
+    const auto x = unaligned(rnd<bf16**>("x", N, C)), dy = unaligned(rnd<bf16**>("dy", N, C));
+    auto w = rnd<float*>("w", C), b = rnd<float*>("b", C);
+    V<bf16**> y("y", N, C), dx("dx", N, C);
+    V<float*> mean("mean", N), rstd("rstd", N), dw("dw", C), db("db", C);
+    kernels::layernorm_forward(Exec(), y, mean, rstd, x.second, w, b);
+    return std::function<void()>(
+        [=] { kernels::layernorm_backward(Exec(), dx, dw, db, dy.second, x.second, w, mean, rstd); });
+  }, 3 * kH * nc + extra);
   add_mem("probe_one_lane/residual_bf16/fwd/" + dims({N, C}), [=] {
     auto a = rnd<bf16**>("a", N, C), b = rnd<bf16**>("b", N, C);
     V<bf16**> y("y", N, C);
