@@ -218,7 +218,9 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
                      int vocab, float scale) {
   constexpr Shape S = shape_for<S0, ExecSpace>;
   const Call call("xent_whole_rows", [&] {
-    const double rereads = S == Shape::gpu ? 1 : 2;  // the row read twice (GPU shape) or thrice
+    // The row read twice (GPU shape: on a device, or described as kformer's CUDA build) or thrice.
+    const bool gpu = S == Shape::gpu || (S0 == Shape::natural && described_as_cuda());
+    const double rereads = gpu ? 1 : 2;
     KernelCall c{Family::cross_entropy, holds_bf16<DlogitsView>, true,
                  bytes_of(loss, dlogits, logits, targets) + rereads * bytes_of(logits)};
     c.shape = {std::int64_t(logits.extent(0)), std::int64_t(logits.extent(1)), 0, 0, 0, 0};  // rows, Vp
