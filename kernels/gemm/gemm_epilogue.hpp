@@ -18,26 +18,9 @@
 #include "activations.hpp"
 #include "bf16.hpp"
 #include "gemm_micro_kernel.hpp"
+#include "run_access.hpp"
 
 namespace kformer::kernels::detail {
-
-// Four adjacent floats at a 16-byte-aligned address: one 128-bit access on a CUDA device, four
-// plain ones elsewhere.
-KOKKOS_INLINE_FUNCTION void load4(float* r, const float* p) {
-#if defined(__CUDA_ARCH__)
-  const float4 v = *reinterpret_cast<const float4*>(p);
-  r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
-#else
-  for (int i = 0; i < 4; ++i) r[i] = p[i];
-#endif
-}
-KOKKOS_INLINE_FUNCTION void store4(float* p, const float* r) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
-#else
-  for (int i = 0; i < 4; ++i) p[i] = r[i];
-#endif
-}
 
 struct GemmOut {
   float* c;
@@ -109,7 +92,7 @@ struct GemmOut {
     const bool whole = w == 4 && (reinterpret_cast<std::uintptr_t>(ci) & 15) == 0;
     if (beta != 0.0f) {
       if (whole)
-        load4(v, ci);
+        load_run<4>(v, ci);  // four adjacent floats: one 128-bit access on a GPU
       else
         for (int j = 0; j < w; ++j) v[j] = ci[j];
     }
@@ -122,7 +105,7 @@ struct GemmOut {
       }
     }
     if (whole)
-      store4(ci, v);
+      store_run<4>(ci, v);
     else
       for (int j = 0; j < w; ++j) ci[j] = v[j];
     if (has_act()) act_row(m, n, v, w);

@@ -101,9 +101,9 @@ struct TeamGemm {
     for (int k = 0; k < n; ++k) {
       float av[RM], bv[RN];
       KFORMER_UNROLL
-      for (int g = 0; g < RM / V; ++g) load4(av + g * V, as + k * Cfg::lda + g * TY * V + ty * V);
+      for (int g = 0; g < RM / V; ++g) load_run<4>(av + g * V, as + k * Cfg::lda + g * TY * V + ty * V);
       KFORMER_UNROLL
-      for (int g = 0; g < RN / V; ++g) load4(bv + g * V, bs + k * Cfg::ldb + g * TX * V + tx * V);
+      for (int g = 0; g < RN / V; ++g) load_run<4>(bv + g * V, bs + k * Cfg::ldb + g * TX * V + tx * V);
       KFORMER_UNROLL
       for (int i = 0; i < RM; ++i) {
         KFORMER_UNROLL

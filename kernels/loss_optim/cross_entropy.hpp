@@ -38,7 +38,7 @@ inline int xent_valid_entries(int vocab, int v0, int Vl) {
 // when its maximum grows; then the team's maximum, and each thread's sum rescaled to it, added in
 // the team reduce's fixed tree. A thread loads kXentInFlight entries (ts apart, so a warp's loads
 // coalesce) before it uses any: several loads in flight, one rescale a group at most. Host shape:
-// the maximum, then the sum, each by lanes (one thread, its row in cache).
+// the maximum, then the sum (team_row_max, team_row_sum: one thread, its row in cache).
 struct RowMaxSum {
   float max, sum;
 };
@@ -66,9 +66,8 @@ KOKKOS_INLINE_FUNCTION RowMaxSum xent_row_max_sum(const Member& team, int valid,
     team.team_reduce(Kokkos::Sum<float>(mine));
     return {all, mine};
   } else {
-    (void)team;
-    const float m = max_by_lanes(valid, [&](int j) { return l[j]; });
-    return {m, sum_by_lanes(valid, [&](int j) { return fast_exp(l[j] - m); })};
+    const float m = team_row_max<S>(team, valid, [&](int j) { return l[j]; });
+    return {m, team_row_sum<S>(team, valid, [&](int j) { return fast_exp(l[j] - m); })};
   }
 }
 
@@ -209,8 +208,8 @@ void xent_loss_accumulate(const ExecSpace& exec, const DView<double*, ExecSpace>
 // (xent_row_max_sum) with several loads in flight a thread, two reads and a write where the passes
 // take three and a write, each read one load at a time (calibrate's three passes ran at 1241 GB/s of
 // their own traffic on an H200, 0.42 of the copy: session 50's own.yaml); it agrees with the passes
-// within rounding. The
-// call records the bytes its shape reads (what predict costs it at: the cache's help is not assumed).
+// within rounding. The call records the bytes its shape reads (what predict costs it at: the
+// cache's help is not assumed).
 // dlogits may alias logits (the target's logit is read before the row is written) or be bf16.
 template <Shape S0 = Shape::natural, class ExecSpace, class DlogitsView>
 void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss, const DlogitsView& dlogits,
@@ -242,7 +241,7 @@ void xent_whole_rows(const ExecSpace& exec, const DView<float*, ExecSpace>& loss
         float& row_loss = loss(n);
         const float sc = scale;
         if constexpr (detail::xent_keeps_exp<S0, ExecSpace, TD>) {
-          const float m = nv > 0 ? detail::max_by_lanes(nv, [&](int j) { return l[j]; }) : -INFINITY;
+          const float m = nv > 0 ? detail::team_row_max<S>(team, nv, [&](int j) { return l[j]; }) : -INFINITY;
           // An fp32 gradient on the host, a team of one thread (OpenMP's and Serial's; a team of
           // several would each sum the whole row, one overwriting what another still reads in place):
           // the sum (team_row_sum's host form) leaves each exponential in the gradient's row, which
