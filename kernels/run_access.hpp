@@ -3,7 +3,8 @@
 // access at a time leaves a row kernel far from the bandwidth (norm_registers.hpp); on the host
 // the same words through memcpy, so that the host tests decode and encode them exactly as the
 // device does. A run must start 16-byte aligned and hold whole words (P * sizeof(T) a multiple
-// of 16): runs_fit() says whether a view's rows allow it. P == 1 is a plain element access.
+// of 16): runs_fit() says whether a view's rows allow it. P == 1 is a plain element access. Used by
+// the norms, and by the GEMM epilogue and team GEMM for their runs of four floats.
 #pragma once
 
 #include <Kokkos_Core.hpp>
