@@ -26,8 +26,9 @@ BLOOM's training ran). Measured here, each the median of repeated timings after 
                    a replicated DTensor (the per-operator cost of TP code such as ezpz's), and the
                    tiny model's per-layer host time with each block under FSDP2's fully_shard
   tp_plan          the tiny model's per-layer host time under ezpz's tensor-parallel plan on a
-                   one-rank mesh, alone and inside FSDP1, beside the same layer without it
-                   (bench/tp_plan_host.py: what seed note 001's rows are made of)
+                   one-rank mesh, alone and inside FSDP1, beside the same layer without it, with
+                   the model's top (embedding, final norm, head, loss) and AdamW's step beside its
+                   layers (bench/tp_plan_host.py: what seed note 001's rows are made of)
 
 On a CPU the figures are the host's alone (no launch, no device queue); the GPU session's figures
 (scripts/gpu_session.sh) are the ones a profile takes. Writes one JSON (the figures, torch's
@@ -354,26 +355,34 @@ def main():
     elif f:
         print(f"  FSDP2: {f['skipped']}")
     for name, fig in res["tp_plan"].items():
-        print(f"  {name} per layer (tiny model): forward {fig['layer_forward_us']:.1f} us, "
-              f"backward {fig['layer_backward_us']:.1f} us" if "layer_forward_us" in fig else f"  {name}: {fig['skipped']}")
+        if "layer_forward_us" not in fig:
+            print(f"  {name}: {fig['skipped']}")
+            continue
+        line = (f"  {name} (tiny model): a layer forward {fig['layer_forward_us']:.1f} us, backward "
+                f"{fig['layer_backward_us']:.1f} us; the top forward {fig['top_forward_us']:.1f} us, backward "
+                f"{fig['top_backward_us']:.1f} us")
+        print(line + (f"; AdamW's step {fig['optimizer_us']:.1f} us" if "optimizer_us" in fig
+                      else f"; the step: {fig.get('step_error', 'not timed')}"))
     return finish(res, args.json)
 
 
 def layer_host(device, reps, dtype):
     """Host time of one layer, forward and backward: the tiny model (host-bound on any device) at
     2, 4, 6 and 8 layers, each time its fastest repeat, and the least-squares slope over the layer
-    count (what the embedding, head and loss cost is the intercept)."""
+    count; the intercept is the model's top (embedding, final norm, head and loss)."""
     reps = max(reps, 9)
     counts = (2, 4, 6, 8)
     runs = {n: step_figures(device, n, reps, dtype, "tiny", layers_only=True, pick=min) for n in counts}
 
-    def slope(ys):
+    def fit(ys):  # least squares over the layer counts: (slope, intercept)
         mx, my = statistics.mean(counts), statistics.mean(ys)
-        return sum((x - mx) * (y - my) for x, y in zip(counts, ys)) / sum((x - mx) ** 2 for x in counts)
+        k = sum((x - mx) * (y - my) for x, y in zip(counts, ys)) / sum((x - mx) ** 2 for x in counts)
+        return k, my - k * mx
 
-    fwd = slope([runs[n]["forward_us"] for n in counts])
-    bwd = slope([runs[n]["forward_backward_us"] - runs[n]["forward_us"] for n in counts])
+    fwd, top_fwd = fit([runs[n]["forward_us"] for n in counts])
+    bwd, top_bwd = fit([runs[n]["forward_backward_us"] - runs[n]["forward_us"] for n in counts])
     return {"model": "tiny", "layer_forward_us": fwd, "layer_backward_us": bwd,
+            "top_forward_us": top_fwd, "top_backward_us": top_bwd,
             "by_layers": {str(n): {"forward_us": runs[n]["forward_us"], "forward_backward_us": runs[n]["forward_backward_us"]}
                           for n in counts}}
 

@@ -37,16 +37,33 @@ def timed_us(fn, device, reps, inner, pick=statistics.median):
 
 
 def per_layer_host(device, reps, make):
-    """Host time of one layer, forward and backward: make(layers) builds the model at that many
-    layers and returns its (forward, forward_and_backward) calls; each is timed at 8 and 4 layers
-    (the fastest repeats) and the difference taken over the 4 layers between."""
-    times = {}
+    """Host time of one layer, forward and backward, and of what the model runs beside its layers:
+    make(layers) builds the model at that many layers and returns its (forward, forward_and_backward)
+    calls, and optionally a third, the whole step (forward, backward, the optimizer's step and its
+    zero_grad). Each is timed at 8 and 4 layers (the fastest repeats); a layer is the difference over
+    the 4 layers between, the model's top (embedding, final norm, head, loss) what is left at 4
+    layers, and the optimizer the step less its forward and backward at 8 layers. The raw times are
+    returned too (times_us), so that a figure can be derived again from the run's own output."""
+    times, step_error = {}, None
     for layers in (8, 4):
-        forward, forward_backward = make(layers)
-        times[layers] = (timed_us(forward, device, max(reps, 9), 1, min),
-                         timed_us(forward_backward, device, max(reps, 9), 1, min))
-    (f8, fb8), (f4, fb4) = times[8], times[4]
-    return {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
+        calls = make(layers)
+        times[layers] = [timed_us(c, device, max(reps, 9), 1, min) for c in calls[:2]]
+        if len(calls) > 2 and step_error is None:
+            try:  # the step's failure (an optimizer the wrapper refuses) leaves the layer's figures standing
+                times[layers].append(timed_us(calls[2], device, max(reps, 9), 1, min))
+            except Exception as e:
+                step_error = repr(e)[:200]
+    (f8, fb8, *s8), (f4, fb4, *s4) = times[8], times[4]
+    out = {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
+    out["top_forward_us"] = f4 - 4 * out["layer_forward_us"]
+    out["top_backward_us"] = (fb4 - f4) - 4 * out["layer_backward_us"]
+    if s8 and step_error is None:
+        out["optimizer_us"] = s8[0] - fb8
+    elif step_error:
+        out["step_error"] = step_error
+    names = ("forward", "forward_backward", "step")
+    out["times_us"] = {str(n): dict(zip(names, t)) for n, t in times.items()}
+    return out
 
 
 @contextlib.contextmanager

@@ -15,7 +15,10 @@ addresses), not ezpz's.
   tp_plan_fsdp1   with the plan and FSDP1 around the model, as ezpz runs it
 
 Each: forward and backward host time of one layer, the difference of 8 and 4 layers over 4 (the
-fastest repeats), or the reason it was skipped (a torch without the plan's API, or FSDP1 on a CPU).
+fastest repeats); the model's top (embedding, final norm, head and loss: what is left at 4 layers)
+forward and backward; AdamW's step and zero_grad (the whole step less its forward and backward); the
+raw times they come from; or the reason it was skipped (a torch without the plan's API, or FSDP1 on
+a CPU).
 """
 import torch
 import torch.nn as nn
@@ -134,13 +137,25 @@ def apply_plan(model, tp_mesh):
 
 
 def per_layer(device, reps, build):
-    """Host time of one layer, forward and backward (layer_host.per_layer_host) of the Llama above,
-    made by `build` from the plain model."""
+    """Host time of one layer, forward and backward, of the model's top and of AdamW's step
+    (layer_host.per_layer_host) of the Llama above, made by `build` from the plain model. The step
+    is ezpz's (fsdp_tp.py's loop between its t0 and t2): the forward, the loss over the whole fp32
+    logits, the backward, AdamW's step (foreach, over the wrapped model's parameters) and zero_grad."""
     def make(layers):
         torch.manual_seed(0)
         model = build(Llama(layers).to(device))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
         tok = torch.randint(0, VOCAB, (B, T), device=device)
-        return (lambda: model(tok)), (lambda: F.cross_entropy(model(tok).reshape(-1, VOCAB), tok.reshape(-1)).backward())
+
+        def loss():
+            return F.cross_entropy(model(tok).reshape(-1, VOCAB), tok.reshape(-1))
+
+        def step():
+            loss().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return (lambda: model(tok)), (lambda: loss().backward()), step
 
     return per_layer_host(device, reps, make)
 

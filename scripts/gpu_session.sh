@@ -19,8 +19,9 @@
 # 37; `scripts/gemm_curve.py calibrate/large.yaml --check input/machines/h100-sxm-80gb.yaml --within 5`
 # sets it against the shipped curve, OpenXLA's fit, its fp32 outputs counted as predict counts them).
 # EAGER_S > 0: also bench/eager_op_cost.py (eager PyTorch's host time per operator and per layer,
-# async and under CUDA_LAUNCH_BLOCKING=1, seed note 001's step, AdamW, DTensor and FSDP2 on one rank:
-# the figures of a profile's eager_host section, issue 37 item 5) into eager/, about 60 s.
+# async and under CUDA_LAUNCH_BLOCKING=1, seed note 001's step, AdamW, DTensor and FSDP2 on one rank,
+# ezpz's plan inside FSDP1 with its model's top and AdamW's step beside the layer: the figures of a
+# profile's eager_host section, issue 37 item 5) into eager/, about 60 s.
 # FLASH_S > 0: also bench/flash2_rate.py (PyTorch SDPA's FlashAttention-2, cuDNN and memory-efficient
 # backends, bf16, causal, at the published rows' attention shapes: the figure of a profile's
 # bf16.attention.flash2_tflops, measured instead of the FlashAttention papers') into flash/, about 15 s.
@@ -42,8 +43,9 @@
 # fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps, with the
 # step's own calibration (session 51's norms and loss: their rates against session 50's own.yaml):
 #   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 110 0 340 60
-# and on the machine it leaves warm, kformer-sm-share with its holders polling device memory:
-#   KFORMER_SESSION_S=60 scripts/gpu_session.sh 0 0 0 0 0 0 0 25 0
+# and on the machine it leaves warm, kformer-sm-share with its holders polling device memory, and
+# eager PyTorch's host time with the model's top and AdamW under ezpz's plan (seed note 001):
+#   KFORMER_SESSION_S=130 scripts/gpu_session.sh 0 0 0 0 0 70 0 25 0
 #
 # With the device tool: command "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh",
 # carry ["build/gpu-bundle.tar.xz"] (scripts/gpu_bundle.sh writes it), timeout_s 590.

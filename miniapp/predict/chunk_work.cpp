@@ -167,20 +167,22 @@ std::vector<WorkItem> work_items(const MachineProfile& p, const std::vector<Work
 
 namespace {
 
-// predict.host: eager PyTorch's host time for the chunk's layers (the profile's eager_host). Eager,
-// the host runs ahead of the device as long as it is faster, so a pass takes the longer of its
-// kernels and its host time: the difference, where the host is slower, is one more item.
-// Blocking, the host waits for every kernel, so the host time adds. Full and op recomputation run
-// the forward of the blocks they re-run again inside the backward. Nothing where the profile has no
-// figure for it.
-void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg, int layers) {
+// predict.host: eager PyTorch's host time for the chunk's layers (the profile's eager_host), and
+// eager, on the last chunk, the model's top's (its head and loss, with the embedding's few
+// operators, which the measurement does not tell apart). Eager, the host runs ahead of the device
+// as long as it is faster, so a pass takes the longer of its kernels and its host time: the
+// difference, where the host is slower, is one more item. Blocking, the host waits for every
+// kernel, so the host time adds. Full and op recomputation run the forward of the blocks they re-run
+// again inside the backward. Nothing where the profile has no figure for it.
+void add_host_time(ChunkWork& w, const MachineProfile& p, const RunSettings& cfg, int layers, bool top) {
   if (!p.eager_host.costs(cfg.predict.host)) return;
   const bool blocking = cfg.predict.host == HostCost::blocking;
   const EagerHost& h = p.eager_host;
   const double layer_forward = blocking ? h.blocking_layer_forward_us : h.layer_forward_us;
-  const double forward = layers * layer_forward;
+  const bool with_top = top && !blocking;
+  const double forward = layers * layer_forward + (with_top ? h.top_forward_us : 0.0);
   const double backward = layers * (blocking ? h.blocking_layer_backward_us : h.layer_backward_us) +
-                          cfg.train.rerun_forward_blocks(layers) * layer_forward;
+                          cfg.train.rerun_forward_blocks(layers) * layer_forward + (with_top ? h.top_backward_us : 0.0);
   const auto add = [&](std::vector<WorkItem>& list, double host_us) {
     if (list.empty()) return;
     const double extra = blocking ? host_us : std::max(0.0, host_us - compute_us(list));
@@ -292,7 +294,7 @@ ChunkWork chunk_work(const MachineProfile& p, const RunPlan& plan, int chunk) {
   }
   add_embedding_grad(w, p, plan, c);
   add_bucket_passes(w, p, plan, c);
-  add_host_time(w, p, plan.settings, c.n_layers);
+  add_host_time(w, p, plan.settings, c.n_layers, c.last());
   Flops f;
   for (int l = 0; l < c.n_layers; ++l) f += block_flops(plan.dims);
   if (c.last()) f += head_flops(plan.dims.N(), plan.dims.C, s.vocab_padded / s.tp);

@@ -235,12 +235,15 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   if (const YAML::Node e = root["eager_host"]) {
     r.keys(e, "eager_host", {"layer_forward_us", "layer_backward_us", "blocking_layer_forward_us",
-                             "blocking_layer_backward_us", "source"});
+                             "blocking_layer_backward_us", "top_forward_us", "top_backward_us", "optimizer_us", "source"});
     EagerHost& h = p.eager_host;
     h.layer_forward_us = r.number(e, "eager_host", "layer_forward_us", 0, true);
     h.layer_backward_us = r.number(e, "eager_host", "layer_backward_us", 0, true);
     h.blocking_layer_forward_us = r.number(e, "eager_host", "blocking_layer_forward_us", 0);
     h.blocking_layer_backward_us = r.number(e, "eager_host", "blocking_layer_backward_us", 0);
+    h.top_forward_us = r.number(e, "eager_host", "top_forward_us", 0);
+    h.top_backward_us = r.number(e, "eager_host", "top_backward_us", 0);
+    h.optimizer_us = r.number(e, "eager_host", "optimizer_us", 0);
     if (!e["source"] || !e["source"].IsScalar())
       bad(file, "eager_host.source", "missing: say which run of bench/eager_op_cost.py measured it");
     h.source = e["source"].Scalar();
@@ -367,7 +370,8 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     o << "\neager_host:\n  layer_forward_us: " << h.layer_forward_us << "\n  layer_backward_us: " << h.layer_backward_us
       << "\n  blocking_layer_forward_us: " << h.blocking_layer_forward_us
       << "\n  blocking_layer_backward_us: " << h.blocking_layer_backward_us
-      << "\n  source: \"" << h.source << "\"";
+      << "\n  top_forward_us: " << h.top_forward_us << "\n  top_backward_us: " << h.top_backward_us
+      << "\n  optimizer_us: " << h.optimizer_us << "\n  source: \"" << h.source << "\"";
   }
   const auto rates = [&](const ComputeRates& c, const char* indent) {
     o << indent << "gemm:\n" << indent << "  peak_tflops: " << c.gemm_peak_tflops << "\n" << indent

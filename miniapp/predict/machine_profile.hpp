@@ -109,10 +109,13 @@ struct ComputeRates {
 // enough that the device waits for the host. predict.host=eager costs a pass as the longer of its
 // kernels and this; predict.host=blocking (CUDA_LAUNCH_BLOCKING=1) as their sum with the blocking_
 // figures, where the host also waits for each kernel. All 0 where the profile does not say.
+// Beside the layers, eager only: the model's top (embedding, final norm, head and loss) per
+// micro-batch, forward and backward, and the optimizer's step with its zero_grad per step.
 struct EagerHost {
   double layer_forward_us = 0, layer_backward_us = 0;
   double blocking_layer_forward_us = 0, blocking_layer_backward_us = 0;
   std::string source;  // the measurement's run
+  double top_forward_us = 0, top_backward_us = 0, optimizer_us = 0;
   bool given(bool blocking) const { return blocking ? blocking_layer_forward_us > 0 : layer_forward_us > 0; }
   // Whether predict.host=`host` adds anything: eager or blocking, with this profile's figures for it.
   bool costs(HostCost host) const { return host != HostCost::kformer && given(host == HostCost::blocking); }

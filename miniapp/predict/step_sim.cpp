@@ -204,6 +204,11 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
   std::vector<std::vector<WorkEntry>> after(l.pp);
   for (int r = 0; r < l.pp; ++r) after[r] = std::move(phases[r].after.entries);
   std::vector<std::size_t> next(l.world, 0);
+  // Eager PyTorch's host time for the optimizer's step and zero_grad (the profile's
+  // eager_host.optimizer_us): the host issues its kernels ahead of the device, so the optimizer takes
+  // the longer of its kernels and that time.
+  const double optimizer_host_us =
+      cfg.predict.host == HostCost::eager && prof.eager_host.costs(cfg.predict.host) ? prof.eager_host.optimizer_us : 0.0;
   const auto run_kernels = [&](int w) {  // up to the rank's next call on a group
     const std::vector<WorkEntry>& list = after[l.stage(w)];
     for (; next[w] < list.size() && list[next[w]].kind != WorkEntry::Kind::comm; ++next[w]) {
@@ -215,7 +220,12 @@ StepPrediction predict_step(const RunPlan& plan, const MachineProfile& prof, boo
         if (w == 0) kernels0[kernels::family_name(e.call.family)] += us;
       }
       if (e.kind == WorkEntry::Kind::region_begin && optimizer) opt_start[w] = t[w];
-      if (e.kind == WorkEntry::Kind::region_end && optimizer) opt[w] = t[w] - opt_start[w];
+      if (e.kind == WorkEntry::Kind::region_end && optimizer) {
+        const double host_extra = std::max(0.0, opt_start[w] + optimizer_host_us - t[w]);
+        if (w == 0 && host_extra > 0) kernels0["eager_host"] += host_extra;  // as the passes' own (chunk_work.cpp)
+        t[w] += host_extra;
+        opt[w] = t[w] - opt_start[w];
+      }
     }
   };
   const auto at_call = [&](int w, const WorkEntry& like) {

@@ -1,6 +1,7 @@
 // predict.host: eager PyTorch's host time per layer (a profile's eager_host, measured by
 // bench/eager_op_cost.py) as a floor under each pass (eager), or added to it (blocking:
-// CUDA_LAUNCH_BLOCKING=1); nothing where the profile has no figure; the profile's section read,
+// CUDA_LAUNCH_BLOCKING=1); eager, the model's top and the optimizer's step beside the layers;
+// nothing where the profile has no figure; the profile's section read,
 // refused without its source, and written back by profile_yaml.
 #include <gtest/gtest.h>
 
@@ -68,6 +69,45 @@ TEST(PredictHost, EagerIsTheLongerOfTheKernelsAndTheHost) {
   EXPECT_EQ(compute(slow.head_backward), compute(kernels_only.head_backward));
 }
 
+// Eager, beside the layers: the model's top (head and loss, the embedding's few operators with
+// them) on the chunk that holds the head, forward and backward; nothing on the others, nothing
+// under blocking, whose figures are the layers' alone.
+TEST(PredictHost, EagerChargesTheModelsTopOnTheLastChunk) {
+  kp::MachineProfile p = a100();
+  p.eager_host = {5e4, 8e4, 0, 0, "test", 3e4, 6e4, 0};
+  const kp::ChunkWork one = kp::chunk_work(p, plan({"predict.host=eager"}), 0);
+  EXPECT_NEAR(compute(one.forward), 4 * 5e4 + 3e4, 1e-9 * 1e5);
+  EXPECT_NEAR(compute(one.backward), 4 * 8e4 + 6e4, 1e-9 * 1e5);
+  const kformer::RunPlan two = plan({"predict.host=eager", "predict.world=2", "parallel.pp=2"});
+  const kp::ChunkWork first = kp::chunk_work(p, two, 0), last = kp::chunk_work(p, two, 1);
+  EXPECT_NEAR(compute(first.forward), 2 * 5e4, 1e-9 * 1e5);
+  EXPECT_NEAR(compute(first.backward), 2 * 8e4, 1e-9 * 1e5);
+  EXPECT_NEAR(compute(last.forward), 2 * 5e4 + 3e4, 1e-9 * 1e5);
+  EXPECT_NEAR(compute(last.backward), 2 * 8e4 + 6e4, 1e-9 * 1e5);
+  kp::MachineProfile blocking = p;
+  blocking.eager_host = {5e4, 8e4, 300, 700, "test", 3e4, 6e4, 0};
+  kp::MachineProfile layers_only = blocking;
+  layers_only.eager_host.top_forward_us = layers_only.eager_host.top_backward_us = 0;
+  EXPECT_EQ(step_ms(blocking, "blocking"), step_ms(layers_only, "blocking"));
+}
+
+// Eager, once a step: the optimizer's step and zero_grad take the longer of their kernels and the
+// host's time for them; a host faster than the kernels changes nothing.
+TEST(PredictHost, EagerOptimizerIsTheLongerOfItsKernelsAndTheHost) {
+  kp::MachineProfile p = a100();
+  p.eager_host = {1e-3, 1e-3, 0, 0, "test", 0, 0, 0};
+  const kformer::RunPlan pl = plan({"predict.host=eager"});
+  const kp::StepPrediction kernels_only = kp::predict_step(pl, p, false);
+  ASSERT_GT(kernels_only.rank0.optimizer_ms, 0);
+  p.eager_host.optimizer_us = 0.5 * kernels_only.rank0.optimizer_ms * 1e3;
+  EXPECT_EQ(kp::predict_step(pl, p, false).step_ms, kernels_only.step_ms);
+  p.eager_host.optimizer_us = 2e5;
+  const kp::StepPrediction slow = kp::predict_step(pl, p, false);
+  EXPECT_NEAR(slow.rank0.optimizer_ms, 200, 1e-9 * 200);
+  EXPECT_NEAR(slow.step_ms - kernels_only.step_ms, 200 - kernels_only.rank0.optimizer_ms, 1e-9 * 200);
+  EXPECT_EQ(kp::predict_step(plan({"predict.host=kformer"}), p, false).step_ms, kernels_only.step_ms);
+}
+
 // A profile without the figures costs eager and blocking as kformer, and the report says so.
 TEST(PredictHost, NoFiguresNoCost) {
   const kp::MachineProfile p = a100();
@@ -90,7 +130,8 @@ TEST(PredictHost, TheProfileSectionIsReadWrittenAndChecked) {
     return path;
   };
   const std::string section = "eager_host:\n  layer_forward_us: 210\n  layer_backward_us: 260\n"
-                              "  blocking_layer_forward_us: 410\n  blocking_layer_backward_us: 520\n";
+                              "  blocking_layer_forward_us: 410\n  blocking_layer_backward_us: 520\n"
+                              "  top_forward_us: 90\n  top_backward_us: 120\n  optimizer_us: 700\n";
   const kp::MachineProfile p = kp::load_profile(write(base + section + "  source: \"a run\"\n"));
   EXPECT_EQ(p.eager_host.layer_forward_us, 210);
   EXPECT_EQ(p.eager_host.blocking_layer_backward_us, 520);
@@ -98,6 +139,9 @@ TEST(PredictHost, TheProfileSectionIsReadWrittenAndChecked) {
   const kp::MachineProfile again = kp::load_profile(write(kp::profile_yaml(p, "# again\n")));
   EXPECT_EQ(again.eager_host.layer_backward_us, 260);
   EXPECT_EQ(again.eager_host.blocking_layer_forward_us, 410);
+  EXPECT_EQ(again.eager_host.top_forward_us, 90);
+  EXPECT_EQ(again.eager_host.top_backward_us, 120);
+  EXPECT_EQ(again.eager_host.optimizer_us, 700);
   try {
     kp::load_profile(write(base + section));
     ADD_FAILURE() << "an eager_host section without its source was read";
