@@ -103,13 +103,14 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def run_kformer(a, deck_args, tmp, rnd):
+def run_kformer(a, deck_args, tmp, rnd, extra=()):
     report = os.path.join(tmp, f"kformer{rnd}.json")
     env = dict(os.environ, OMP_PROC_BIND="false")
     if a.device == "cpu":
         env["OMP_NUM_THREADS"] = str(a.threads)
     cmd = [a.kformer, *deck_args, f"train.steps={a.steps}", f"train.precision={a.precision}", f"kernels.gemm={a.gemm}",
-           f"kernels.attention={a.attention}", "comm.backend=self", f"output.json={report}", "output.log_every=1000"]
+           f"kernels.attention={a.attention}", "comm.backend=self", f"output.json={report}", "output.log_every=1000",
+           *extra]
     p = subprocess.run(cmd, env=env, cwd=a.root, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"step_vs_torch_gpu: kformer failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
@@ -232,6 +233,9 @@ def main():
     ap.add_argument("--budget-s", type=float, help="no new round past this many seconds; compilation is cut there")
     ap.add_argument("--root", default=os.path.join(HERE, ".."), help="where the decks (input/) are")
     ap.add_argument("--json", help="write the figures here (rewritten after every round)")
+    ap.add_argument("--kernel-times", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the rounds, one more kformer run with output.kernel_times=true: the step's time by "
+                         "kernel family and entry point, measured (kformer.kernel_times in the JSON)")
     ap.add_argument("--keep-report", metavar="DIR",
                     help="also keep kformer's first report here as step_PRECISION_kformer.json (the platform's "
                          "input to scripts/portability.py)")
@@ -268,7 +272,9 @@ def main():
             round_start = time.monotonic()
             if a.device == "cuda":
                 torch.cuda.empty_cache()  # kformer's process gets the memory torch holds idle
+            kformer_start = time.monotonic()
             rep = run_kformer(a, SHAPES[a.shape], tmp, rnd)
+            kformer_s = time.monotonic() - kformer_start
             k = kformer_figures(rep, a.warmup)
             out["kformer"]["step_ms_rounds"].append(k["step_ms"])
             # Each round is a fresh kformer process, so auto may pick differently: keep every round's.
@@ -311,6 +317,14 @@ def main():
             last_round_s = time.monotonic() - round_start
             finish(out)
             save()
+        # Where the step's time goes, measured: one more kformer run with output.kernel_times (each
+        # call fenced, so outside the rounds' timings), when the budget leaves room for it.
+        if a.kernel_times and out["rounds"] > 0 and budget.left() > 1.5 * kformer_s + 5:
+            rep = run_kformer(a, SHAPES[a.shape], tmp, "_kernel_times", ["output.kernel_times=true"])
+            out["kformer"]["kernel_times"] = rep["summary"].get("kernel_times")
+            save()
+        elif a.kernel_times:
+            out["kformer"]["kernel_times_skipped"] = f"{budget.left():.0f} s of --budget-s left"
     if a.device == "cuda" or a.shape == "tiny":
         shape = out["kformer"]["gemm_ceiling"]["shape"]
         out["torch_matmul_tflops"] = {p: matmul_tflops(a.device, shape, d)
@@ -401,6 +415,11 @@ def print_table(out):
           f"{fmt(tm.get('fp32'), '.3f')}, bf16 {fmt(tm.get('bf16'), '.3f')} TFLOP/s"
           + (f"; bf16 MFU against torch's bf16 matmul {fmt(k.get('mfu_vs_torch_bf16_matmul'), '.3f')}"
              if out["precision"] == "bf16" else ""))
+    kt = k.get("kernel_times")
+    if kt:
+        fam = sorted(kt["by_family_ms"].items(), key=lambda x: -x[1])
+        print(f"kformer by kernel family, measured (ms of a step of {kt['step_ms']:.2f} with each call fenced): "
+              + ", ".join(f"{f} {ms:.2f}" for f, ms in fam) + f"; outside the calls {kt['outside_calls_ms']:.2f}")
     c = out.get("loss_check")
     if c:
         print(f"training check over {c['steps']} steps from kformer's weights: loss relative {c['loss_rel']:.1e} "

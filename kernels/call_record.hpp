@@ -114,8 +114,23 @@ class DescribingAs {
   CodePath previous_;
 };
 
+// A run's timer of its kernel calls (output.kernel_times, platform/kernel_times.hpp): told when
+// each entry point begins and ends, run normally, with the entry's name and family.
+class CallTimer {
+ public:
+  virtual ~CallTimer() = default;
+  virtual void begin(const char* name, Family family) = 0;
+  virtual void end() = 0;
+};
+
+inline CallTimer*& call_timer_slot() {
+  static thread_local CallTimer* timer = nullptr;
+  return timer;
+}
+
 // A kernel entry's first line: `const Call call("name", [&] { return KernelCall{...}; });
-// if (call.described()) return;`. The record is built only when it is described.
+// if (call.described()) return;`. The record is built only when it is described, or timed (for
+// its family).
 class Call {
  public:
   template <class Make>
@@ -127,12 +142,19 @@ class Call {
       for (const KeptBuffer& k : c.kept)
         if (k.label) sink->kept(k.label, k.bytes);
       described_ = true;
-    } else if (Kokkos::Profiling::profileLibraryLoaded()) {
+      return;
+    }
+    if (Kokkos::Profiling::profileLibraryLoaded()) {
       Kokkos::Profiling::pushRegion(std::string("kformer::kernel::") + name);
       pushed_ = true;
     }
+    if (CallTimer* t = call_timer_slot()) {
+      t->begin(name, make().family);
+      timer_ = t;
+    }
   }
   ~Call() {
+    if (timer_) timer_->end();
     if (pushed_) Kokkos::Profiling::popRegion();
   }
   Call(const Call&) = delete;
@@ -141,6 +163,7 @@ class Call {
 
  private:
   bool described_ = false, pushed_ = false;
+  CallTimer* timer_ = nullptr;
 };
 
 // A kernel's set-up buffers, described: true (and the sink told of `bytes` under `label`) where

@@ -344,7 +344,7 @@ def kformer_kernels(st):
 
 
 def step_rows(s, steps):
-    table, choices = [], []
+    table, choices, times = [], [], []
     for p in ("fp32", "bf16"):
         st, why = steps[p]
         k = (st or {}).get("kformer", {})
@@ -388,6 +388,13 @@ def step_rows(s, steps):
                               f"{v['torch_over_kformer']:.3f}" if v.get("torch_over_kformer") else "-",
                               f"{v['loss1']:.5f}" if v.get("loss1") is not None else "-",
                               str(len(v.get("step_ms_rounds", [])))])
+        kt = k.get("kernel_times")
+        if kt:
+            step = kt.get("step_ms") or 0
+            fam = sorted(kt.get("by_family_ms", {}).items(), key=lambda x: -x[1])
+            fam.append(("outside the calls", kt.get("outside_calls_ms", 0)))
+            for family, ms in fam:
+                times.append([p, family, f"{ms:.3f}", f"{100 * ms / step:.1f}%" if step else "-"])
         for what, field in (("attention", "kernels_attention"), ("GEMM", "kernels_gemm")):
             d = k.get(field)
             if d:
@@ -398,6 +405,9 @@ def step_rows(s, steps):
             ["precision", "variant", "attention", "GEMM", "step ms", "TFLOP/s", "torch/kformer", "loss 1", "rounds"], table)
     s.table("kformer's kernel choices in the step (its report's summary.kernels_attention and kernels_gemm, first round)",
             ["precision", "kernel", "ran", "setting", "why"], choices)
+    s.table("kformer's step by kernel family, measured (one more run with output.kernel_times: each call fenced, "
+            "ms of that run's steps after its first; predict.breakdown prints the same families)",
+            ["precision", "family", "ms", "of the step"], times)
 
 
 def markdown(s, title, notes, details=True):

@@ -25,6 +25,20 @@ std::string host_cpu() {
 
 }  // namespace
 
+nlohmann::json kernel_times_json(const KernelTimes& k) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const KernelTime& e : k.entries())
+    entries.push_back({{"name", e.name}, {"family", e.family}, {"calls", e.calls}, {"ms", e.ms}});
+  return {{"what", "rank 0's kernel calls, each fenced before and after, per timed step (the steps after the "
+                   "run's first); outside_calls_ms is the rest of a timed step: communication and the host's own work"},
+          {"steps", k.steps()},
+          {"step_ms", k.step_ms()},
+          {"calls_ms", k.calls_ms()},
+          {"outside_calls_ms", k.step_ms() - k.calls_ms()},
+          {"by_family_ms", k.family_ms()},
+          {"entries", entries}};
+}
+
 nlohmann::json mesh_json(const comm::Mesh& m, int world) {
   return {{"world", world},         {"tp", m.shape.tp},         {"pp", m.shape.pp},        {"dp", m.shape.dp},
           {"tp_groups", m.groups.tp}, {"dp_groups", m.groups.dp}, {"pp_groups", m.groups.pp}};
@@ -125,6 +139,8 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
   for (const auto& st : trainer.stages()) acts += double(st->activation_bytes());
   memory["activation_bytes_measured"] = reduce.allreduce(world, acts, comm::ReduceOp::max);
   summary["memory"] = memory;
+
+  if (const KernelTimes* k = trainer.kernel_times()) summary["kernel_times"] = kernel_times_json(*k);
 
   nlohmann::json iters = nlohmann::json::array();
   for (const auto& r : recs) iters.push_back(iteration_json(r));

@@ -19,6 +19,8 @@ namespace kformer {
 
 nlohmann::json mesh_json(const comm::Mesh& m, int world);
 nlohmann::json platform_json(int world);
+// output.kernel_times' figures: per timed step, by kernel family and by entry point (longest first).
+nlohmann::json kernel_times_json(const KernelTimes& k);
 
 // Collective over `world` (the peak memory is the largest over ranks); meaningful on rank 0.
 nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::Communicator& world,

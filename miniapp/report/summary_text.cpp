@@ -1,8 +1,12 @@
 // The printed summary (see summary_text.hpp).
 #include "report/summary_text.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kformer {
 namespace {
@@ -32,6 +36,30 @@ bool has(const nlohmann::json& j, const char* a, const char* b = nullptr) {
 }
 
 std::string gb(double bytes) { return fmt("%.3g GB", bytes / 1e9); }
+
+// output.kernel_times: the families as predict.breakdown prints them, longest first, then the
+// three longest entry points and the time outside every call.
+std::string kernel_times_text(const nlohmann::json& k) {
+  std::vector<std::pair<double, std::string>> fam;
+  for (const auto& [family, ms] : k["by_family_ms"].items()) fam.emplace_back(ms.get<double>(), family);
+  std::sort(fam.rbegin(), fam.rend());
+  const double step = num(k, "step_ms");
+  const auto share = [&](double ms) { return step > 0 ? 100 * ms / step : 0.0; };
+  std::string out = fmt("  kernel calls     rank 0's, measured (ms of a timed step, each call fenced; %d step%s of %.3f ms):",
+                        int(num(k, "steps")), num(k, "steps") == 1 ? "" : "s", step);
+  for (std::size_t i = 0; i < fam.size(); ++i)
+    out += (i % 4 == 0 ? "\n    " : " | ") + fam[i].second + fmt(" %.3f (%.1f%%)", fam[i].first, share(fam[i].first));
+  out += fmt("\n    outside the calls %.3f (%.1f%%)", num(k, "outside_calls_ms"), share(num(k, "outside_calls_ms")));
+  if (k.contains("entries") && k["entries"].is_array()) {
+    out += "; longest entries:";
+    for (std::size_t i = 0; i < k["entries"].size() && i < 3; ++i) {
+      const auto& e = k["entries"][i];
+      out += fmt(" %s %.3f ms (%.4g calls)%s", e.value("name", std::string("?")).c_str(), num(e, "ms"), num(e, "calls"),
+                 i + 1 < std::min<std::size_t>(3, k["entries"].size()) ? "," : "");
+    }
+  }
+  return out + "\n";
+}
 
 }  // namespace
 
@@ -91,6 +119,7 @@ std::string format_summary(const nlohmann::json& s) {
     out += "  GEMM used        " + s["kernels_gemm"]["impl"].get<std::string>() + " (kernels.gemm=" +
            s["kernels_gemm"].value("setting", std::string("?")) + ": " +
            s["kernels_gemm"].value("reason", std::string("?")) + ")\n";
+  if (has(s, "kernel_times", "by_family_ms")) out += kernel_times_text(s["kernel_times"]);
   if (has(s, "kernels_attention", "kind") && s["kernels_attention"]["kind"].is_string())
     out += "  attention used   " + s["kernels_attention"]["kind"].get<std::string>() + " (kernels.attention=" +
            s["kernels_attention"].value("setting", std::string("?")) + ": " +

@@ -65,6 +65,7 @@ RunSettings read_settings(const Config& cfg) {
   s.kernels.gemm = choice<GemmSetting>(cfg, "kernels.gemm");
   s.kernels.attention = choice<AttentionSetting>(cfg, "kernels.attention");
   o.phase_timing = flag(cfg, "output.phase_timing");
+  o.kernel_times = flag(cfg, "output.kernel_times");
   s.calibrate.agreement = cfg.f64("calibrate.agreement");
   s.calibrate.max_repeats = cfg.i32("calibrate.max_repeats");
   s.predict.world = cfg.i64("predict.world");

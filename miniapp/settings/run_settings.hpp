@@ -73,6 +73,7 @@ struct OutputSettings {
   std::string json, trace, export_dir;  // "" = none
   int log_every = 1;
   bool phase_timing = false;
+  bool kernel_times = false;  // time each kernel call between fences (platform/kernel_times.hpp)
   double peak_tflops = 0;  // 0 = not given
 };
 

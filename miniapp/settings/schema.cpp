@@ -131,6 +131,10 @@ std::vector<KeySpec> make_schema() {
              "fence after each micro-batch's forward and backward so the forward/backward split, the bubble and "
              "the timeline are the device's times on a GPU (a host synchronisation per micro-batch; on the host "
              "the times are the same either way)"),
+      choice("output.kernel_times", {"false", "true"},
+             "time every kernel call of the steps after the first between fences (a host synchronisation before and "
+             "after each call; the steps run that much longer), and report them per step by kernel family and entry "
+             "point beside the time outside the calls"),
       real("output.peak_tflops", 0, 0, kNoMax, "datasheet peak TFLOP/s per rank for a second MFU figure; 0 = none"),
       text("output.export", "", "one-rank runs: write parameters, gradients and tokens of iteration 1 as safetensors (reference checks)"),
       real("calibrate.agreement", 0.1, 0, 1,

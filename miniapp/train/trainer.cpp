@@ -3,6 +3,7 @@
 
 #include <Kokkos_Timer.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -35,6 +36,7 @@ Trainer::Trainer(const RunPlan& plan, comm::Communicator& world, comm::Mesh& mes
   program_ = std::make_unique<StepProgram>(plan, *model_, at, StepGroups{groups, &world, embedding_group_.get()});
   data_ = make_data_source(cfg_.data_source, shape_.vocab, cfg_.train.seed);
   model_flops_rank_ = model_flops_per_token(shape_, seq_len_) * double(global_batch_) * seq_len_ / world.size();
+  if (cfg_.output.kernel_times) kernel_times_ = std::make_unique<KernelTimes>();
 }
 
 Flops Trainer::flops_per_iteration() const {
@@ -95,6 +97,11 @@ void Trainer::run() {
 
 IterationRecord Trainer::iterate(int it) {
   const ProfilingRegion step_region("kformer::step");
+  // output.kernel_times: the run's first step sets up what later steps reuse (handles, plans,
+  // kept buffers), so it is timed only where it is the run's one step.
+  const int last = cfg_.train.stop_at > 0 ? std::min(cfg_.train.stop_at, cfg_.train.steps) : cfg_.train.steps;
+  KernelTimes* const timed = kernel_times_ && (it > first_iteration_ || last == first_iteration_) ? kernel_times_.get() : nullptr;
+  const TimingCalls timing(timed);
   Kokkos::Timer step_timer;
   if (trace_) trace_->clear();
   IterationRecord r;
@@ -170,6 +177,7 @@ IterationRecord Trainer::iterate(int it) {
   r.samples_per_s = global_batch_ / r.elapsed_s;
   r.tokens_per_s = tokens_per_iter / r.elapsed_s;
   r.tflops_per_rank = model_flops_rank_ / r.elapsed_s / 1e12;
+  if (timed) timed->step_done(r.elapsed_s * 1e3);
   return r;
 }
 

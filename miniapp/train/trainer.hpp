@@ -19,6 +19,7 @@
 #include "train/rank_model.hpp"
 #include "train/step_program.hpp"
 #include "model/stage.hpp"
+#include "platform/kernel_times.hpp"
 
 namespace kformer {
 
@@ -43,6 +44,9 @@ class Trainer {
   const ParamStore& params() const { return *model_->params; }
   const std::vector<std::unique_ptr<Stage>>& stages() const { return model_->stages; }
   const Pipeline& pipeline() const { return *model_->pipeline; }
+  // output.kernel_times: this rank's kernel calls, timed in every step after the run's first (in
+  // its only step where it has one); nullptr when not asked for.
+  const KernelTimes* kernel_times() const { return kernel_times_.get(); }
   Flops flops_per_iteration() const;  // this rank's FLOPs counted from its kernels' shapes (causal attention halved)
   // Called after the backward of `iteration`, before the optimizer (the reference export).
   std::function<void(int iteration)> after_backward;
@@ -66,6 +70,7 @@ class Trainer {
   std::unique_ptr<StepProgram> program_;                 // the iteration's phases
   std::unique_ptr<DataSource> data_;
   std::vector<IterationRecord> records_;
+  std::unique_ptr<KernelTimes> kernel_times_;
   std::int64_t skipped_ = 0, nan_ = 0, nan_in_a_row_ = 0;
   int first_iteration_ = 1;
   std::int64_t sample_base_ = 0;  // global sample at which first_iteration_ starts

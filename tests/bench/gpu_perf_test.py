@@ -9,7 +9,8 @@ kformer's model (bench/step_vs_torch_gpu.py's first-loss check, fp32 and bf16) w
 kernels.attention=auto and kernels.gemm=auto, whose choices the step JSON and the summary's step
 rows name; attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters,
 in fp32 and for the bf16 cases at head sizes 64 and 128 (its bf16_rows, against SDPA in bf16);
-a kernel-bench report cut short is merged with its finished cases; and the GPU mode, without a GPU
+a kernel-bench report cut short is merged with its finished cases; the step's kernel times by family
+come with it (output.kernel_times); and the GPU mode, without a GPU
 or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
 n/a, with the reason; a kernel-bench part that crashes in a case (a stand-in bench) goes on with
 the cases after it and names the case.
@@ -66,7 +67,7 @@ def host_run(bindir, src, out, failures):
               f"{tid}: no figure on the CPU run: {t}", failures)
     for section in ("## GEMM", "## Attention, fwd+bwd", "## Attention against PyTorch", "## Attention in bf16, fwd+bwd",
                     "## Attention in bf16 against PyTorch SDPA", "## Memory-bound", "## Training step",
-                    "## kformer's kernel choices in the step"):
+                    "## kformer's kernel choices in the step", "## kformer's step by kernel family, measured"):
         check(section in md, f"summary.md lacks its section '{section}'", failures)
     v = rows.get("attention-vendor-sdpa", {})
     check(v.get("verdict") == "n/a" and v.get("measured", "").startswith("not built:"),
@@ -86,6 +87,11 @@ def host_run(bindir, src, out, failures):
         check(st.get("kformer_attention") == "auto" and st.get("kformer_gemm") == "auto" and ka.get("setting") == "auto"
               and ka.get("kind") in ("naive", "fused", "batched_gemm") and kg.get("setting") == "auto"
               and kg.get("impl") in ("native", "vendor"), f"step_{p}: kernels {ka} {kg}", failures)
+        # One more kformer run with output.kernel_times: the step by kernel family, measured.
+        kt = st["kformer"].get("kernel_times") or {}
+        fam = kt.get("by_family_ms") or {}
+        check("gemm" in fam and "norm" in fam and 0 < kt.get("calls_ms", 0) <= kt.get("step_ms", 0),
+              f"step_{p}: no kernel times ({st['kformer'].get('kernel_times_skipped', kt)})", failures)
         measured = rows.get(f"step-eager-{p}", {}).get("measured", "")
         # "attention fused (auto), GEMM vendor (auto)", or "fused/naive (auto)" where the rounds chose differently
         check("; kformer: attention " in measured and "(auto), GEMM " in measured and measured.endswith("(auto))"),
