@@ -27,6 +27,7 @@
 #include "residual.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
+#include "sum_of_squares.hpp"
 #include "train/step_work.hpp"
 
 namespace kformer::predict {
@@ -195,12 +196,20 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   embedding.add([&] { kk::embedding_backward(exec, dtable, dy, index); });
   p.memory_gbps["embedding"] = embedding.gbps(L);
 
+  // The loss as the deck's layout runs it: where one rank holds the vocabulary, the one pass over
+  // whole rows that writes the gradient over the fp32 logits (Stage::head_backward); under TP the
+  // three passes. On a CPU the one pass re-reads each row from cache, and ran 2.6 times the three
+  // passes' rate per described byte (session 52, output.kernel_times against predict.breakdown).
   const DV<float**> logits = random("logits", d.N(), Vl, 12), stats("stats", 2, d.N());
   const DV<float*> lmax("lmax", d.N()), loss("loss", d.N());
-  xent.add([&] { kk::xent_local_max(exec, lmax, logits, 0, s.vocab); });
-  xent.add([&] { kk::xent_local_sums(exec, stats, logits, tok, lmax, 0, s.vocab); });
-  const DV<float**> dlogits("dlogits", d.N(), Vl);
-  xent.add([&] { kk::xent_finish(exec, loss, dlogits, logits, tok, lmax, stats, 0, s.vocab, 1.0f); });
+  if (s.tp == 1) {
+    xent.add([&] { kk::xent_whole_rows(exec, loss, logits, DV<const float**>(logits), DV<const std::int32_t*>(tok), s.vocab, 1.0f); });
+  } else {
+    xent.add([&] { kk::xent_local_max(exec, lmax, logits, 0, s.vocab); });
+    xent.add([&] { kk::xent_local_sums(exec, stats, logits, tok, lmax, 0, s.vocab); });
+    const DV<float**> dlogits("dlogits", d.N(), Vl);
+    xent.add([&] { kk::xent_finish(exec, loss, dlogits, logits, tok, lmax, stats, 0, s.vocab, 1.0f); });
+  }
   p.memory_gbps["cross_entropy"] = xent.gbps(L);
 
   // AdamW over as many elements as the deck's model has (a small model's state stays in cache).
@@ -209,6 +218,20 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   Kokkos::deep_copy(g, 0.01f);
   kk::AdamWHyper h;
   p.memory_gbps["optimizer"] = rate(bytes::adamw(double(n)), mean_us([&] { kk::adamw_update(exec, pv, g, m, v, h); }), L);
+  // The step's fill of its gradient buffer and the gradient norm's sum of squares over it, over as
+  // many elements as the model has up to 256 MB (one array where AdamW streams four: at AdamW's 64 MB
+  // a CPU's cache held much of it, and both ran twice as fast as in the step). Without them both took
+  // the residual add's rate, 2-3 times fast on a CPU, where a fill's stores first read their lines
+  // (session 52, output.kernel_times against predict.breakdown).
+  const std::int64_t n1 = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 26);
+  const DV<float*> grads("grads", n1);
+  FamilyTime fill, reduction;
+  fill.add([&] { kk::fill(exec, grads, 0.0f); });
+  p.memory_gbps["copy"] = fill.gbps(L);
+  const kk::SumOfSquares<Exec> squares({{0, n1}});
+  const Kokkos::View<double, Exec::memory_space> sum("sum_of_squares");
+  reduction.add([&] { squares.run(exec, grads.data(), sum); });
+  p.memory_gbps["reduction"] = reduction.gbps(L);
   if (!p.memory_gbps.count("rope")) p.memory_gbps["rope"] = p.memory_gbps["residual"];
   p.copy_gbps = 2.0 * 4 * n / (mean_us([&] { Kokkos::deep_copy(exec, m, pv); }) * 1e3);
 }

@@ -31,7 +31,7 @@ double gemm_us(const MachineProfile& p, bool bf16, int m, int n, int k, bool bac
 
 double stream_gbps(const MachineProfile& p) {
   double fastest = 0;
-  for (const auto& f : p.memory_gbps) fastest = std::max(fastest, f.second);
+  for (const auto& f : memory_families()) fastest = std::max(fastest, p.memory_gbps.at(f));  // not the fill or the reduction
   return p.copy_gbps > 0 ? std::min(p.copy_gbps, fastest) : fastest;
 }
 

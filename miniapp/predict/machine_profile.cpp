@@ -280,8 +280,12 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 
   const YAML::Node m = root["memory_bound"];
   if (!m) bad(file, "memory_bound", "missing: give the GB/s of each kernel family");
-  r.keys(m, "memory_bound", std::set<std::string>(memory_families().begin(), memory_families().end()));
-  for (const auto& f : memory_families()) {
+  std::set<std::string> families(memory_families().begin(), memory_families().end());
+  families.insert(optional_memory_families().begin(), optional_memory_families().end());
+  r.keys(m, "memory_bound", families);
+  for (const auto& f : families) {
+    const bool optional = !std::count(memory_families().begin(), memory_families().end(), f);
+    if (optional && !m[f]) continue;
     p.memory_gbps[f] = r.number(m, "memory_bound", f, 0, true);
     if (p.memory_gbps[f] <= 0) bad(file, "memory_bound." + f, "must be > 0 GB/s");
   }
@@ -315,6 +319,11 @@ MachineProfile parse(const YAML::Node& root, const std::string& file) {
 const std::vector<std::string>& memory_families() {
   static const std::vector<std::string> f = {"norm",      "activation",    "residual", "rope",
                                              "embedding", "cross_entropy", "optimizer"};
+  return f;
+}
+
+const std::vector<std::string>& optional_memory_families() {
+  static const std::vector<std::string> f = {"copy", "reduction"};
   return f;
 }
 
@@ -440,6 +449,8 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
   }
   o << "memory_bound:  # GB/s over the bytes each family moves\n";
   for (const auto& f : memory_families()) o << "  " << f << ": " << p.memory_gbps.at(f) << "\n";
+  for (const auto& f : optional_memory_families())
+    if (p.memory_gbps.count(f)) o << "  " << f << ": " << p.memory_gbps.at(f) << "\n";
   const auto link = [&](const char* name, const LinkClass& lc) {
     o << "  " << name << ":\n    default: {latency_us: " << lc.fallback.latency_us
       << ", bandwidth_gbps: " << lc.fallback.bandwidth_gbps << "}\n";

@@ -187,6 +187,10 @@ inline const char* kformer_build_name(kernels::CodePath b) { return b == kernels
 // The memory-bound kernel families a profile rates: norm, activation, residual, rope,
 // embedding, cross_entropy, optimizer.
 const std::vector<std::string>& memory_families();
+// Those it may rate besides (kformer calibrate measures them): copy (a fill: every gradient buffer
+// zeroed), reduction (the gradient norm's sum of squares). Where a profile does not, they take the
+// residual add's rate.
+const std::vector<std::string>& optional_memory_families();
 
 // Reads and checks a profile; throws ConfigError naming the file, the key and the fix.
 MachineProfile load_profile(const std::string& path);

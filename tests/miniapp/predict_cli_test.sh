@@ -150,6 +150,10 @@ grep -q 'does not fit' "$tmp/out" || fail "ZeRO-3 GPT-3 small on 16 GB: $(grep f
 # The default bound: the last line reports each checked figure's spread.
 calibrated "$tmp/out" "$kformer" calibrate "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" || { cat "$tmp/out"; fail "calibrate failed"; }
 grep -q 'whole model .* (spread .* over the last 3 of [0-9]* repeats)x its kernels' "$tmp/out" || fail "no spread: $(tail -1 "$tmp/out")"
+# The fill and the gradient norm's reduction measured beside the required families.
+for family in copy reduction; do
+  grep -Eq "^  $family: [0-9.e+]+$" "$tmp/m.yaml" || fail "the calibrated profile has no memory_bound.$family rate"
+done
 "$kformer" predict "$src/input/tiny.yaml" predict.machine="$tmp/m.yaml" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "predict on the calibrated profile failed"; }
 grep -q '^FOM: ' "$tmp/out" || fail "no FOM line on the calibrated profile"
 echo "predict_cli: ok"

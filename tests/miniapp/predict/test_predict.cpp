@@ -12,6 +12,7 @@
 #include "platform/errors.hpp"
 #include "plan/memory.hpp"
 #include "settings/prediction_deck.hpp"
+#include "predict/chunk_work.hpp"
 #include "predict/kernel_costs.hpp"
 #include "predict/machine_profile.hpp"
 #include "predict/pipeline_sim.hpp"
@@ -328,6 +329,36 @@ TEST(MachineProfile, BatchedGemmAttentionsBenchmarkIsReadAndWrittenBack) {
   std::remove(path.c_str());
 }
 
+// A fill (family copy) and the gradient norm's sum of squares (reduction) take the profile's own
+// rates where it has them (kformer calibrate measures them), the residual add's where it has not;
+// the rates are written back by profile_yaml; they do not raise the rate the streaming passes
+// predict adds on its own take (stream_gbps, the fastest of the required families, no faster than
+// the copy).
+TEST(MachineProfile, AFillAndAReductionTakeTheirOwnRatesWhereGiven) {
+  kp::MachineProfile p = a100();
+  ASSERT_EQ(p.memory_gbps.count("copy"), 0u);
+  const double bytes = 4e8, stream = kp::stream_gbps(p);
+  const auto us = [&](kformer::kernels::Family f) {
+    kformer::kernels::KernelCall c;
+    c.family = f;
+    c.bytes = bytes;
+    return kp::kernel_us(p, c);
+  };
+  using F = kformer::kernels::Family;
+  EXPECT_NEAR(us(F::copy), p.launch_us + bytes / (p.memory_gbps.at("residual") * 1e3), 1e-9 * us(F::copy));
+  p.memory_gbps["copy"] = 3 * p.copy_gbps;
+  p.memory_gbps["reduction"] = 200;
+  EXPECT_NEAR(us(F::copy), p.launch_us + bytes / (3 * p.copy_gbps * 1e3), 1e-9 * us(F::copy));
+  EXPECT_NEAR(us(F::reduction), p.launch_us + bytes / (200 * 1e3), 1e-9 * us(F::reduction));
+  EXPECT_EQ(kp::stream_gbps(p), stream);
+  const std::string path = testing::TempDir() + "/optional_families.yaml";
+  std::ofstream(path) << kp::profile_yaml(p, "# again\n");
+  const kp::MachineProfile again = kp::load_profile(path);
+  EXPECT_EQ(again.memory_gbps.at("copy"), 3 * p.copy_gbps);
+  EXPECT_EQ(again.memory_gbps.at("reduction"), 200);
+  std::remove(path.c_str());
+}
+
 TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
   const std::string good = [] {
     std::ifstream in(kSource + "/input/machines/perlmutter-a100-40gb.yaml");
@@ -344,6 +375,8 @@ TEST(MachineProfile, ABadProfileIsRefusedWithOneLine) {
       {with("fma_peak_tflops: 19.5", "fma_peak_tflops: fast"), "fma_peak_tflops"},
       {with("max_efficiency: 0.9", "max_efficiency: 1.5"), "gemm"},
       {with("  norm: 1100", "  norm: -3"), "memory_bound.norm"},
+      {with("  norm: 1100", "  norm: 1100\n  copy: 0"), "memory_bound.copy"},
+      {with("  norm: 1100", "  norm: 1100\n  convert: 900"), "memory_bound"},
       {with("      128: {512: 99,", "      128: {512: 0,"), "attention.flash2_tflops.128"},
       {with("      128: {512: 99,", "      128: {-512: 99,"), "attention.flash2_tflops.128"},
       {with("      128: {512: 99,", "      128: {long: 99,"), "attention.flash2_tflops.128"},
