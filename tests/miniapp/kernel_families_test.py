@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""scripts/kernel_families.py on a real pair (not a timed test: no figure's size is judged): a tiny
+run with output.kernel_times=true and kformer predict of the same deck. Every family of either
+report has its row, each with the two reports' own figures and their ratio; the step row is the
+timed step and the predicted one; a report without kernel times is refused with exit 2 and one line.
+Usage: kernel_families_test.py BINDIR SOURCE_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+bindir, src = sys.argv[1], sys.argv[2]
+kformer = os.path.join(bindir, "kformer")
+script = os.path.join(src, "scripts", "kernel_families.py")
+env = dict(os.environ, OMP_NUM_THREADS="1", OMP_PROC_BIND="false")
+fails = []
+with tempfile.TemporaryDirectory() as tmp:
+    run, pred = os.path.join(tmp, "run.json"), os.path.join(tmp, "pred.json")
+    deck = [os.path.join(src, "input", "tiny.yaml")]
+    for cmd in ([kformer, *deck, "train.steps=3", "output.kernel_times=true", f"output.json={run}"],
+                [kformer, "predict", *deck, f"predict.machine={src}/input/machines/perlmutter-a100-40gb.yaml",
+                 f"output.json={pred}"]):
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}: {p.stderr[-500:]}")
+    p = subprocess.run(["/usr/bin/python3", script, run, pred], capture_output=True, text=True)
+    print(p.stdout)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: kernel_families.py exited {p.returncode}: {p.stderr}")
+    rows = {}
+    for line in p.stdout.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    m = json.load(open(run))["summary"]["kernel_times"]
+    pr = json.load(open(pred))
+    fam_p = pr["predicted"]["kernel_ms_by_family"]
+    for f in set(m["by_family_ms"]) | set(fam_p):
+        r = rows.get(f)
+        if not r:
+            fails.append(f"no row for {f}")
+            continue
+        mm, pp = m["by_family_ms"].get(f, 0.0), fam_p.get(f, 0.0)
+        if abs(float(r[0]) - mm) > 1e-3 or abs(float(r[1]) - pp) > 1e-3:
+            fails.append(f"{f}: row {r}, reports {mm} and {pp}")
+        if mm > 0 and abs(float(r[2]) - pp / mm) > 0.006:
+            fails.append(f"{f}: ratio {r[2]}, not {pp / mm:.2f}")
+    step = rows.get("step", ["0", "0"])
+    if abs(float(step[0]) - m["step_ms"]) > 1e-3 or abs(float(step[1]) - pr["summary"]["step_ms_median"]) > 1e-3:
+        fails.append(f"step row {step}")
+    p = subprocess.run(["/usr/bin/python3", script, pred, pred], capture_output=True, text=True)
+    if p.returncode != 2 or len(p.stderr.strip().splitlines()) != 1 or "output.kernel_times=true" not in p.stderr:
+        fails.append(f"a report without kernel times: exit {p.returncode}, {p.stderr!r}")
+if fails:
+    sys.exit("FAIL: " + "; ".join(fails))
+print("kernel_families: every family's row from the two reports, and the refusal")
