@@ -53,7 +53,7 @@ def per_layer_host(device, reps, make):
                 times[layers].append(timed_us(calls[2], device, max(reps, 9), 1, min))
             except Exception as e:
                 step_error = repr(e)[:200]
-    (f8, fb8, *s8), (f4, fb4, *s4) = times[8], times[4]
+    (f8, fb8, *s8), (f4, fb4, *_) = times[8], times[4]
     out = {"layer_forward_us": (f8 - f4) / 4, "layer_backward_us": ((fb8 - f8) - (fb4 - f4)) / 4}
     out["top_forward_us"] = f4 - 4 * out["layer_forward_us"]
     out["top_backward_us"] = (fb4 - f4) - 4 * out["layer_backward_us"]

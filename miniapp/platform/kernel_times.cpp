@@ -50,14 +50,14 @@ std::vector<KernelTime> KernelTimes::entries() const {
 
 std::map<std::string, double> KernelTimes::family_ms() const {
   std::map<std::string, double> out;
-  for (const KernelTime& e : entries()) out[e.family] += e.ms;
+  for (const KernelTime& e : entries_) out[e.family] += e.ms / std::max(steps_, 1);
   return out;
 }
 
 double KernelTimes::calls_ms() const {
   double sum = 0;
-  for (const KernelTime& e : entries()) sum += e.ms;
-  return sum;
+  for (const KernelTime& e : entries_) sum += e.ms;
+  return sum / std::max(steps_, 1);
 }
 
 }  // namespace kformer

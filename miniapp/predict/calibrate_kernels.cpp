@@ -213,7 +213,8 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   p.memory_gbps["cross_entropy"] = xent.gbps(L);
 
   // AdamW over as many elements as the deck's model has (a small model's state stays in cache).
-  const std::int64_t n = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 24);
+  const std::int64_t params = count_params(model_params(s));
+  const std::int64_t n = std::clamp<std::int64_t>(params, 1 << 12, 1 << 24);
   const DV<float*> pv("p", n), g("g", n), m("m", n), v("v", n);
   Kokkos::deep_copy(g, 0.01f);
   kk::AdamWHyper h;
@@ -223,7 +224,7 @@ void measure_memory_families(const ModelShape& s, const BlockDims& d, MachinePro
   // a CPU's cache held much of it, and both ran twice as fast as in the step). Without them both took
   // the residual add's rate, 2-3 times fast on a CPU, where a fill's stores first read their lines
   // (session 52, output.kernel_times against predict.breakdown).
-  const std::int64_t n1 = std::clamp<std::int64_t>(count_params(model_params(s)), 1 << 12, 1 << 26);
+  const std::int64_t n1 = std::clamp<std::int64_t>(params, 1 << 12, 1 << 26);
   const DV<float*> grads("grads", n1);
   FamilyTime fill, reduction;
   fill.add([&] { kk::fill(exec, grads, 0.0f); });

@@ -65,10 +65,14 @@ TrainingPosition Trainer::position(int it) const {
   return at;
 }
 
+int Trainer::last_iteration() const {
+  const int steps = cfg_.train.steps, stop_at = cfg_.train.stop_at;
+  return stop_at > 0 ? std::min(stop_at, steps) : steps;
+}
+
 void Trainer::run() {
   const int steps = cfg_.train.steps, log_every = cfg_.output.log_every;
-  const int stop_at = cfg_.train.stop_at, every = cfg_.checkpoint.every;
-  const int last = stop_at > 0 ? std::min(stop_at, steps) : steps;
+  const int every = cfg_.checkpoint.every, last = last_iteration();
   for (int it = first_iteration_; it <= last; ++it) {
     IterationRecord r = iterate(it);
     records_.push_back(r);
@@ -99,8 +103,8 @@ IterationRecord Trainer::iterate(int it) {
   const ProfilingRegion step_region("kformer::step");
   // output.kernel_times: the run's first step sets up what later steps reuse (handles, plans,
   // kept buffers), so it is timed only where it is the run's one step.
-  const int last = cfg_.train.stop_at > 0 ? std::min(cfg_.train.stop_at, cfg_.train.steps) : cfg_.train.steps;
-  KernelTimes* const timed = kernel_times_ && (it > first_iteration_ || last == first_iteration_) ? kernel_times_.get() : nullptr;
+  KernelTimes* const timed =
+      kernel_times_ && (it > first_iteration_ || last_iteration() == first_iteration_) ? kernel_times_.get() : nullptr;
   const TimingCalls timing(timed);
   Kokkos::Timer step_timer;
   if (trace_) trace_->clear();

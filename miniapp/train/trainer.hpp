@@ -57,6 +57,7 @@ class Trainer {
 
  private:
   IterationRecord iterate(int it);
+  int last_iteration() const;  // train.steps, or train.stop_at where it comes first
 
   const RunSettings& cfg_;
   comm::Communicator& world_;
