@@ -16,6 +16,10 @@ AdamW, clipping and schedule, in eager mode and through torch.compile, bf16 bein
 fp32 masters as kformer's bf16 is. Each round runs kformer, then eager, then compiled, each for
 --steps steps; a variant's figure is the median over rounds of its median step after --warmup.
 Also measured: torch.matmul's rate at the shape of kformer's GEMM ceiling, in both precisions.
+After the rounds, where each side's step goes, in kformer's kernel families: one more kformer run
+with output.kernel_times=true (kformer.kernel_times) and three eager steps under torch.profiler
+(eager.kernel_families, bench/torch_families.py); --no-kernel-times and --no-torch-families leave
+them out.
 
 Prints both step times, torch/kformer (above 1: kformer is faster) and kformer's MFU: its model
 FLOP/s over summary.gemm_ceiling_tflops, the best GEMM in the run's precision kformer measures at
@@ -42,6 +46,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import kformer_ref  # noqa: E402
+import torch_families  # noqa: E402
 import torch_gpt  # noqa: E402
 
 SHAPES = {
@@ -154,7 +159,8 @@ class TorchVariant:
         loss.backward()
         norm = None
         if t["grad_clip"] > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t["grad_clip"])
+            with torch_gpt.region("kformer.clip", self.model.labels):
+                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t["grad_clip"])
         for g in self.opt.param_groups:
             g["lr"] = kformer_ref.lr_at(self.it + 1, self.cfg)
         self.opt.step()
@@ -236,6 +242,9 @@ def main():
     ap.add_argument("--kernel-times", action=argparse.BooleanOptionalAction, default=True,
                     help="after the rounds, one more kformer run with output.kernel_times=true: the step's time by "
                          "kernel family and entry point, measured (kformer.kernel_times in the JSON)")
+    ap.add_argument("--torch-families", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the rounds, three eager steps under torch.profiler: PyTorch's step by kformer's kernel "
+                         "families (eager.kernel_families in the JSON; bench/torch_families.py)")
     ap.add_argument("--keep-report", metavar="DIR",
                     help="also keep kformer's first report here as step_PRECISION_kformer.json (the platform's "
                          "input to scripts/portability.py)")
@@ -325,6 +334,12 @@ def main():
             save()
         elif a.kernel_times:
             out["kformer"]["kernel_times_skipped"] = f"{budget.left():.0f} s of --budget-s left"
+        eager = variants.get("eager")
+        if a.torch_families and eager is not None and budget.left() > 10 * (out["eager"].get("step_ms") or 0) / 1e3 + 10:
+            out["eager"]["kernel_families"] = eager_families(eager, a.device)
+            save()
+        elif a.torch_families:
+            out["eager"]["kernel_families_skipped"] = f"{budget.left():.0f} s of --budget-s left" if eager else "no eager run"
     if a.device == "cuda" or a.shape == "tiny":
         shape = out["kformer"]["gemm_ceiling"]["shape"]
         out["torch_matmul_tflops"] = {p: matmul_tflops(a.device, shape, d)
@@ -335,6 +350,16 @@ def main():
     save()
     print_table(out)
     return bad
+
+
+def eager_families(v, device):
+    """The eager variant's step by kernel family (bench/torch_families.py), its regions labelled
+    only while profiled, so that the timed rounds run the model as a user's would."""
+    v.model.labels = True
+    try:
+        return torch_families.profile_families(v.step, device)
+    finally:
+        v.model.labels = False
 
 
 def build_variants(a, cfg, out):
@@ -420,6 +445,10 @@ def print_table(out):
         fam = sorted(kt["by_family_ms"].items(), key=lambda x: -x[1])
         print(f"kformer by kernel family, measured (ms of a step of {kt['step_ms']:.2f} with each call fenced): "
               + ", ".join(f"{f} {ms:.2f}" for f, ms in fam) + f"; outside the calls {kt['outside_calls_ms']:.2f}")
+    tf = out["eager"].get("kernel_families")
+    if tf:
+        print(f"eager by kernel family ({tf['source']}, ms of a step, {tf['total_ms']:.2f} in all): "
+              + ", ".join(f"{f} {ms:.2f}" for f, ms in tf["by_family_ms"].items()))
     c = out.get("loss_check")
     if c:
         print(f"training check over {c['steps']} steps from kformer's weights: loss relative {c['loss_rel']:.1e} "

@@ -10,6 +10,7 @@ torch's generator with the same standard deviations (fast, for the GPT-2 124M sh
     model = TorchGPT(kformer_ref.Shape(cfg), params)      params: name -> float32 tensor
     loss = model(tokens)                                  tokens (B, T+1) int64
 """
+import contextlib
 import math
 
 import torch
@@ -44,6 +45,11 @@ def causal_attention(qkv, H, KV, hd, attend):
     if KV != H:  # GQA: each KV head serves H / KV query heads
         k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
     return attend(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, H * hd)
+
+
+def region(name, on):
+    """A profiler region called `name` where `on` (bench/torch_families.py reads them), else nothing."""
+    return torch.profiler.record_function(name) if on else contextlib.nullcontext()
 
 
 def kformer_params(s, seed):
@@ -89,6 +95,7 @@ class TorchGPT(torch.nn.Module):
         self.lnf_w, self.lnf_b = P("final_norm.weight"), P("final_norm.bias")
         self.attend, self.attention = attention_impl()
         self.track_logits, self.logit_absmax = False, None
+        self.labels = False  # name the attention and the loss for the profiler (bench/torch_families.py)
 
     def forward(self, tok):  # tok (B, T+1): inputs and next-token targets
         s = self.s
@@ -97,7 +104,9 @@ class TorchGPT(torch.nn.Module):
         x = self.wte[inp] + self.wpe[:T][None]  # (B, T, C)
         for m in self.layers:
             h = F.layer_norm(x, (s.C,), m.ln1_w, m.ln1_b, 1e-5)
-            o = causal_attention(F.linear(h, m.wqkv, m.bqkv), s.H, s.KV, s.hd, self.attend)
+            qkv = F.linear(h, m.wqkv, m.bqkv)
+            with region("kformer.attention", self.labels):
+                o = causal_attention(qkv, s.H, s.KV, s.hd, self.attend)
             x = x + F.linear(o, m.wo, m.bo)
             h = F.layer_norm(x, (s.C,), m.ln2_w, m.ln2_b, 1e-5)
             x = x + F.linear(F.gelu(F.linear(h, m.fc, m.bfc), approximate="tanh"), m.proj, m.bproj)
@@ -105,7 +114,8 @@ class TorchGPT(torch.nn.Module):
         logits = F.linear(x, self.wte)  # (B, T, V), the tied head
         if self.track_logits:  # the largest |logit|, which bounds the loss's rounding error (small shapes only)
             self.logit_absmax = logits.detach().float().abs().max()
-        return F.cross_entropy(logits.float().reshape(-1, s.V), tgt.reshape(-1))
+        with region("kformer.loss", self.labels):
+            return F.cross_entropy(logits.float().reshape(-1, s.V), tgt.reshape(-1))
 
 
 def adamw(model, cfg):

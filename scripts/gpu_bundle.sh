@@ -122,7 +122,7 @@ for t in "${targets[@]}"; do
   bundle_deps "$out.tmp/bin/$t"
 done
 # gpu_perf.sh's scripts and decks (they import each other by these relative paths).
-for f in bench/step_vs_torch_gpu.py bench/torch_gpt.py bench/attention_vs_sdpa.py scripts/reference/kformer_ref.py \
+for f in bench/step_vs_torch_gpu.py bench/torch_gpt.py bench/torch_families.py bench/attention_vs_sdpa.py scripts/reference/kformer_ref.py \
          scripts/gpu_perf_summary.py input/gpt3-small.yaml input/tiny.yaml; do
   mkdir -p "$out.tmp/py/$(dirname "$f")"
   cp "$top/$f" "$out.tmp/py/$f"

@@ -388,13 +388,7 @@ def step_rows(s, steps):
                               f"{v['torch_over_kformer']:.3f}" if v.get("torch_over_kformer") else "-",
                               f"{v['loss1']:.5f}" if v.get("loss1") is not None else "-",
                               str(len(v.get("step_ms_rounds", [])))])
-        kt = k.get("kernel_times")
-        if kt:
-            step = kt.get("step_ms") or 0
-            fam = sorted(kt.get("by_family_ms", {}).items(), key=lambda x: -x[1])
-            fam.append(("outside the calls", kt.get("outside_calls_ms", 0)))
-            for family, ms in fam:
-                times.append([p, family, f"{ms:.3f}", f"{100 * ms / step:.1f}%" if step else "-"])
+        times += family_rows(p, k.get("kernel_times"), ((st or {}).get("eager") or {}).get("kernel_families"))
         for what, field in (("attention", "kernels_attention"), ("GEMM", "kernels_gemm")):
             d = k.get(field)
             if d:
@@ -406,8 +400,33 @@ def step_rows(s, steps):
     s.table("kformer's kernel choices in the step (its report's summary.kernels_attention and kernels_gemm, first round)",
             ["precision", "kernel", "ran", "setting", "why"], choices)
     s.table("kformer's step by kernel family, measured (one more run with output.kernel_times: each call fenced, "
-            "ms of that run's steps after its first; predict.breakdown prints the same families)",
-            ["precision", "family", "ms", "of the step"], times)
+            "ms of that run's steps after its first; predict.breakdown prints the same families), beside PyTorch "
+            "eager's (three steps under torch.profiler, bench/torch_families.py: on a GPU its kernels' device time, "
+            "on the CPU its operators' own time, ms a step)",
+            ["precision", "family", "kformer ms", "of kformer's step", "eager ms", "of eager's kernels",
+             "kformer / eager"], times)
+
+
+def family_rows(p, kt, tf):
+    """Rows of the family table for one precision: kformer's kernel times (kt) and eager's profile (tf)."""
+    kf = (kt or {}).get("by_family_ms", {})
+    ef = (tf or {}).get("by_family_ms", {})
+    if not kf and not ef:
+        return []
+    kstep, etotal = (kt or {}).get("step_ms") or 0, (tf or {}).get("total_ms") or 0
+    rows = []
+
+    def cell(ms, whole):
+        return (f"{ms:.3f}", f"{100 * ms / whole:.1f}%" if whole else "-") if ms is not None else ("-", "-")
+
+    for family in sorted(set(kf) | set(ef), key=lambda f: -max(kf.get(f, 0), ef.get(f, 0))):
+        km = kf.get(family, 0.0) if kt else None  # None: that side was not measured
+        em = ef.get(family, 0.0) if tf else None
+        ratio = f"{km / em:.2f}" if km and em else "-"
+        rows.append([p, family, *cell(km, kstep), *cell(em, etotal), ratio])
+    if kt:
+        rows.append([p, "outside the calls", *cell(kt.get("outside_calls_ms", 0), kstep), "-", "-", "-"])
+    return rows
 
 
 def markdown(s, title, notes, details=True):

@@ -10,7 +10,8 @@ kernels.attention=auto and kernels.gemm=auto, whose choices the step JSON and th
 rows name; attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters,
 in fp32 and for the bf16 cases at head sizes 64 and 128 (its bf16_rows, against SDPA in bf16);
 a kernel-bench report cut short is merged with its finished cases; the step's kernel times by family
-come with it (output.kernel_times); and the GPU mode, without a GPU
+come with it (output.kernel_times), and eager's by the same families (torch.profiler, every part of the
+model in its family, the attention's backward with its forward); and the GPU mode, without a GPU
 or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
 n/a, with the reason; a kernel-bench part that crashes in a case (a stand-in bench) goes on with
 the cases after it and names the case.
@@ -92,6 +93,19 @@ def host_run(bindir, src, out, failures):
         fam = kt.get("by_family_ms") or {}
         check("gemm" in fam and "norm" in fam and 0 < kt.get("calls_ms", 0) <= kt.get("step_ms", 0),
               f"step_{p}: no kernel times ({st['kformer'].get('kernel_times_skipped', kt)})", failures)
+        # Eager's side of the same: three steps under torch.profiler, by family (bench/torch_families.py).
+        # Every one of the model's parts lands in its own family; the attention's backward (torch
+        # 1.13 has no SDPA: its matmuls, bmm) follows its forward's label by sequence number.
+        tf = st["eager"].get("kernel_families") or {}
+        tfam = tf.get("by_family_ms") or {}
+        want = {"gemm", "attention", "norm", "activation", "cross_entropy", "embedding", "optimizer", "reduction"}
+        check(want <= set(tfam) and all(v >= 0 for v in tfam.values())
+              and abs(sum(tfam.values()) - tf.get("total_ms", -1)) <= 1e-6 * tf.get("total_ms", 1),
+              f"step_{p}: eager's families {sorted(tfam)} lack {sorted(want - set(tfam))} "
+              f"({st['eager'].get('kernel_families_skipped', '')})", failures)
+        named = {(r["name"], r["family"]) for r in tf.get("longest", [])}
+        check(all(f == "attention" for n, f in named if n == "aten::bmm") and ("aten::addmm", "gemm") in named,
+              f"step_{p}: eager's longest operators misfiled: {sorted(named)}", failures)
         measured = rows.get(f"step-eager-{p}", {}).get("measured", "")
         # "attention fused (auto), GEMM vendor (auto)", or "fused/naive (auto)" where the rounds chose differently
         check("; kformer: attention " in measured and "(auto), GEMM " in measured and measured.endswith("(auto))"),
