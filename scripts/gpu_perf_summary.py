@@ -308,7 +308,9 @@ def vendor_rows(s, cases, why, sdpa, sdpa_why, kb):
 def memory_rows(s, cases, why):
     """Every case judged against the copy (it carries copy_gbps)."""
     mem = {n: b for n, b in cases.items() if "copy_gbps" in b and b.get("vs_ceiling") is not None}
-    rows = [[n, f"{b.get('gbps', 0):.1f}", f"{b['copy_gbps']:.1f}", f"{b['vs_ceiling']:.3f}"] for n, b in sorted(mem.items())]
+    rows = [[n, f"{b.get('gbps', 0):.1f}", f"{b['copy_gbps']:.1f}", f"{b['vs_ceiling']:.3f}",
+             f"{b['copy_same_gbps']:.1f}" if "copy_same_gbps" in b else "-",
+             f"{b['vs_same_size']:.3f}" if "vs_same_size" in b else "-"] for n, b in sorted(mem.items())]
     for tid, label, pick in (("memory-fp32", "fp32", lambda n: "_bf16/" not in n), ("memory-bf16", "bf16", lambda n: "_bf16/" in n)):
         sel = [(b["vs_ceiling"], n) for n, b in mem.items() if pick(n) and not n.startswith("probe_")]
         text = f"memory-bound kernels ({label}) >= {MEM_MIN} of the copy bandwidth, every case"
@@ -318,8 +320,10 @@ def memory_rows(s, cases, why):
             s.target(tid, text, f"{r:.3f} worst ({n}); {ok} of {len(sel)} at or above", verdict(ok == len(sel)), value=r)
         else:
             s.target(tid, text, why or f"no {label} memory-bound cases", "n/a")
-    s.table("Memory-bound kernels (GB/s; ratio = vs_ceiling, the median over blocks of the case's rate over its copy's)",
-            ["case", "GB/s", "copy GB/s", "ratio"], rows)
+    s.table("Memory-bound kernels (GB/s; ratio = vs_ceiling, the median over blocks of the case's rate over its copy's, "
+            "the target's; same size: a copy moving the case's bytes per call by the same means, what the case's size "
+            "allows with its launch and the caches, and the case's rate over it)",
+            ["case", "GB/s", "copy GB/s", "ratio", "same-size copy GB/s", "over the same-size copy"], rows)
 
 
 def kformer_kernels(st):

@@ -67,43 +67,47 @@ void set_rate_counters(benchmark::State& state, double total_seconds, double flo
   if (bytes > 0) state.counters["gbps"] = bytes / per_call * 1e-9;
 }
 
-// Two buffers far larger than the caches and a fenced copy between them: the memory-bound
-// ceiling. Allocated on first use, released at Kokkos::finalize (a static View must not outlive
-// Kokkos).
-struct CopyProbe {
-  static constexpr std::int64_t n = std::int64_t(1) << 26;  // 256 MiB of floats per buffer
+// A fenced copy between two buffers of `bytes` / 2 each (half read, half written). On a GPU it is
+// the runtime's own device copy (cudaMemcpy, wide accesses): a loop of one float per index fell far
+// short of it on an H200 (837 against 2961 GB/s); on the host, such a loop.
+struct Copy {
   Kokkos::View<float*, Exec::memory_space> a, b;
   int calls = 1;  // copies per timing (batch_size)
-  static CopyProbe& get() {
-    static CopyProbe* probe = nullptr;
-    if (!probe) {
-      probe = new CopyProbe{Kokkos::View<float*, Exec::memory_space>("copy_a", n),
-                            Kokkos::View<float*, Exec::memory_space>("copy_b", n)};
-      Kokkos::deep_copy(probe->a, 1.0f);
-      Kokkos::push_finalize_hook([] {
-        probe->a = {};
-        probe->b = {};
-      });
-      probe->calls = batch_size(probe->copy());
-    }
-    return *probe;
+  explicit Copy(double bytes, const char* label)
+      : a(std::string(label) + "_a", std::max<std::int64_t>(1, std::int64_t(bytes / (2 * sizeof(float))))),
+        b(std::string(label) + "_b", a.extent(0)) {
+    Kokkos::deep_copy(a, 1.0f);
+    calls = batch_size(copy());
   }
   std::function<void()> copy() const {
     auto src = a, dst = b;
 #if defined(KOKKOS_ENABLE_CUDA)
-    // On a GPU the ceiling is the runtime's own device copy (cudaMemcpy, wide accesses): a loop
-    // of one float per index fell far short of it on an H200 (837 against 2961 GB/s).
-    if (!std::is_same<Exec::memory_space, Kokkos::HostSpace>::value)
-      return [=] { Kokkos::deep_copy(Exec(), dst, src); };
+    if (!std::is_same<Exec::memory_space, Kokkos::HostSpace>::value) return [=] { Kokkos::deep_copy(Exec(), dst, src); };
 #endif
+    const std::int64_t n = a.extent(0);
     return [=] {
       Kokkos::parallel_for(
           "kformer::bench::copy", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = src(i); });
     };
   }
+  double bytes() const { return 2.0 * a.extent(0) * sizeof(float); }
   double seconds() const { return fenced_seconds(copy(), calls) / calls; }  // of one copy
-  static double bytes() { return 2.0 * n * sizeof(float); }
+  double gbps() const { return bytes() / seconds() * 1e-9; }
 };
+
+// The memory-bound ceiling: a Copy of two 256 MiB buffers, far larger than the caches. Allocated
+// on first use, released at Kokkos::finalize (a static View must not outlive Kokkos).
+const Copy& copy_probe() {
+  static Copy* probe = nullptr;
+  if (!probe) {
+    probe = new Copy(2.0 * (std::int64_t(1) << 26) * sizeof(float), "copy");
+    Kokkos::push_finalize_hook([] {
+      delete probe;
+      probe = nullptr;
+    });
+  }
+  return *probe;
+}
 
 void set_spread_counters(benchmark::State& state, const std::vector<double>& ratio) {
   state.counters["vs_ceiling"] = quantile(ratio, 0.5);
@@ -115,7 +119,7 @@ void set_spread_counters(benchmark::State& state, const std::vector<double>& rat
 
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes) {
   if (!warm_up(state, f)) return;
-  const CopyProbe& copy = CopyProbe::get();
+  const Copy& copy = copy_probe();
   const double copy_s = copy.seconds();  // warm-up, and the length of a block
   const int batch = batch_size(f);
   double total = 0, block = 0;
@@ -123,8 +127,8 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
   std::vector<double> ratio, copy_gbps;
   auto close_block = [&] {
     const double c = copy.seconds();
-    copy_gbps.push_back(CopyProbe::bytes() / c * 1e-9);
-    ratio.push_back((bytes * double(calls) / block) / (CopyProbe::bytes() / c));
+    copy_gbps.push_back(copy.bytes() / c * 1e-9);
+    ratio.push_back((bytes * double(calls) / block) / (copy.bytes() / c));
     block = 0, calls = 0;
   };
   while (state.KeepRunningBatch(batch)) {  // one iteration a call, `batch` calls a timing
@@ -137,6 +141,15 @@ void run_case(benchmark::State& state, const std::function<void()>& f, double fl
   set_rate_counters(state, total, flops, bytes);
   state.counters["copy_gbps"] = quantile(copy_gbps, 0.5);
   set_spread_counters(state, ratio);
+  // What the case's size allows: a copy of its bytes per call, after its loop (its buffers would
+  // otherwise share the caches with the case's), where a call's launch and its first and last waves
+  // weigh as much as in the case (a few MB on a GPU), or its data stays in a cache.
+  if (bytes > 0 && total > 0) {
+    const Copy same(bytes, "copy_same");
+    const double same_gbps = quantile({same.gbps(), same.gbps(), same.gbps()}, 0.5);
+    state.counters["copy_same_gbps"] = same_gbps;
+    state.counters["vs_same_size"] = bytes * double(state.iterations()) / total * 1e-9 / same_gbps;
+  }
 }
 
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes,

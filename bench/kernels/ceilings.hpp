@@ -26,7 +26,9 @@ struct Reference {
 // The loop of a memory-bound case: times each fenced call of `f` (the manual time) and, after
 // every block of calls that lasts as long as one copy, one copy of two 256 MiB buffers (bytes
 // read + written per second). Counters: gflops (when flops > 0), gbps, copy_gbps (median of the
-// copies), vs_ceiling (median over blocks of the block's gbps over its copy's) and vs_q1, vs_q3.
+// copies), vs_ceiling (median over blocks of the block's gbps over its copy's) and vs_q1, vs_q3;
+// after the loop, copy_same_gbps (a copy moving the case's bytes per call, by the same means) and
+// vs_same_size (the case's gbps over it): what the case's size allows, launch and caches included.
 void run_case(benchmark::State& state, const std::function<void()>& f, double flops, double bytes);
 
 // The loop of a compute-bound case: every iteration times one fenced call of `f` (the manual

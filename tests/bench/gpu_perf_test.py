@@ -10,7 +10,7 @@ kernels.attention=auto and kernels.gemm=auto, whose choices the step JSON and th
 rows name; attention_vs_sdpa.py recovered the attention case's shape from the benchmark's counters,
 in fp32 and for the bf16 cases at head sizes 64 and 128 (its bf16_rows, against SDPA in bf16);
 a kernel-bench report cut short is merged with its finished cases; the step's kernel times by family
-come with it (output.kernel_times), and eager's by the same families (torch.profiler, every part of the
+come with it (output.kernel_times), each memory-bound case with a copy of its own size beside it, and eager's by the same families (torch.profiler, every part of the
 model in its family, the attention's backward with its forward); and the GPU mode, without a GPU
 or without a bundle (a stand-in nvidia-smi), stops with exit 2 and a summary whose every row says
 n/a, with the reason; a kernel-bench part that crashes in a case (a stand-in bench) goes on with
@@ -110,6 +110,13 @@ def host_run(bindir, src, out, failures):
         # "attention fused (auto), GEMM vendor (auto)", or "fused/naive (auto)" where the rounds chose differently
         check("; kformer: attention " in measured and "(auto), GEMM " in measured and measured.endswith("(auto))"),
               f"step-eager-{p} does not say what kformer ran: {measured}", failures)
+    # Each memory-bound case is also set against a copy of its own bytes per call (what its size allows).
+    bench = json.load(open(os.path.join(out, "kernel_bench.json")))["benchmarks"]
+    mem = [b for b in bench if "copy_gbps" in b]
+    check(mem and all(b.get("copy_same_gbps", 0) > 0 and b.get("vs_same_size", 0) > 0
+                      and abs(b["vs_same_size"] * b["copy_same_gbps"] - b["gbps"]) <= 1e-6 * b["gbps"] for b in mem),
+          f"memory-bound cases without their same-size copy: {[b['name'] for b in mem if 'vs_same_size' not in b]}",
+          failures)
     # A report cut short (a part that ran out of time) keeps its finished cases when merged.
     text = open(os.path.join(out, "kernel_bench.json")).read()
     total = len(json.loads(text)["benchmarks"])
