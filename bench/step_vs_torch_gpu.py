@@ -357,7 +357,12 @@ def eager_families(v, device):
     only while profiled, so that the timed rounds run the model as a user's would."""
     v.model.labels = True
     try:
-        return torch_families.profile_families(v.step, device)
+        fam = torch_families.profile_families(v.step, device)
+        if not fam["by_family_ms"]:  # a profiler without CUPTI records no kernels: say so
+            fam["error"] = "torch.profiler recorded no device time (CUPTI missing?)"
+        return fam
+    except Exception as e:  # noqa: BLE001 - the rounds' figures stand without it
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}", "by_family_ms": {}}
     finally:
         v.model.labels = False
 
@@ -446,7 +451,9 @@ def print_table(out):
         print(f"kformer by kernel family, measured (ms of a step of {kt['step_ms']:.2f} with each call fenced): "
               + ", ".join(f"{f} {ms:.2f}" for f, ms in fam) + f"; outside the calls {kt['outside_calls_ms']:.2f}")
     tf = out["eager"].get("kernel_families")
-    if tf:
+    if tf and tf.get("error"):
+        print(f"eager by kernel family: not measured: {tf['error']}")
+    elif tf:
         print(f"eager by kernel family ({tf['source']}, ms of a step, {tf['total_ms']:.2f} in all): "
               + ", ".join(f"{f} {ms:.2f}" for f, ms in tf["by_family_ms"].items()))
     c = out.get("loss_check")

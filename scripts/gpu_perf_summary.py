@@ -413,6 +413,7 @@ def step_rows(s, steps):
 
 def family_rows(p, kt, tf):
     """Rows of the family table for one precision: kformer's kernel times (kt) and eager's profile (tf)."""
+    tf = tf if (tf or {}).get("by_family_ms") else None  # a profile that failed says why in the step JSON
     kf = (kt or {}).get("by_family_ms", {})
     ef = (tf or {}).get("by_family_ms", {})
     if not kf and not ef:

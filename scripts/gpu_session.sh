@@ -43,6 +43,9 @@
 # fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps, with the
 # step's own calibration (session 51's norms and loss: their rates against session 50's own.yaml):
 #   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 110 0 340 60
+# (since session 53 its step JSONs also say where eager's step goes, by kformer's families
+# (eager.kernel_families, beside kformer.kernel_times in perf/summary.md), and each memory-bound case
+# is set against a copy of its own size too: copy_same_gbps, vs_same_size in kernel_bench.json)
 # and on the machine it leaves warm, kformer-sm-share with its holders polling device memory, and
 # eager PyTorch's host time with the model's top and AdamW under ezpz's plan (seed note 001):
 #   KFORMER_SESSION_S=130 scripts/gpu_session.sh 0 0 0 0 0 70 0 25 0
