@@ -39,6 +39,9 @@ OPS = [  # operators (forward or autograd node) that name their family
     (re.compile(r"layer_norm|rms_norm", re.I), "norm"),
     (re.compile(r"cross_entropy|log_softmax|nll_loss|LogSoftmax|NllLoss", re.I), "cross_entropy"),
     (re.compile(r"embedding|aten::index$|aten::index_put|IndexBackward", re.I), "embedding"),
+    # a gradient added into one already there: with zero_grad(set_to_none) only the tied embedding's
+    # (the head's and the lookup's), which kformer's embedding backward adds in place
+    (re.compile(r"AccumulateGrad"), "embedding"),
     (re.compile(r"gelu|silu|swiglu", re.I), "activation"),
     (re.compile(r"adam", re.I), "optimizer"),
     (re.compile(r"_foreach_norm|linalg_vector_norm|aten::norm$"), "reduction"),
