@@ -98,6 +98,13 @@ double batched_attention_us(const MachineProfile& p, bool bf16, double score_byt
          memory_us(p, "activation", scores * (score_bytes + 2 * e), bf16);
 }
 
+double attention_size_factor(const ComputeRates& r, int b, int h, int t, int hd) {
+  const double half = r.attention_half_rate_share;
+  if (half <= 0) return 1.0;
+  const double share = double(b) * h * t * hd / (2048.0 * 16384.0);  // of the charts' 16k tokens at hidden 2048
+  return share >= 1 ? 1.0 : share * (1 + half) / (share + half);
+}
+
 double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
                            bool backward, double dropout) {
   const ComputeRates& r = p.rates(bf16);
@@ -110,10 +117,11 @@ double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel mo
     // online softmax between the products) never reach a large GEMM's rate. predict refuses triton on
     // a profile without its rate (predict_command.cpp): the curve alone would cost it as fast as FA2.
     const double flops = backward ? 2.5 * product : product;
-    const double ceiling = model == AttentionModel::flash    ? r.flash2_tflops.at(hd, t)
+    const double charted = model == AttentionModel::flash    ? r.flash2_tflops.at(hd, t)
                            : model == AttentionModel::triton ? r.triton_tflops.at(hd, t)
                            : backward                        ? r.cudnn_backward_tflops.at(t)
                                                              : r.cudnn_forward_tflops.at(t);
+    const double ceiling = charted * attention_size_factor(r, b, h, t, hd);
     const double curve = curve_us(r, flops);
     return p.launch_us + (ceiling > 0 ? std::max(curve, flops / (ceiling * 1e6)) : curve);
   }

@@ -144,7 +144,7 @@ struct Reader {
     if (!a) bad(file, at + "attention", "missing: give naive_tflops and fused_tflops");
     keys(a, at + "attention",
          {"naive_tflops", "fused_tflops", "flash2_tflops", "triton_tflops", "cudnn_forward_tflops",
-          "cudnn_backward_tflops", "batched_gemm_tflops", "points"});
+          "cudnn_backward_tflops", "batched_gemm_tflops", "half_rate_share", "points"});
     for (const char* kind : {"naive", "fused"}) {
       c.attention_tflops[kind] = number(a, at + "attention", std::string(kind) + "_tflops", 0, true);
       if (c.attention_tflops[kind] <= 0) bad(file, at + "attention." + kind + "_tflops", "must be > 0");
@@ -159,6 +159,8 @@ struct Reader {
     by_head("triton_tflops", c.triton_tflops);
     ceiling("cudnn_forward_tflops", c.cudnn_forward_tflops);
     ceiling("cudnn_backward_tflops", c.cudnn_backward_tflops);
+    c.attention_half_rate_share = number(a, at + "attention", "half_rate_share", 0);
+    if (c.attention_half_rate_share < 0) bad(file, at + "attention.half_rate_share", "must be >= 0");
     if (const YAML::Node m = a["batched_gemm_tflops"])
       c.batched_gemm_tflops = by_head_size(m, at + "attention.batched_gemm_tflops");
     if (a["points"])
@@ -424,6 +426,7 @@ std::string profile_yaml(const MachineProfile& p, const std::string& header_comm
     by_head("triton_tflops", c.triton_tflops);
     rate("cudnn_forward_tflops", c.cudnn_forward_tflops);
     rate("cudnn_backward_tflops", c.cudnn_backward_tflops);
+    if (c.attention_half_rate_share > 0) o << indent << "  half_rate_share: " << c.attention_half_rate_share << "\n";
     if (!c.batched_gemm_tflops.empty()) {
       o << indent << "  batched_gemm_tflops:\n";
       for (const auto& [hd, r] : c.batched_gemm_tflops) {

@@ -90,6 +90,12 @@ struct ComputeRates {
   // ceiling where predict costs cuDNN's kernel (predict.attention=cudnn, or kformer's own vendor
   // kernel where calibrate has not timed it); not given: the GEMM curve alone.
   SeqRate cudnn_forward_tflops, cudnn_backward_tflops;
+  // attention.half_rate_share: where a call does less work than the charts' calls (16k tokens a call at
+  // hidden 2048: B*H*T*hd = 2048 * 16384), the flash kernels' rates above (flash2, triton, cudnn) times
+  // (1 + h) s / (s + h), s the call's share of the charts' work and h this: a saturating curve, at half
+  // its height at share h and at the charted rate at share 1 and above, as a small call's tiles leave
+  // SMs idle; 0: not said, the charted rate at every size (kernel_costs.hpp, attention_size_factor).
+  double attention_half_rate_share = 0;
   // attention.batched_gemm_tflops: batched GEMMs around a softmax kernel (Megatron-LM's attention,
   // PyTorch's standard attention) as a published benchmark timed them on this GPU, by head size, each
   // a rate by sequence length: forward and backward together over both products' FLOPs on the full

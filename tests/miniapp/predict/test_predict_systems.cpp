@@ -123,7 +123,8 @@ TEST(PredictFeatures, TritonAttentionIsCostedAtItsPublishedRate) {
 // cuDNN's flash attention on an H100 (Megatron-Core's, through Transformer Engine): at the
 // Megatron-Core rows' shape (T 4096, 16 heads of 128) the GEMM curve would run it near a large GEMM's
 // rate, above what its authors' benchmark measured (the profile's cudnn_forward_tflops and
-// cudnn_backward_tflops, from Shah et al. 2024): each pass takes its FLOPs at that ceiling. A small
+// cudnn_backward_tflops, from Shah et al. 2024, for calls of their size; this one, a quarter of it, at
+// the share the profile's half_rate_share gives): each pass takes its FLOPs at that ceiling. A small
 // call stays on the curve, and a profile without the figures costs both passes on the curve alone.
 TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
   const auto h100 = profile("h100-sxm-80gb");
@@ -141,9 +142,12 @@ TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
   const double L = h100.launch_us;
   c.shape = {1, 4096, 16, 16, 128, 0};
   const double product = 2.0 * 16 * 4096.0 * 4096 * 128;  // the causal half of both products
-  ASSERT_LT(curve_us(r, L, product), L + product / (fwd * 1e6)) << "the premise: the curve is faster";
-  EXPECT_NEAR(cudnn(h100, false), L + product / (fwd * 1e6), 1e-6);
-  EXPECT_NEAR(cudnn(h100, true), L + 2.5 * product / (bwd * 1e6), 1e-6);
+  // a quarter of the charts' work a call (16 heads of one 4096 sequence): below their rate (the next test)
+  const double size = kp::attention_size_factor(r, 1, 16, 4096, 128);
+  ASSERT_LT(size, 1) << "the premise: the H100 profile rates small calls below the charts";
+  ASSERT_LT(curve_us(r, L, product), L + product / (fwd * size * 1e6)) << "the premise: the curve is faster";
+  EXPECT_NEAR(cudnn(h100, false), L + product / (fwd * size * 1e6), 1e-6);
+  EXPECT_NEAR(cudnn(h100, true), L + 2.5 * product / (bwd * size * 1e6), 1e-6);
   kp::MachineProfile unsaid = h100;
   unsaid.bf16.cudnn_forward_tflops = unsaid.bf16.cudnn_backward_tflops = {};
   EXPECT_NEAR(cudnn(unsaid, false), curve_us(r, L, product), 1e-6);
@@ -151,10 +155,44 @@ TEST(PredictFeatures, CudnnAttentionIsNoFasterThanItsPublishedRate) {
   std::cout << "cuDNN attention, T 4096, 16 heads of 128, on an H100: " << cudnn(h100, false) / 1e3 << " ms forward, "
             << cudnn(h100, true) / 1e3 << " ms backward (on the GEMM curve alone " << cudnn(unsaid, false) / 1e3
             << " and " << cudnn(unsaid, true) / 1e3 << ")" << std::endl;
-  c.shape = {1, 512, 4, 4, 128, 0};  // 0.27 GFLOP: the curve is below the ceiling
+  // Where the profile says nothing of small calls, a small one stays on the curve, below the ceiling
+  // (with half_rate_share its own ceiling is lower still: the next test).
+  kp::MachineProfile charted = h100;
+  charted.bf16.attention_half_rate_share = 0;
+  c.shape = {1, 512, 4, 4, 128, 0};  // 0.27 GFLOP
   const double small = 2.0 * 4 * 512.0 * 512 * 128;
   ASSERT_GT(curve_us(r, L, small), L + small / (r.cudnn_forward_tflops.at(512) * 1e6));
-  EXPECT_NEAR(cudnn(h100, false), curve_us(r, L, small), 1e-6);
+  EXPECT_NEAR(cudnn(charted, false), curve_us(r, L, small), 1e-6);
+}
+
+// The flash kernels' charted rates are for calls of 16k tokens at hidden 2048; a call with less work
+// (TP-split heads of one sequence) leaves SMs idle: (1 + h) s / (s + h) of the rate at share s of that
+// work, h the profile's half_rate_share (the H100's from the lent H200's timings of such calls, which
+// the test attention_size_h100 holds it to). At the charts' size and above, and on a profile that does
+// not say, the charted rate; a planted share without the call's head size would move the head-64 call.
+TEST(PredictFeatures, AttentionCallsSmallerThanTheChartsRunBelowTheirRate) {
+  const auto h100 = profile("h100-sxm-80gb");
+  const auto& r = h100.rates(true);
+  const double h = r.attention_half_rate_share;
+  ASSERT_GT(h, 0) << "the premise: the H100 profile says it";
+  EXPECT_DOUBLE_EQ(kp::attention_size_factor(r, 4, 16, 4096, 128), 1.0);  // the charts' own call
+  EXPECT_DOUBLE_EQ(kp::attention_size_factor(r, 8, 64, 8192, 128), 1.0);  // larger: never above the chart
+  EXPECT_NEAR(kp::attention_size_factor(r, 1, 16, 4096, 128), 0.25 * (1 + h) / (0.25 + h), 1e-12);
+  EXPECT_NEAR(kp::attention_size_factor(r, 1, 32, 4096, 64), 0.25 * (1 + h) / (0.25 + h), 1e-12);
+  // half the curve's height at share h, less for smaller calls
+  const double at_h = kp::attention_size_factor(r, 1, 1, int(h * 2048 * 16384 / 128 + 0.5), 128);
+  EXPECT_NEAR(at_h, (1 + h) / 2, 1e-4);
+  EXPECT_LT(kp::attention_size_factor(r, 1, 8, 4096, 128), kp::attention_size_factor(r, 1, 16, 4096, 128));
+  // FlashAttention-2 (predict.attention=flash), one sequence of 8 heads of 128 at T 4096, both passes
+  const double product = 2.0 * 8 * 4096.0 * 4096 * 128, f = kp::attention_size_factor(r, 1, 8, 4096, 128);
+  const double fa2 = r.flash2_tflops.at(128, 4096);
+  EXPECT_NEAR(kp::system_attention_us(h100, true, kformer::AttentionModel::flash, 1, 4096, 8, 128, false),
+              h100.launch_us + product / (fa2 * f * 1e6), 1e-6);
+  kp::MachineProfile unsaid = h100;
+  unsaid.bf16.attention_half_rate_share = 0;
+  EXPECT_DOUBLE_EQ(kp::attention_size_factor(unsaid.rates(true), 1, 8, 4096, 128), 1.0);
+  EXPECT_NEAR(kp::system_attention_us(unsaid, true, kformer::AttentionModel::flash, 1, 4096, 8, 128, false),
+              h100.launch_us + product / (fa2 * 1e6), 1e-6);
 }
 
 // A batched product over a small head moves its T*T matrix for few FLOPs an element: at hd 64 in
