@@ -16,7 +16,9 @@ repeat_kv hands SDPA), head size; causal. The defaults: Llama 3 8B at local batc
 T7), the 70B's 64 heads at T 8192 (T1), Megatron-Core's 1.7B GPT (H1: 16 heads at T 4096) and its
 70B at TP 8 (H5: 8 heads a rank), where cuDNN's rows check the H100 profiles' cudnn_forward_tflops
 and cudnn_backward_tflops (FlashAttention-3's published rates), and the charts' own shapes (16k tokens
-over hidden 2048 at T 2048: 8x2048x16x128, 8x2048x32x64), where "batched" checks their PyTorch bars.
+over hidden 2048 at T 2048: 8x2048x16x128, 8x2048x32x64), where "batched" checks their PyTorch bars;
+and TP-split heads of one sequence at T 8192 and 2048 (8 or 16 heads), which with H1's and H5's check
+the profiles' half_rate_share at other lengths than 4096 (scripts/attention_size.py).
 FLOPs as predict counts them (kernel_costs.cpp, system_attention_us): the causal half of QK^T and
 PV, 2 B H T^2 hd forward, 2.5 times that backward (its recomputed scores, dV, dP, dQ, dK); for
 "batched", which computes every score, both products over the full scores, twice that. Median of
@@ -45,7 +47,8 @@ import torch  # noqa: E402
 import torch_gpt  # noqa: E402
 from attention_vs_sdpa import time_ms  # noqa: E402  (median ms after warm-up, CUDA events on a GPU)
 
-DEFAULT_SHAPES = "1x8192x32x128,2x4096x40x128,1x8192x64x128,1x4096x16x128,1x4096x8x128,8x2048x16x128,8x2048x32x64"
+DEFAULT_SHAPES = ("1x8192x32x128,2x4096x40x128,1x8192x64x128,1x4096x16x128,1x4096x8x128,8x2048x16x128,8x2048x32x64,"
+                  "1x8192x8x128,1x2048x16x128,1x2048x8x128")
 BACKENDS = ("flash", "cudnn", "efficient", "batched")
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
