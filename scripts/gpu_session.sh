@@ -47,8 +47,9 @@
 # (eager.kernel_families, beside kformer.kernel_times in perf/summary.md), and each memory-bound case
 # is set against a copy of its own size too: copy_same_gbps, vs_same_size in kernel_bench.json)
 # and on the machine it leaves warm, kformer-sm-share with its holders polling device memory, and
-# eager PyTorch's host time with the model's top and AdamW under ezpz's plan (seed note 001):
-#   KFORMER_SESSION_S=130 scripts/gpu_session.sh 0 0 0 0 0 70 0 25 0
+# eager PyTorch's host time with the model's top and AdamW under ezpz's plan (seed note 001), and
+# (since session 53) SDPA's flash kernels at TP-split calls of other lengths (half_rate_share):
+#   KFORMER_SESSION_S=150 scripts/gpu_session.sh 0 0 0 0 0 70 20 25 0
 #
 # With the device tool: command "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh",
 # carry ["build/gpu-bundle.tar.xz"] (scripts/gpu_bundle.sh writes it), timeout_s 590.
