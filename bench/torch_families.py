@@ -77,19 +77,19 @@ class Classifier:
 
     def __init__(self, events):
         self.forward = {}  # (forward thread, sequence number) -> the forward op that recorded the node
+        self.any_thread = {}  # sequence number -> the first such op on any thread
         for e in events:
             seq = getattr(e, "sequence_nr", -1)
             if seq is not None and seq >= 0 and not NODE.search(e.name):
                 self.forward.setdefault((e.thread, seq), e)
+                self.any_thread.setdefault(seq, e)
 
     def forward_of(self, evt):
         """The forward op whose autograd node `evt` (or an ancestor) runs, else None."""
         while evt is not None:
             if NODE.search(evt.name) and getattr(evt, "sequence_nr", -1) >= 0:
                 fwd = self.forward.get((getattr(evt, "fwd_thread", None), evt.sequence_nr))
-                if fwd is None:  # some versions record no forward thread: any thread's
-                    fwd = next((f for (t, s), f in self.forward.items() if s == evt.sequence_nr), None)
-                return fwd
+                return fwd if fwd is not None else self.any_thread.get(evt.sequence_nr)  # no forward thread recorded
             evt = evt.cpu_parent
         return None
 
