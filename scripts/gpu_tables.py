@@ -109,6 +109,23 @@ def step_part(steps):
     return out + ["", "; ".join(notes) + "."]
 
 
+def family_part(steps):
+    """Each step by kernel family, kformer's measured (kformer.kernel_times) beside eager's
+    (eager.kernel_families), where the step JSONs have them (runs kept before session 52's or 53's
+    additions have neither: no table, and their section reads as it did)."""
+    rows = []
+    for p in ("fp32", "bf16"):
+        st = steps[p][0] or {}
+        rows += summary.family_rows(p, st.get("kformer", {}).get("kernel_times"),
+                                    st.get("eager", {}).get("kernel_families"))
+    if not rows:
+        return []
+    return table("The step by kernel family (`perf/step_*.json`: kformer's kernel_times, each call fenced; eager's "
+                 "kernel_families, three steps under torch.profiler; ms a step)",
+                 ["precision", "family", "kformer ms", "of kformer's step", "eager ms", "of eager's kernels",
+                  "kformer / eager"], rows, "")
+
+
 def attention_part(cases, sdpa):
     by_key = {(r["case"], r["dtype"]): r for r in (sdpa or {}).get("rows", [])}
     rows = []
@@ -147,13 +164,19 @@ def memory_part(cases):
             bf16 = "_bf16/" in name
             pairs.setdefault(name.replace("_bf16/", "/", 1), {})["bf16" if bf16 else "fp32"] = b
     rows = []
+    # since session 53 each case also has a copy of its own bytes beside it (vs_same_size): two more
+    # columns where the run has them
+    same = any("vs_same_size" in b for v in pairs.values() for b in v.values())
     for name, v in sorted(pairs.items()):
         f, h = v.get("fp32", {}), v.get("bf16", {})
         rows.append([name, fmt(f.get("gbps"), ".0f"), fmt(f.get("vs_ceiling"), ".3f"), fmt(h.get("gbps"), ".0f"),
-                     fmt(h.get("vs_ceiling"), ".3f"), fmt((f or h).get("copy_gbps"), ".0f")])
+                     fmt(h.get("vs_ceiling"), ".3f"), fmt((f or h).get("copy_gbps"), ".0f")]
+                    + ([fmt(f.get("vs_same_size"), ".3f"), fmt(h.get("vs_same_size"), ".3f")] if same else []))
     return table("Memory-bound kernels against the copy timed beside each (`perf/kernel_bench.json`; of copy: "
-                 "vs_ceiling, the median over blocks of the case's rate over the copy's)",
-                 ["case", "fp32 GB/s", "fp32 of copy", "bf16 GB/s", "bf16 of copy", "copy GB/s"], rows,
+                 "vs_ceiling, the median over blocks of the case's rate over the copy's"
+                 + ("; of same size: vs_same_size, over a copy moving the case's bytes per call" if same else "") + ")",
+                 ["case", "fp32 GB/s", "fp32 of copy", "bf16 GB/s", "bf16 of copy", "copy GB/s"]
+                 + (["fp32 of same size", "bf16 of same size"] if same else []), rows,
                  "no memory-bound cases")
 
 
@@ -258,6 +281,7 @@ def run_part(root, name, doc_dir):
     out += table("Issues 19's and 35's targets (`scripts/gpu_perf_summary.py` on `perf/`)", ["target", "measured", "verdict"],
                  [[t["target"], t["measured"], t["verdict"]] for t in s.targets], "")
     out += step_part(steps)
+    out += family_part(steps)
     out += attention_part(cases, sdpa)
     for title, header, rows in s.details:
         if title.startswith("GEMM"):

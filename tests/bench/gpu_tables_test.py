@@ -9,7 +9,8 @@ bundle: at most 8 files in OUTDIR, a manifest that gpu_keep.sh accepts, the flas
 Asserts: the generated rows (the step's eager/kformer = 160/200 = 0.800, MFU, the attention and GEMM
 kformer ran (bf16: chosen by auto, fp32: a step JSON from before kernels.attention=auto), attention
 over SDPA in fp32 and in bf16 with vendor's speed over SDPA's at issue 35's four shapes,
-memory-bound fractions, GEMM, the profile, the targets' verdicts; the vendor target's FAIL and its
+memory-bound fractions (beside the large copy and a copy of each case's own size), the step by kernel
+family (kformer's and eager's), GEMM, the profile, the targets' verdicts; the vendor target's FAIL and its
 n/a while a shape is missing); --check passes on the written doc
 and fails (exit 1, with a diff) once a number in it is edited, and fails (exit 2) once a kept file
 is edited; the one line when no run is kept; gpu_keep.sh's refusals (exit 2): a changed file, an
@@ -138,7 +139,9 @@ def fake_run(d):
                   bench(f"attention_bf16_bwd/vendor/{key}", bwd, gflops=1.0)]
     for name, gbps, vs in (("layernorm/fwd/8192x768", 1450.0, 0.363), ("layernorm_bf16/fwd/8192x768", 780.0, 0.195),
                            ("residual/fwd/8192x768", 3711.0, 0.924), ("probe_one_lane/residual/fwd/8192x768", 1188.0, 0.297)):
-        cases.append(bench(name, 0.01, gbps=gbps, copy_gbps=4000.0, vs_ceiling=vs))
+        cases.append(bench(name, 0.01, gbps=gbps, copy_gbps=4000.0, vs_ceiling=vs,
+                           # a copy of the case's bytes per call beside it (session 53): 2900 GB/s
+                           copy_same_gbps=2900.0, vs_same_size=gbps / 2900.0))
     cases.append(dict(bench("rope/fwd/8192x768", 0.0), error_occurred=True, error_message="cut"))
     dump(f"{d}/perf/kernel_bench.json", {"context": {"kformer_git": "c49a7e8abcde", "kokkos_execution_space": "Cuda",
                                                     "blas": "cuBLAS", "host_name": "vm"}, "benchmarks": cases})
@@ -153,7 +156,12 @@ def fake_run(d):
                                                sdpa16("T2048", (4, 12, 12, 2048, 64), 1.60, {"vendor": 1.70}),
                                                sdpa16("T2048/hd128", (4, 6, 6, 2048, 128), 2.00, {"vendor": 2.40})]})
     dump(f"{d}/perf/step_fp32.json", step("fp32", 200.0, 160.0, 150.0))
-    dump(f"{d}/perf/step_bf16.json", step("bf16", 70.0, 35.0, 23.3, chosen=("vendor", "vendor")))
+    bf16 = step("bf16", 70.0, 35.0, 23.3, chosen=("vendor", "vendor"))
+    # where each step went (sessions 52 and 53): kformer's kernel times, eager's profile, ms a step
+    bf16["kformer"]["kernel_times"] = {"by_family_ms": {"gemm": 30.0, "norm": 10.0}, "outside_calls_ms": 2.0,
+                                       "calls_ms": 40.0, "step_ms": 42.0}
+    bf16["eager"]["kernel_families"] = {"by_family_ms": {"gemm": 24.0, "norm": 4.0, "other": 2.0}, "total_ms": 30.0}
+    dump(f"{d}/perf/step_bf16.json", bf16)
     p = run([PY, f"{SRC}/scripts/gpu_perf_summary.py", f"{d}/perf", "--md", f"{d}/perf/summary.md",
              "--json", f"{d}/perf/summary.json"])
     check(p.returncode == 0, f"gpu_perf_summary.py on the fixture: {p.stderr[-800:]}")
@@ -225,8 +233,13 @@ def test_tables(tmp):
                 "| T2048/hd128 | 4,6,6,2048,128 | - | - | - | 2.400 | 2.000 | 0.83 |",
                 "| vendor attention fwd+bwd >= 0.8 of SDPA (bf16, T 1024/2048, hd 64/128; SDPA's time over vendor's) "
                 "| 0.83 of SDPA (worst of 4: T2048/hd128) | PASS |",
-                "| layernorm/fwd/8192x768 | 1450 | 0.363 | 780 | 0.195 | 4000 |",
-                "| probe_one_lane/residual/fwd/8192x768 | 1188 | 0.297 | - | - | 4000 |",
+                "| layernorm/fwd/8192x768 | 1450 | 0.363 | 780 | 0.195 | 4000 | 0.500 | 0.269 |",
+                "| probe_one_lane/residual/fwd/8192x768 | 1188 | 0.297 | - | - | 4000 | 0.410 | - |",
+                # the bf16 step by family: kformer 30 of 42 ms in GEMMs, eager 24 of its 30; norms 10 and 4
+                "| bf16 | gemm | 30.000 | 71.4% | 24.000 | 80.0% | 1.25 |",
+                "| bf16 | norm | 10.000 | 23.8% | 4.000 | 13.3% | 2.50 |",
+                "| bf16 | other | 0.000 | 0.0% | 2.000 | 6.7% | - |",
+                "| bf16 | outside the calls | 2.000 | 4.8% | - | - | - |",
                 "| gemm | 2048x768x2304 | 7248.0 | 14496.0 | 0.500 |",
                 "| calibrate/h100-measured.yaml | 85.0 | 63.1 | 44.7 | 551 | 2438 | 11.4 | 1.166 |",
                 "| flash | 1x8192x32x128 | 1.600 | 344 | 5.000 | 275 | 292 |",
