@@ -3,8 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -59,6 +61,19 @@ std::string cudnn_rate_text(const ComputeRates& r, int t) {
          format_value(r.cudnn_backward_tflops.at(t)) + " backward at T " + std::to_string(t) + " (cudnn_*_tflops)";
 }
 
+// Where the run's attention calls do less work than the flash charts' calls (one micro-batch of the
+// heads a TP rank holds), the share of the charted rates they are costed at (half_rate_share).
+std::string size_text(const RunSettings& cfg, const ComputeRates& r) {
+  const ModelShape s = model_shape(cfg);
+  const int heads = s.n_heads / std::max(1, cfg.parallel.tp);
+  const double f = attention_size_factor(r, cfg.train.micro_batch, heads, cfg.train.seq_len, s.head_dim);
+  if (f >= 1) return "";
+  char times[16];
+  std::snprintf(times, sizeof(times), "%.2f", f);
+  return std::string(", times ") + times + " for its calls of " + std::to_string(cfg.train.micro_batch) + " x " +
+         std::to_string(heads) + " heads, less work than the charts' (half_rate_share)";
+}
+
 // How the profile rates batched-GEMM attention (Megatron-LM's, and kformer's batched_gemm kind).
 std::string batched_rate_text(const RunSettings& cfg, const ComputeRates& r) {
   const int t = cfg.train.seq_len, hd = model_shape(cfg).head_dim;
@@ -82,19 +97,20 @@ std::string attention_text(const RunSettings& cfg, AttentionKind own, const Mach
       const std::string text = std::string(", attention ") +
                                (cfg.kernels.attention == AttentionSetting::automatic ? "auto -> " : "") + name_of(own);
       if (r.attention_tflops.count(name_of(own))) return text;
-      if (own == AttentionKind::vendor) return text + ", cuDNN's fused kernels " + cudnn_rate_text(r, t);
+      if (own == AttentionKind::vendor) return text + ", cuDNN's fused kernels " + cudnn_rate_text(r, t) + size_text(cfg, r);
       if (own == AttentionKind::batched_gemm) return text + ", batched GEMMs around a softmax " + batched_rate_text(cfg, r);
       return text;
     }
     case AttentionModel::flash:
       return flash2 > 0 ? ", attention costed as FlashAttention-2's, at most the profile's " + format_value(flash2) +
-                              at_shape + " (flash2_tflops)"
+                              at_shape + " (flash2_tflops)" + size_text(cfg, r)
                         : std::string(", attention costed as FlashAttention-2's on the GEMM curve (the profile has no "
                                       "flash2_tflops)");
-    case AttentionModel::cudnn: return ", attention costed as cuDNN's fused kernels, " + cudnn_rate_text(r, t);
+    case AttentionModel::cudnn:
+      return ", attention costed as cuDNN's fused kernels, " + cudnn_rate_text(r, t) + size_text(cfg, r);
     case AttentionModel::triton:  // predict refuses a profile without the rate
       return ", attention costed as FlashAttention's Triton kernel's, at most the profile's " +
-             format_value(r.triton_tflops.at(hd, t)) + at_shape + " (triton_tflops)";
+             format_value(r.triton_tflops.at(hd, t)) + at_shape + " (triton_tflops)" + size_text(cfg, r);
     case AttentionModel::batched_gemm:
       return ", attention costed as batched_gemm's kernels (Megatron-LM's), " + batched_rate_text(cfg, r);
     default: return std::string(", attention costed as ") + name_of(cfg.predict.attention) + "'s kernels";

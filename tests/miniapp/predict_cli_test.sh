@@ -43,6 +43,14 @@ head -1 "$tmp/out" | grep -q "system megatron-lm-2022, attention costed as batch
   || fail "the first line does not name the system: $(head -1 "$tmp/out")"
 /usr/bin/python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predicted']; sys.exit(0 if p['system']=='megatron-lm-2022' and p['attention']=='batched_gemm' else 1)" "$tmp/sys.json" \
   || fail "the report does not say which system was costed"
+# A Megatron-Core run on H100s whose attention calls hold a quarter of the flash charts' work (one
+# sequence of 4096 with 16 heads a TP rank) says at what share of the charted cuDNN rates it costs them.
+"$kformer" predict "$src/input/gpt3-small.yaml" model.d_model=4096 model.n_heads=32 model.max_seq_len=4096 \
+  train.seq_len=4096 train.micro_batch=1 train.global_batch=8 train.precision=bf16 parallel.tp=2 predict.world=2 \
+  predict.system=megatron-core predict.machine="$src/input/machines/h100-sxm-80gb.yaml" >"$tmp/mc" 2>&1 \
+  || { cat "$tmp/mc"; fail "predict.system=megatron-core on h100-sxm-80gb failed"; }
+head -1 "$tmp/mc" | grep -qF "499 backward at T 4096 (cudnn_*_tflops), times 0.69 for its calls of 1 x 16 heads, less work than the charts' (half_rate_share)" \
+  || fail "the first line does not give the share of the charted rate small calls run at: $(head -1 "$tmp/mc")"
 # Its memory line says whose peak it is: Megatron-LM's count (the preset's predict.memory), at which stage,
 # with kformer's own step's beside it; with predict.memory=kformer the fits line says the peak is kformer's.
 grep -q "^  memory per rank  predicted peak .* GB as megatron_lm counts it (at stage 0, .*); kformer's own step .* GB" "$tmp/out" \
