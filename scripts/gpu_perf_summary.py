@@ -347,6 +347,10 @@ def kformer_kernels(st):
             one(kg.get("impl"), kg.get("setting") or (st or {}).get("kformer_gemm", "vendor"), "gemm"))
 
 
+FAMILY_HEADER = ["precision", "family", "kformer ms", "of kformer's step", "eager ms", "of eager's kernels",
+                 "kformer / eager"]  # family_rows' columns
+
+
 def step_rows(s, steps):
     table, choices, times = [], [], []
     for p in ("fp32", "bf16"):
@@ -407,8 +411,7 @@ def step_rows(s, steps):
             "ms of that run's steps after its first; predict.breakdown prints the same families), beside PyTorch "
             "eager's (three steps under torch.profiler, bench/torch_families.py: on a GPU its kernels' device time, "
             "on the CPU its operators' own time, ms a step)",
-            ["precision", "family", "kformer ms", "of kformer's step", "eager ms", "of eager's kernels",
-             "kformer / eager"], times)
+            FAMILY_HEADER, times)
 
 
 def family_rows(p, kt, tf):

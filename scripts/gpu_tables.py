@@ -122,8 +122,7 @@ def family_part(steps):
         return []
     return table("The step by kernel family (`perf/step_*.json`: kformer's kernel_times, each call fenced; eager's "
                  "kernel_families, three steps under torch.profiler; ms a step)",
-                 ["precision", "family", "kformer ms", "of kformer's step", "eager ms", "of eager's kernels",
-                  "kformer / eager"], rows, "")
+                 summary.FAMILY_HEADER, rows, "")
 
 
 def attention_part(cases, sdpa):

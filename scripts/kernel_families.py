@@ -27,18 +27,15 @@ def fail(msg):
 
 
 def measured(path):
+    """kformer's ms by family, outside the calls and the step; eager's by family (None where the file
+    has none) and its total."""
     rep = json.load(open(path))
     k = (rep.get("summary") or {}).get("kernel_times") or (rep.get("kformer") or {}).get("kernel_times")
     if not k:
         fail(f"{path} has no kernel times: run kformer with output.kernel_times=true "
              "(or bench/step_vs_torch_gpu.py with --kernel-times)")
-    return k["by_family_ms"], k["outside_calls_ms"], k["step_ms"]
-
-
-def eager(path):
-    """PyTorch eager's ms by family from a step_vs_torch_gpu JSON, else None."""
-    e = ((json.load(open(path)).get("eager") or {}).get("kernel_families") or {})
-    return (e.get("by_family_ms") or None), e.get("total_ms")
+    e = (rep.get("eager") or {}).get("kernel_families") or {}
+    return k["by_family_ms"], k["outside_calls_ms"], k["step_ms"], e.get("by_family_ms") or None, e.get("total_ms")
 
 
 def predicted(path):
@@ -55,13 +52,11 @@ def main():
     if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(sys.argv) == 2 else 2
-    m_fam, m_out, m_step = measured(sys.argv[1])
+    m_fam, m_out, m_step, e_fam, e_total = measured(sys.argv[1])
     p_fam, p_out, p_step = predicted(sys.argv[2])
-    e_fam, e_total = eager(sys.argv[1])
 
     def row(name, m, p, e=None):
-        ratio = f"{p / m:.2f}" if m and p is not None and m > 0 else "-"
-        cells = [name, f"{m:.3f}", f"{p:.3f}" if p is not None else "-", ratio if p is not None else "-"]
+        cells = [name, f"{m:.3f}", f"{p:.3f}", f"{p / m:.2f}" if m > 0 else "-"]
         if e_fam:
             cells += [f"{e:.3f}" if e is not None else "-", f"{m / e:.2f}" if e and m else "-"]
         return "| " + " | ".join(cells) + " |"

@@ -50,14 +50,13 @@ double attention_flops(int b, int t, int h, int hd, bool backward);
 //   triton): the same FLOPs on the GEMM curve, no faster than the profile's triton_tflops (its
 //   published rate on that GPU, 0.43-0.50 of FA2's on the A100), which a profile must give.
 // Each of the three published rates for calls as large as the charts' (16k tokens at hidden 2048),
-// times attention_size_factor for smaller ones where the profile gives attention.half_rate_share.
+// times attention_size_factor (below) for smaller ones.
+double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
+                           bool backward, double dropout = 0);
 // The share of a flash kernel's charted rate a call of b sequences of h heads of T x hd runs at:
 // s (1 + h) / (s + h), s its share of the charts' work a call, h the profile's half_rate_share;
 // 1 for calls at least as large, or where the profile does not say.
 double attention_size_factor(const ComputeRates& r, int b, int h, int t, int hd);
-
-double system_attention_us(const MachineProfile& p, bool bf16, AttentionModel model, int b, int t, int h, int hd,
-                           bool backward, double dropout = 0);
 // The batched-GEMM attention above with the scores and d(probabilities) in score_bytes an element
 // (Megatron-LM and kformer's kernels.attention=batched_gemm: the run's precision), as modelled.
 double batched_attention_us(const MachineProfile& p, bool bf16, double score_bytes, int b, int t, int h, int hd,
