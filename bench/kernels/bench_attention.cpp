@@ -2,7 +2,9 @@
 // GPT-3-small shapes: B*T = 2048 tokens, C = 768, H = 12 heads of 64 (no GQA), for T = 128, 512,
 // 1024, 2048 (B = 2048 / T). Names are attention/<kind>/T<T> (forward) and
 // attention_bwd/<kind>/T<T>. Beside them, at T = 2048 with GQA (B = 1, H = 4, KV = 2: small
-// enough for a CPU, the same cases on a GPU), attention[_bwd]/<kind>/T2048/hd<64|128>.
+// enough for a CPU, the same cases on a GPU), attention[_bwd]/<kind>/T2048/hd<64|128>. fused in
+// fp32 runs its tensor-core shape on a CUDA device of compute capability 8.0 or more, and there
+// attention[_bwd]/fused_cuda_cores/T<1024|2048> its CUDA-core shape (GpuAttentionTile).
 // In bf16 (train.precision=bf16's attention), with `vendor` (cuDNN) too where it is built:
 // attention_bf16[_bwd]/<kind>/T<T> (12 heads of 64) and attention_bf16[_bwd]/<kind>/T<T>/hd128
 // (6 heads of 128: the same d_model 768), 8192 tokens at T 1024 and 2048 on a device (issue 35's
@@ -76,6 +78,35 @@ void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int
   });
 }
 
+// The fused kernels in their CUDA-core shape (GpuAttentionTile) where fp32 takes the tensor-core
+// shape (a CUDA build for compute capability 8.0 or more): attention[_bwd]/fused_cuda_cores/T<T>,
+// the same shapes as fused's, so that one run sets the two side by side.
+void add_cuda_core_pair(int T) {
+  const int B = 2048 / T, H = 12, hd = 64;
+  const auto make = [=](bool backward) {
+    return [=](benchmark::State& state) {
+      V<float***> qkv("qkv", B, T, 3 * H * hd), out("out", B, T, H * hd), dout("dout", B, T, H * hd),
+          dqkv("dqkv", B, T, 3 * H * hd), lse("lse", B, H, T), delta("delta", B, H, T);
+      Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
+      Kokkos::fill_random(qkv, pool, -1.0f, 1.0f);
+      Kokkos::fill_random(dout, pool, -1.0f, 1.0f);
+      using Tile = kernels::GpuAttentionTile;
+      const auto fwd = [&] { kernels::attention_fused_forward<Tile>(Exec(), out, lse, qkv, H, H); };
+      const auto bwd = [&] { kernels::attention_fused_backward<Tile>(Exec(), dqkv, delta, dout, qkv, out, lse, H, H); };
+      const double flops = 4.0 * B * H * hd * double(T) * (T + 1) / 2;
+      QkvSgemm ref;
+      if (backward) {
+        fwd();
+        run_case(state, bwd, 2 * flops, 0.0, ref.reference());
+      } else {
+        run_case(state, fwd, flops, 0.0, ref.reference());
+      }
+    };
+  };
+  add_case("attention/fused_cuda_cores/T" + std::to_string(T), make(false));
+  add_case("attention_bwd/fused_cuda_cores/T" + std::to_string(T), make(true));
+}
+
 void register_cases() {
   using K = kernels::AttentionKind;
   const auto name = [](K kind) {
@@ -95,6 +126,8 @@ void register_cases() {
     for (int T : {128, 512, 1024, 2048}) add_pair(kind, variant + "/T" + std::to_string(T), 2048 / T, T, 12, 12, 64);
     for (int hd : {64, 128}) add_pair(kind, variant + "/T2048/hd" + std::to_string(hd), 1, 2048, 4, 2, hd);
   }
+  if constexpr (kernels::detail::tensor_core_space<Exec>)
+    for (int T : {1024, 2048}) add_cuda_core_pair(T);
   // bf16 mixed precision's attention (attention_bf16[_bwd]/<kind>/T<T>[/hd128]): on a device, the
   // GPT-2 124M step's (T 1024, 8 sequences) and T 2048, each with 12 heads of 64 and 6 of 128; on
   // the host T 128 and the 124M step's T 1024. Registered after the fp32 cases, vendor first and naive last: Google

@@ -9,6 +9,7 @@
 
 #include "attention_common.hpp"
 #include "attention_gpu_forward.hpp"
+#include "attention_tc_forward.hpp"
 #include "attention_tiles.hpp"
 #include "team_reduce.hpp"
 
@@ -86,10 +87,20 @@ void attention_fused_forward(const ExecSpace& exec, const OutView& out, const DV
                              const QkvView& qkv, int n_heads, int n_kv_heads) {
   using C = detail::resolve_tile_t<Cfg, ExecSpace>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
-  if constexpr (C::gpu_shaped)
-    detail::attention_gpu_forward<C>(exec, out, lse, qkv, L);
-  else
-    detail::attention_host_forward<C>(exec, out, lse, qkv, L);
+  if constexpr (detail::uses_tensor_cores<C>::value) {
+    detail::attention_tc_forward<C>(exec, out, lse, qkv, L);
+  } else {
+    if constexpr (detail::default_tensor_cores<Cfg, ExecSpace, typename QkvView::value_type>) {
+      if (detail::tensor_core_head_dim(L.hd)) {
+        detail::attention_tc_forward<TensorCoreTile>(exec, out, lse, qkv, L);
+        return;
+      }
+    }
+    if constexpr (C::gpu_shaped)
+      detail::attention_gpu_forward<C>(exec, out, lse, qkv, L);
+    else
+      detail::attention_host_forward<C>(exec, out, lse, qkv, L);
+  }
 }
 
 }  // namespace kformer::kernels

@@ -12,6 +12,7 @@
 #include "attention_common.hpp"
 #include "attention_gpu_dkv.hpp"
 #include "attention_gpu_dq.hpp"
+#include "attention_tc_backward.hpp"
 #include "attention_tiles.hpp"
 
 namespace kformer::kernels {
@@ -157,11 +158,21 @@ void attention_fused_backward(const ExecSpace& exec, const DqkvView& dqkv, const
   using C = detail::resolve_tile_t<Cfg, ExecSpace>;
   const detail::QkvLayout L = detail::make_qkv_layout(qkv.extent(2), n_heads, n_kv_heads);
   detail::attention_delta(exec, delta, dout, out, L);
-  if constexpr (C::gpu_shaped) {
-    detail::attention_gpu_dkv<C>(exec, dqkv, dout, qkv, lse, delta, L);
-    detail::attention_gpu_dq<C>(exec, dqkv, dout, qkv, lse, delta, L);
+  if constexpr (detail::uses_tensor_cores<C>::value) {
+    detail::attention_tc_backward<C>(exec, dqkv, dout, qkv, lse, delta, L);
   } else {
-    detail::attention_host_backward<C>(exec, dqkv, delta, dout, qkv, lse, L);
+    if constexpr (detail::default_tensor_cores<Cfg, ExecSpace, typename QkvView::value_type>) {
+      if (detail::tensor_core_head_dim(L.hd)) {
+        detail::attention_tc_backward<TensorCoreTile>(exec, dqkv, dout, qkv, lse, delta, L);
+        return;
+      }
+    }
+    if constexpr (C::gpu_shaped) {
+      detail::attention_gpu_dkv<C>(exec, dqkv, dout, qkv, lse, delta, L);
+      detail::attention_gpu_dq<C>(exec, dqkv, dout, qkv, lse, delta, L);
+    } else {
+      detail::attention_host_backward<C>(exec, dqkv, delta, dout, qkv, lse, L);
+    }
   }
 }
 

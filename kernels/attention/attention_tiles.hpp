@@ -34,7 +34,44 @@ struct GpuAttentionTile {
   static constexpr int hd_chunk = 128; // head_dim columns per sweep (accumulators per lane: rows * 16)
 };
 
+// Tensor-core shape (attention_tc_*.hpp): fp32 on CUDA devices of compute capability 8.0 or more,
+// every product 3xTF32 on the tensor cores (warp_mma.hpp). A team of `warps` warps, each owning 16
+// rows (queries; keys in the dK/dV pass) with its accumulators in registers, streams the other side
+// in tiles of BK rows read through the L1 cache; a warp's probabilities go through its own scratch
+// tile (16 x (BK + pad)) from the accumulators' layout to the operands'. head_dim a multiple of 8,
+// at most max_hd.
+struct TensorCoreTile {
+  static constexpr bool gpu_shaped = true;
+  static constexpr bool tensor_cores = true;
+  static constexpr int warps = 2;
+  static constexpr int BQ = 16 * warps;  // rows a team owns
+  static constexpr int BK = 32;          // rows of the other side per streamed tile
+  static constexpr int pad = 4;          // row stride BK + 4 of the scratch tiles
+  static constexpr int max_hd = 128;
+};
+
 namespace detail {
+
+// Whether configuration C is the tensor-core shape.
+template <class C, class = void>
+struct uses_tensor_cores : std::false_type {};
+template <class C>
+struct uses_tensor_cores<C, std::void_t<decltype(C::tensor_cores)>> : std::bool_constant<C::tensor_cores> {};
+
+// Whether the fused kernels on ExecSpace take the tensor-core shape for fp32 inputs: CUDA built
+// for compute capability 8.0 or more (mma.sync with tf32 inputs).
+#if defined(KOKKOS_ENABLE_CUDA) &&                                                                         \
+    (defined(KOKKOS_ARCH_AMPERE80) || defined(KOKKOS_ARCH_AMPERE86) || defined(KOKKOS_ARCH_ADA89) ||       \
+     defined(KOKKOS_ARCH_HOPPER90) || defined(KOKKOS_ARCH_BLACKWELL100) || defined(KOKKOS_ARCH_BLACKWELL120))
+template <class ExecSpace>
+inline constexpr bool tensor_core_space = std::is_same<ExecSpace, Kokkos::Cuda>::value;
+#else
+template <class ExecSpace>
+inline constexpr bool tensor_core_space = false;
+#endif
+
+// Whether the tensor-core shape takes this head_dim.
+constexpr bool tensor_core_head_dim(int hd) { return hd > 0 && hd % 8 == 0 && hd <= TensorCoreTile::max_hd; }
 
 // Stands for "the configuration of the execution space" in a defaulted template parameter.
 struct AutoTile {};

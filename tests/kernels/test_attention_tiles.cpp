@@ -1,9 +1,10 @@
-// The GPU-shaped fused attention (GpuAttentionTile, kernels/attention_gpu_*.hpp) on this test's
-// execution space -- Serial and OpenMP as well as CUDA -- against the float64 reference and the
-// naive kernel: forward and backward, head_dim 64 and 128, GQA (H=8, KV=2), T not a multiple of
-// any tile, float and bf16 elements; bitwise repeatability; the scratch each pass asks for at
-// head_dim 64 and 128 within level-0 shared memory. A tiny configuration (several head_dim
-// chunks, 2 x 2 threads) runs the tile logic on odd shapes.
+// The GPU-shaped fused attention (GpuAttentionTile, kernels/attention_gpu_*.hpp), and so the
+// tensor-core shape (TensorCoreTile, attention_tc_*.hpp), on this test's execution space -- Serial
+// and OpenMP as well as CUDA -- against the float64 reference and the naive kernel: forward and
+// backward, head_dim 64 and 128, GQA (H=8, KV=2), T not a multiple of any tile, float and bf16
+// elements; bitwise repeatability; the scratch each pass asks for at head_dim 64 and 128 within
+// level-0 shared memory. A tiny configuration (several head_dim chunks, 2 x 2 threads) runs the
+// tile logic on odd shapes.
 #include "attention.hpp"
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
@@ -16,6 +17,7 @@ using ktest::View;
 using ktest::ref::AttnShape;
 namespace kk = kformer::kernels;
 using Gpu = kk::GpuAttentionTile;
+using Tc = kk::TensorCoreTile;
 
 struct TinyTile {
   static constexpr bool gpu_shaped = true;
@@ -109,8 +111,33 @@ TEST(AttentionTiles, OddShapesMatchReference) {
   }
 }
 
+// The tensor-core shape (3xTF32 products, attention_tc_*.hpp; emulated from the lanes' fragments
+// on a host backend): head_dim 64 and 128 with GQA against the reference and naive, then odd shapes
+// (T = 1, T not a multiple of its 32-row tiles or of a warp's 16, head_dim 8 to 40, GQA 1 to 4).
+TEST(AttentionTiles, TensorCoreTileMatchesReferenceAndNaive) {
+  std::mt19937_64 rng(ktest::fresh_seed());
+  for (const int hd : {64, 128}) check_float<Tc>(AttnShape{2, 200, 8, 2, hd}, rng, true);
+  const AttnShape shapes[] = {{1, 1, 2, 1, 8},   {2, 7, 4, 4, 16}, {1, 65, 4, 2, 24},
+                              {1, 47, 3, 3, 40}, {1, 33, 4, 1, 32}};
+  for (const AttnShape& s : shapes) check_float<Tc>(s, rng, false);
+}
+
+// The shape refuses a head_dim it cannot hold, in one line naming it.
+TEST(AttentionTiles, TensorCoreTileRefusesHeadDimNotAMultipleOf8) {
+  const AttnShape s{1, 16, 2, 1, 12};
+  View<float***> qkv("qkv", s.B, s.T, s.W()), out("out", s.B, s.T, s.H * s.hd);
+  View<float***> lse("lse", s.B, s.H, s.T);
+  try {
+    kk::attention_fused_forward<Tc>(Exec(), out, lse, qkv, s.H, s.KV);
+    FAIL() << "head_dim 12 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
+  }
+}
+
 // Level-0 scratch per team within what Kokkos' CUDA backend grants (kLevel0Budget: 40 KiB in
 // 3.4, 48 KiB less 8 KiB for team reductions in 4.6); on a device also this backend's limit.
+// The tensor-core shape's largest, the dK/dV pass's two tiles a warp, well within it.
 TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
   using S = kk::detail::GpuScratch<Gpu>;
   using Policy = Kokkos::TeamPolicy<Exec>;
@@ -121,6 +148,8 @@ TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
       if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
     }
   }
+  const int tc_floats = Tc::warps * 2 * 16 * (Tc::BK + Tc::pad);
+  EXPECT_LE(kk::detail::ScratchFloats<Exec>::shmem_size(tc_floats), std::size_t(kk::detail::kLevel0Budget));
 }
 
 }  // namespace
