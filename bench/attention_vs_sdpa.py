@@ -17,7 +17,9 @@ timing, as kformer's cases read and write the packed layout. Median of --reps ti
 --warmup more (CUDA events on the GPU).
 
 These cases' kformer figures are fp32, so the ratio kformer fused / SDPA is taken in fp32 (issue
-19's target: within 2x); a bf16 SDPA row, if asked for, is for information.
+19's target: within 2x); a bf16 SDPA row, if asked for, is for information. Where fused's fp32
+runs on the tensor cores (a CUDA build for sm_80+), the bench's fused_cuda_cores cases time its
+CUDA-core shape too: kformer_fused_cuda_cores_fwd_bwd_ms and fused_cuda_cores_over_sdpa.
 
 The bf16 cases (attention_bf16[_bwd]/<naive|fused|batched_gemm|vendor>/<KEY>, every T: the bench
 registers T 1024 and 2048 on a device, 128 on the host; hd128 in KEY for 6 heads of 128) are set
@@ -45,7 +47,7 @@ import torch_gpt  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 KINDS = ("naive", "fused", "batched_gemm", "vendor")
-CASE = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
+CASE = re.compile(r"^attention(_bwd)?/(naive|fused|fused_cuda_cores|batched_gemm)/(.+)$")
 CASE_BF16 = re.compile(r"^attention_bf16(_bwd)?/(" + "|".join(KINDS) + r")/(.+)$")
 # bench_attention.cpp's bf16 cases keep d_model 768 (12 heads of 64, 6 of 128), so B and H are
 # told apart in their rows (the counters give B x H), as the cuDNN and SDPA calls see them.
@@ -167,6 +169,7 @@ def main():
         fused = c["fwd"].get("fused"), c["bwd"].get("fused")
         naive = c["fwd"].get("naive"), c["bwd"].get("naive")
         batched = c["fwd"].get("batched_gemm"), c["bwd"].get("batched_gemm")
+        cores = c["fwd"].get("fused_cuda_cores"), c["bwd"].get("fused_cuda_cores")  # fused's CUDA-core shape
         if not all(fused):
             print(f"{key}: no fused forward and backward case in the report: skipped")
             continue
@@ -174,6 +177,7 @@ def main():
         k_fused = ms(fused[0]) + ms(fused[1])
         k_naive = ms(naive[0]) + ms(naive[1]) if all(naive) else None
         k_batched = ms(batched[0]) + ms(batched[1]) if all(batched) else None
+        k_cores = ms(cores[0]) + ms(cores[1]) if all(cores) else None
         for d in dtypes:
             fwd, fb = sdpa_times(a.device, DTYPES[d], shape, a.reps, a.warmup)
             row = {"case": key, "shape": dict(zip(("B", "H", "KV", "T", "hd"), shape)), "dtype": d, "sdpa_fwd_ms": fwd,
@@ -182,7 +186,9 @@ def main():
                    "fused_over_sdpa": k_fused / fb if d == "fp32" else None,
                    "naive_over_fused": k_naive / k_fused if k_naive else None,
                    "kformer_batched_gemm_fwd_bwd_ms": k_batched,
-                   "batched_gemm_over_sdpa": k_batched / fb if k_batched and d == "fp32" else None}
+                   "batched_gemm_over_sdpa": k_batched / fb if k_batched and d == "fp32" else None,
+                   "kformer_fused_cuda_cores_fwd_bwd_ms": k_cores,
+                   "fused_cuda_cores_over_sdpa": k_cores / fb if k_cores and d == "fp32" else None}
             out["rows"].append(row)
             ratio = "" if row["fused_over_sdpa"] is None else f"{row['fused_over_sdpa']:.2f}"
             speed = "" if row["naive_over_fused"] is None else f"{row['naive_over_fused']:.2f}"

@@ -9,7 +9,8 @@
 namespace kformer::kernels {
 
 // naive: scores and probabilities materialised, products in Kokkos loops; fused: tiled online
-// softmax, nothing of size T*T kept; batched_gemm: naive's algorithm with its four products as
+// softmax, nothing of size T*T kept (in fp32 on CUDA sm_80+, its products 3xTF32 on the tensor
+// cores: attention_tc_forward.hpp); batched_gemm: naive's algorithm with its four products as
 // batched vendor GEMMs (cuBLAS on the tensor cores in bf16, OpenBLAS on the host), as Megatron-LM
 // runs attention without a flash kernel; vendor: cuDNN's flash attention (bf16, under CUDA, in
 // builds with cuDNN), which keeps the row logsumexp as fused does.

@@ -6,7 +6,8 @@
 #       and 2048 with 12 heads of 64 and 6 of 128, 8192 tokens, forward and backward (issue 35);
 #   (a) kformer-kernel-bench: GEMM native against cuBLAS at the GPT-2 layer shapes (2048 tokens),
 #       fp32 forward and backward, bf16 forward;
-#   (b) kformer-kernel-bench: attention fused, naive, batched_gemm at T=2048 in fp32, fwd and bwd;
+#   (b) kformer-kernel-bench: attention fused (and its CUDA-core shape where fp32 takes the tensor
+#       cores), naive, batched_gemm at T=2048 in fp32, fwd and bwd;
 #   (c) kformer-kernel-bench: every memory-bound kernel against the copy bandwidth beside it;
 #   (e) bench/attention_vs_sdpa.py: PyTorch SDPA at (b)'s shapes, and in bf16 at (f)'s;
 #   (d) bench/step_vs_torch_gpu.py: the GPT-2 124M training step (B 8, T 1024) of kformer against
@@ -80,7 +81,7 @@ else
   sdpa_args=(--dtypes "fp32,bf16" --reps 20 --warmup 5)
   filters=('^attention_bf16(_bwd)?/[a-z_]+/T(1024|2048)(/hd128)?/min_time'
            '^(gemm|gemm_bf16|gemm_bf16_stored|matmul_bwd|matmul_bwd_gelu)/(native|vendor)/2048x[0-9x]+/min_time'
-           '^attention(_bwd)?/(naive|fused|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
+           '^attention(_bwd)?/(naive|fused|fused_cuda_cores|batched_gemm)/T2048[^/]*(/[^/]*)?/min_time'
            '^((bias_bwd|layernorm|rmsnorm|gelu|swiglu|residual|rope|softmax)(_bf16)?|probe_one_lane|probe_per_tensor|adamw)/')
 fi
 for f in "$bin/kformer" "$bin/kformer-kernel-bench"; do

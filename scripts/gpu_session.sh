@@ -42,8 +42,10 @@
 # What session 50's H200 run left (docs/gpu-runs/2026-12-04-h200*): the CUDA tests again (AdamW's
 # fix) and the memory-bound part whole (it crashed in its fifteenth case), then the steps, with the
 # step's own calibration (session 51's norms and loss: their rates against session 50's own.yaml):
-#   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm attention" scripts/gpu_session.sh 110 0 340 60
-# (since session 53 its step JSONs also say where eager's step goes, by kformer's families
+#   KFORMER_SESSION_S=560 KFORMER_PERF_SKIP="gemm" scripts/gpu_session.sh 110 0 340 60
+# (since session 54 the fp32 attention part runs too: fused's new tensor-core shape in fp32 beside
+# its CUDA-core shape, batched_gemm and SDPA, whose tests test_warp_mma_cuda and
+# test_attention_tiles_cuda the check runs first; since session 53 its step JSONs also say where eager's step goes, by kformer's families
 # (eager.kernel_families, beside kformer.kernel_times in perf/summary.md), and each memory-bound case
 # is set against a copy of its own size too: copy_same_gbps, vs_same_size in kernel_bench.json)
 # and on the machine it leaves warm, kformer-sm-share with its holders polling device memory, and
