@@ -1,14 +1,15 @@
 // Backward of the fused causal GQA attention in the tensor-core shape (TensorCoreTile: fp32, every
 // product 3xTF32, warp_mma.hpp), in the two passes of attention_fused_backward.hpp, each owning
 // its output (no atomics: bitwise reproducible), delta (B,H,T) = rowsum(dout * out) given. Each
-// warp owns 16 rows and works on its own (no team barrier):
+// warp owns 16 rows; its own rows' A operands stay in registers where head_dim <= 64 (read through
+// the L1 cache above), the streamed tiles are staged by the team in scratch:
 //   dK/dV pass, one team per (batch, kv head, BQ key rows): for each query head of the group and
-//     each query tile of BK rows at or below the diagonal, S^T = K Q^T and dP^T = V dO^T into C
-//     fragments, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta), both through the warp's
-//     scratch tiles, then dV += P^T dO and dK += dS^T Q in registers;
-//   dQ pass, one team per (batch, query head, BQ query rows): for each key tile up to the warp's
-//     last row, S = Q K^T and dP = dO V^T, dS = P (dP - delta) through the scratch tile, then
-//     dQ += dS K.
+//     each query tile of BK rows at or below the diagonal (Q and dO staged), S^T = K Q^T and
+//     dP^T = V dO^T into C fragments, P^T = exp(scale S^T - lse) and dS^T = P^T (dP^T - delta) in
+//     registers, then through the warp's scratch tile in turn dV += P^T dO and dK += dS^T Q;
+//   dQ pass, one team per (batch, query head, BQ query rows): for each key tile up to the team's
+//     last row (K and V staged), S = Q K^T and dP = dO V^T, dS = P (dP - delta), then through the
+//     warp's scratch tile dQ += dS K.
 // dK and dQ take the softmax scale when stored.
 #pragma once
 
@@ -16,45 +17,67 @@
 
 namespace kformer::kernels::detail {
 
+// Floats of team scratch either pass takes: two staged tiles, a P (or dS) tile a warp.
+template <class C>
+constexpr int tc_backward_scratch(int hd) {
+  return 2 * C::BK * tile_ld_rows_n(hd) + C::warps * 16 * (C::BK + C::pad);
+}
+static_assert(4 * tc_backward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
+              "TensorCoreTile: the largest head_dim must fit level-0 scratch");
+
 // The k and v columns of dqkv. NT: head_tiles_for(head_dim).
 template <class C, int NT, class ExecSpace, class DqkvView, class DoutView, class QkvView>
 void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutView& dout, const QkvView& qkv,
                       const DView<const float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& delta,
                       const QkvLayout& L) {
   using TD = elem_t<DqkvView>;
-  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ld = BK + C::pad;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
   const int T = static_cast<int>(qkv.extent(1)), KV = L.KV, G = L.H / L.KV, hd = L.hd, used = hd / 8;
-  const int tiles = (T + BQ - 1) / BQ;
+  const int ld = tile_ld_rows_n(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
-      "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, NW * 2 * 16 * ld,
+      "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, tc_backward_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
         const Tile tile = tile_of(team.league_rank(), tiles, KV, BQ, T, false);
-        const int b = tile.b, kc = L.k_col(tile.h), vc = L.v_col(tile.h);
+        const int b = tile.b, kc = L.k_col(tile.h), vc = L.v_col(tile.h), last = tile.r0 + tile.n - 1;
+        float* Qs = scratch;
+        float* dOs = Qs + BK * ld;
         WarpRegs<ExecSpace, NW, 4 * NT> dK, dV;
+        WarpRegs<ExecSpace, NW, tc_a_in_registers<NT> ? 4 * NT : 1> KA, VA;
         WarpRegs<ExecSpace, NW, 4 * KT> S, dP;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
-          const int j0 = tile.r0 + 16 * w, last = tile.r0 + tile.n - 1;  // the warp's keys j0 .. j0 + 15
-          if (j0 > last) return;
-          float* Pt = scratch + w * 2 * 16 * ld;
-          float* dSt = Pt + 16 * ld;
+          keep_a_fragments<ExecSpace, NT>(KA, w, qkv, b, tile.r0 + 16 * w, T, kc, used);
+          keep_a_fragments<ExecSpace, NT>(VA, w, qkv, b, tile.r0 + 16 * w, T, vc, used);
           each_lane<ExecSpace>([&](int ln) {
             KFORMER_TC_UNROLL
             for (int k = 0; k < 4 * NT; ++k) dK.at(w, ln)[k] = dV.at(w, ln)[k] = 0.f;
           });
-          for (int hg = 0; hg < G; ++hg) {
-            const int h = tile.h * G + hg, qc = L.q_col(h), oc = h * hd;
-            for (int q0 = j0 / BK * BK; q0 < T; q0 += BK) {
+        });
+        for (int hg = 0; hg < G; ++hg) {
+          const int h = tile.h * G + hg, qc = L.q_col(h), oc = h * hd;
+          for (int q0 = tile.r0; q0 < T; q0 += BK) {  // the query tiles at or below the diagonal
+            team.team_barrier();                      // the previous tile's Q and dO are no longer read
+            stage_tile(team, qkv, b, q0, BK, T, qc, hd, Qs, ld);
+            stage_tile(team, dout, b, q0, BK, T, oc, hd, dOs, ld);
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+              const int j0 = tile.r0 + 16 * w;  // the warp's keys j0 .. j0 + 15
+              if (j0 > last) return;
+              float* Pt = scratch + 2 * BK * ld + w * 16 * ldp;
+              // The warp's K and V rows as A fragments.
+              const auto k_rows = [&](int ks, int i, int ln) {
+                return a_fragment<NT>(KA, w, ks, i, ln, qkv, b, j0, T, kc);
+              };
+              const auto v_rows = [&](int ks, int i, int ln) {
+                return a_fragment<NT>(VA, w, ks, i, ln, qkv, b, j0, T, vc);
+              };
               each_lane<ExecSpace>([&](int ln) {
                 KFORMER_TC_UNROLL
                 for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = dP.at(w, ln)[k] = 0.f;
               });
-              warp_product<ExecSpace, KT>(
-                  S, w, KT, hd, [&](int r, int d) { return float(qkv(b, clamp_row(j0 + r, T), kc + d)); },
-                  [&](int d, int n) { return float(qkv(b, clamp_row(q0 + n, T), qc + d)); });
-              warp_product<ExecSpace, KT>(
-                  dP, w, KT, hd, [&](int r, int d) { return float(qkv(b, clamp_row(j0 + r, T), vc + d)); },
-                  [&](int d, int n) { return float(dout(b, clamp_row(q0 + n, T), oc + d)); });
+              warp_product<ExecSpace, KT, NT>(S, w, KT, used, k_rows, [&](int d, int n) { return Qs[n * ld + d]; });
+              warp_product<ExecSpace, KT, NT>(dP, w, KT, used, v_rows, [&](int d, int n) { return dOs[n * ld + d]; });
+              // P^T into S's registers, dS^T into dP's; P^T through the tile first.
               each_lane<ExecSpace>([&](int ln) {
                 KFORMER_TC_UNROLL
                 for (int k = 0; k < 4 * KT; ++k) {
@@ -62,20 +85,30 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
                   const int key = j0 + r, q = q0 + c, qs = clamp_row(q, T);
                   const bool seen = q < T && key <= last && q >= key;
                   const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, qs)) : 0.f;
-                  Pt[r * ld + c] = p;
-                  dSt[r * ld + c] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, qs)) : 0.f;
+                  dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, qs)) : 0.f;
+                  S.at(w, ln)[k] = p;
+                  Pt[r * ldp + c] = p;
                 }
               });
               warp_sync();
-              warp_product<ExecSpace, NT>(
-                  dV, w, used, BK, [&](int r, int q) { return Pt[r * ld + q]; },
-                  [&](int q, int d) { return float(dout(b, clamp_row(q0 + q, T), oc + d)); });
-              warp_product<ExecSpace, NT>(
-                  dK, w, used, BK, [&](int r, int q) { return dSt[r * ld + q]; },
-                  [&](int q, int d) { return float(qkv(b, clamp_row(q0 + q, T), qc + d)); });
-              warp_sync();  // Pt and dSt are rewritten by the next tile
-            }
+              warp_product<ExecSpace, NT, KT>(dV, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
+                                              [&](int q, int d) { return dOs[q * ld + d]; });
+              warp_sync();  // P^T read: the tile takes dS^T
+              each_lane<ExecSpace>([&](int ln) {
+                KFORMER_TC_UNROLL
+                for (int k = 0; k < 4 * KT; ++k)
+                  Pt[mma_c_row(ln, k & 3) * ldp + 8 * (k >> 2) + mma_c_col(ln, k & 3)] = dP.at(w, ln)[k];
+              });
+              warp_sync();
+              warp_product<ExecSpace, NT, KT>(dK, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
+                                              [&](int q, int d) { return Qs[q * ld + d]; });
+              warp_sync();  // the tile is rewritten by the next query tile
+            });
           }
+        }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+          const int j0 = tile.r0 + 16 * w;
+          if (j0 > last) return;
           each_lane<ExecSpace>([&](int ln) {
             KFORMER_TC_UNROLL
             for (int k = 0; k < 4 * NT; ++k) {
@@ -96,38 +129,51 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                      const DView<const float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& delta,
                      const QkvLayout& L) {
   using TD = elem_t<DqkvView>;
-  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ld = BK + C::pad;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
   const int T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd, used = hd / 8;
-  const int tiles = (T + BQ - 1) / BQ;
+  const int ld = tile_ld_rows_n(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
-      "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, NW * 16 * ld,
+      "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, tc_backward_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
         const Tile tile = tile_of(team.league_rank(), tiles, H, BQ, T, true);
-        const int b = tile.b, h = tile.h, qc = L.q_col(h), oc = h * hd;
+        const int b = tile.b, h = tile.h, qc = L.q_col(h), oc = h * hd, last = tile.r0 + tile.n - 1;
         const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
+        float* Ks = scratch;
+        float* Vs = Ks + BK * ld;
         WarpRegs<ExecSpace, NW, 4 * NT> dQ;
+        WarpRegs<ExecSpace, NW, tc_a_in_registers<NT> ? 4 * NT : 1> QA, OA;
         WarpRegs<ExecSpace, NW, 4 * KT> S, dP;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
-          const int r0 = tile.r0 + 16 * w, last = tile.r0 + tile.n - 1;  // the warp's rows r0 .. r0 + 15
-          if (r0 > last) return;
-          float* dS = scratch + w * 16 * ld;
-          const int kend = r0 + 15 < last ? r0 + 15 : last;
+          keep_a_fragments<ExecSpace, NT>(QA, w, qkv, b, tile.r0 + 16 * w, T, qc, used);
+          keep_a_fragments<ExecSpace, NT>(OA, w, dout, b, tile.r0 + 16 * w, T, oc, used);
           each_lane<ExecSpace>([&](int ln) {
             KFORMER_TC_UNROLL
             for (int k = 0; k < 4 * NT; ++k) dQ.at(w, ln)[k] = 0.f;
           });
-          for (int k0 = 0; k0 <= kend; k0 += BK) {
+        });
+        for (int k0 = 0; k0 <= last; k0 += BK) {
+          team.team_barrier();  // the previous tile's K and V are no longer read
+          stage_tile(team, qkv, b, k0, BK, T, kc, hd, Ks, ld);
+          stage_tile(team, qkv, b, k0, BK, T, vc, hd, Vs, ld);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+            const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
+            const int kend = r0 + 15 < last ? r0 + 15 : last;
+            if (r0 > last || k0 > kend) return;
+            float* dS = scratch + 2 * BK * ld + w * 16 * ldp;
             each_lane<ExecSpace>([&](int ln) {
               KFORMER_TC_UNROLL
               for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = dP.at(w, ln)[k] = 0.f;
             });
-            warp_product<ExecSpace, KT>(
-                S, w, KT, hd, [&](int r, int d) { return float(qkv(b, clamp_row(r0 + r, T), qc + d)); },
-                [&](int d, int n) { return float(qkv(b, clamp_row(k0 + n, T), kc + d)); });
-            warp_product<ExecSpace, KT>(
-                dP, w, KT, hd, [&](int r, int d) { return float(dout(b, clamp_row(r0 + r, T), oc + d)); },
-                [&](int d, int n) { return float(qkv(b, clamp_row(k0 + n, T), vc + d)); });
+            warp_product<ExecSpace, KT, NT>(
+                S, w, KT, used,
+                [&](int ks, int i, int ln) { return a_fragment<NT>(QA, w, ks, i, ln, qkv, b, r0, T, qc); },
+                [&](int d, int n) { return Ks[n * ld + d]; });
+            warp_product<ExecSpace, KT, NT>(
+                dP, w, KT, used,
+                [&](int ks, int i, int ln) { return a_fragment<NT>(OA, w, ks, i, ln, dout, b, r0, T, oc); },
+                [&](int d, int n) { return Vs[n * ld + d]; });
             each_lane<ExecSpace>([&](int ln) {
               KFORMER_TC_UNROLL
               for (int k = 0; k < 4 * KT; ++k) {
@@ -135,15 +181,18 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                 const int row = r0 + r, key = k0 + c, rs = clamp_row(row, T);
                 const bool seen = row <= last && key <= row;
                 const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, rs)) : 0.f;
-                dS[r * ld + c] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
+                dS[r * ldp + c] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
               }
             });
             warp_sync();
-            warp_product<ExecSpace, NT>(
-                dQ, w, used, BK, [&](int r, int k) { return dS[r * ld + k]; },
-                [&](int k, int d) { return float(qkv(b, clamp_row(k0 + k, T), kc + d)); });
+            warp_product<ExecSpace, NT, KT>(dQ, w, used, KT, a_rows([&](int r, int k) { return dS[r * ldp + k]; }),
+                                            [&](int k, int d) { return Ks[k * ld + d]; });
             warp_sync();  // dS is rewritten by the next tile
-          }
+          });
+        }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+          const int r0 = tile.r0 + 16 * w;
+          if (r0 > last) return;
           each_lane<ExecSpace>([&](int ln) {
             KFORMER_TC_UNROLL
             for (int k = 0; k < 4 * NT; ++k) {

@@ -59,4 +59,63 @@ inline constexpr bool default_tensor_cores = std::is_same<Cfg, AutoTile>::value 
 // contribution the kernels mask.
 KOKKOS_INLINE_FUNCTION int clamp_row(int r, int T) { return r < T ? r : T - 1; }
 
+// Row strides of the staged tiles, in floats, so that a warp's fragment loads meet no bank
+// conflict: a tile read as B with k along its rows' elements (S = Q K^T's K: lane 4g + t reads row
+// g, element t) wants a stride of 4 modulo 32; one read with k along its rows (P V's V: row t,
+// element g) 8 modulo 32.
+constexpr int tile_ld_rows_n(int hd) { return hd + 4; }
+constexpr int tile_ld_rows_k(int hd) { return hd + 8; }
+
+// Rows [r0, r0 + n) of the hd-wide head at column c of x (B,T,W) (rows clamped into [0, T)) into
+// dst (row stride ld) as fp32, by the whole team: consecutive threads read consecutive elements.
+template <class Member, class V>
+KOKKOS_INLINE_FUNCTION void stage_tile(const Member& team, const V& x, int b, int r0, int n, int T, int c, int hd,
+                                       float* dst, int ld) {
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, n * hd), [&](const int e) {
+    const int i = e / hd, d = e - i * hd;
+    dst[i * ld + d] = float(x(b, clamp_row(r0 + i, T), c + d));
+  });
+}
+
+// The warp's A fragments of 16 rows (from row r0, clamped into [0, T)) of the hd-wide head at column
+// c of x, all k-steps of head_dim (NT at most), into its registers `frag` (4 a k-step).
+template <class ExecSpace, int NT, int NW, int N, class V>
+KOKKOS_INLINE_FUNCTION void load_a_fragments(WarpRegs<ExecSpace, NW, N>& frag, int w, const V& x, int b, int r0,
+                                             int T, int c, int used) {
+  static_assert(N >= 4 * NT, "load_a_fragments: 4 floats a k-step");
+  each_lane<ExecSpace>([&](int l) {
+    KFORMER_TC_UNROLL
+    for (int ks = 0; ks < NT; ++ks) {
+      if (ks < used) {
+        KFORMER_TC_UNROLL
+        for (int i = 0; i < 4; ++i)
+          frag.at(w, l)[4 * ks + i] = float(x(b, clamp_row(r0 + mma_a_row(l, i), T), c + 8 * ks + mma_a_col(l, i)));
+      }
+    }
+  });
+}
+
+// Whether a warp keeps its own rows' A operands in registers at NT fragments of head_dim (at most
+// 64 wide: 32 floats a lane each), else reads them through the L1 cache at every use.
+template <int NT>
+inline constexpr bool tc_a_in_registers = NT <= 8;
+
+// load_a_fragments where the warp keeps them (tc_a_in_registers), else nothing.
+template <class ExecSpace, int NT, int NW, int N, class V>
+KOKKOS_INLINE_FUNCTION void keep_a_fragments(WarpRegs<ExecSpace, NW, N>& frag, int w, const V& x, int b, int r0,
+                                             int T, int c, int used) {
+  if constexpr (tc_a_in_registers<NT>) load_a_fragments<ExecSpace, NT>(frag, w, x, b, r0, T, c, used);
+}
+
+// Element i of lane l's A fragment at k-step ks of the warp's 16 rows from r0 of the head at column
+// c of x: from `frag` where keep_a_fragments kept them, else from x.
+template <int NT, class ExecSpace, int NW, int N, class V>
+KOKKOS_INLINE_FUNCTION float a_fragment(WarpRegs<ExecSpace, NW, N>& frag, int w, int ks, int i, int l, const V& x,
+                                        int b, int r0, int T, int c) {
+  if constexpr (tc_a_in_registers<NT>)
+    return frag.at(w, l)[4 * ks + i];
+  else
+    return float(x(b, clamp_row(r0 + mma_a_row(l, i), T), c + 8 * ks + mma_a_col(l, i)));
+}
+
 }  // namespace kformer::kernels::detail

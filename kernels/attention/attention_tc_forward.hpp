@@ -1,11 +1,11 @@
 // Forward of the fused causal GQA attention in the tensor-core shape (TensorCoreTile: fp32, every
 // product 3xTF32 on the tensor cores, warp_mma.hpp). One team per (batch, query head, BQ query
-// rows); each warp owns 16 rows and walks the key tiles up to its last row on its own (no team
-// barrier). Per key tile of BK keys:
-//   1. S = Q K^T (16 x BK) into the warp's C fragments, Q and K read through the L1 cache;
+// rows); each warp owns 16 rows, its Q fragments in registers for the whole pass. Per key tile of
+// BK keys, staged by the team in scratch (K and V, row strides without bank conflicts):
+//   1. S = Q K^T (16 x BK) into the warp's C fragments;
 //   2. the online softmax in registers: each row's maximum and sum over the four lanes holding
 //      it, P = exp(scale S - max), the older terms' rescale factor;
-//   3. P into the warp's scratch tile (the C fragments' layout to the A operand's), then
+//   3. P into the warp's own scratch tile (the C fragments' layout to the A operand's), then
 //      O = O * factor + P V, O (16 x hd) in the warp's C fragments.
 // Writes out (B,T,H*hd) = O / sum and lse (B,H,T).
 #pragma once
@@ -14,108 +14,129 @@
 
 namespace kformer::kernels::detail {
 
+// Floats of team scratch the forward takes: K, V of a key tile, a P tile a warp.
+template <class C>
+constexpr int tc_forward_scratch(int hd) {
+  return C::BK * (tile_ld_rows_n(hd) + tile_ld_rows_k(hd)) + C::warps * 16 * (C::BK + C::pad);
+}
+static_assert(4 * tc_forward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
+              "TensorCoreTile: the largest head_dim must fit level-0 scratch");
+
 // NT: head_tiles_for(head_dim).
 template <class C, int NT, class ExecSpace, class OutView, class QkvView>
 void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
                                 const QkvView& qkv, const QkvLayout& L) {
-    using TO = elem_t<OutView>;
-    constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8;
-    constexpr int ld = BK + C::pad;
-    const int T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd, used = hd / 8;
-    const int tiles = (T + BQ - 1) / BQ;
-    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-    tc_launch<C>(
-        "kformer::attention_fused_forward", exec, static_cast<int>(qkv.extent(0)) * H * tiles, NW * 16 * ld,
-        KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
-          const Tile tile = tile_of(team.league_rank(), tiles, H, BQ, T, true);
-          const int b = tile.b, h = tile.h;
-          const int qc = L.q_col(h), kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
-          WarpRegs<ExecSpace, NW, 4 * NT> O;
-          WarpRegs<ExecSpace, NW, 4 * KT> S;
-          WarpRegs<ExecSpace, NW, 2> m, l, part;  // of the lane's rows g and g + 8 (C rows of i < 2, i >= 2)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
-            const int r0 = tile.r0 + 16 * w, last = tile.r0 + tile.n - 1;  // the warp's rows r0 .. r0 + 15
-            if (r0 > last) return;
-            float* P = scratch + w * 16 * ld;
-            each_lane<ExecSpace>([&](int ln) {
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * NT; ++k) O.at(w, ln)[k] = 0.f;
-              m.at(w, ln)[0] = m.at(w, ln)[1] = kNegBig;
-              l.at(w, ln)[0] = l.at(w, ln)[1] = 0.f;
-            });
-            const int kend = r0 + 15 < last ? r0 + 15 : last;  // its last key: the causal diagonal
-            for (int k0 = 0; k0 <= kend; k0 += BK) {
-              each_lane<ExecSpace>([&](int ln) {
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = 0.f;
-              });
-              warp_product<ExecSpace, KT>(
-                  S, w, KT, hd, [&](int r, int d) { return float(qkv(b, clamp_row(r0 + r, T), qc + d)); },
-                  [&](int d, int n) { return float(qkv(b, clamp_row(k0 + n, T), kc + d)); });
-              // Scaled scores, kNegBig where masked; each row's tile maximum over its quad.
-              each_lane<ExecSpace>([&](int ln) {
-                float* s = S.at(w, ln);
-                float* mt = part.at(w, ln);
-                mt[0] = mt[1] = kNegBig;
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k) {
-                  const int row = r0 + mma_c_row(ln, k & 3), key = k0 + 8 * (k >> 2) + mma_c_col(ln, k & 3);
-                  s[k] = key <= row && key <= kend ? scale * s[k] : kNegBig;
-                  mt[(k & 3) >> 1] = s[k] > mt[(k & 3) >> 1] ? s[k] : mt[(k & 3) >> 1];
-                }
-              });
-              quad_allreduce(part, w, [](float x, float y) { return x > y ? x : y; });
-              // New maxima, probabilities into the warp's tile, the older terms rescaled.
-              each_lane<ExecSpace>([&](int ln) {
-                float* s = S.at(w, ln);
-                float* mx = m.at(w, ln);
-                float* sum = part.at(w, ln);
-                float f[2];
-                for (int e = 0; e < 2; ++e) {
-                  const float nm = sum[e] > mx[e] ? sum[e] : mx[e];
-                  f[e] = fast_exp(mx[e] - nm);
-                  mx[e] = nm;
-                  sum[e] = 0.f;
-                }
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k) {
-                  const int e = (k & 3) >> 1;
-                  const float p = s[k] == kNegBig ? 0.f : fast_exp(s[k] - mx[e]);
-                  sum[e] += p;
-                  P[mma_c_row(ln, k & 3) * ld + 8 * (k >> 2) + mma_c_col(ln, k & 3)] = p;
-                }
-                float* o = O.at(w, ln);
-                KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * NT; ++k) o[k] *= f[(k & 3) >> 1];
-                l.at(w, ln)[0] *= f[0];
-                l.at(w, ln)[1] *= f[1];
-              });
-              quad_allreduce(part, w, [](float x, float y) { return x + y; });
-              each_lane<ExecSpace>([&](int ln) {
-                l.at(w, ln)[0] += part.at(w, ln)[0];
-                l.at(w, ln)[1] += part.at(w, ln)[1];
-              });
-              warp_sync();
-              warp_product<ExecSpace, NT>(
-                  O, w, used, BK, [&](int r, int k) { return P[r * ld + k]; },
-                  [&](int k, int d) { return float(qkv(b, clamp_row(k0 + k, T), vc + d)); });
-              warp_sync();  // P is rewritten by the next tile
-            }
-            each_lane<ExecSpace>([&](int ln) {
-              const float* o = O.at(w, ln);
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * NT; ++k) {
-                const int row = r0 + mma_c_row(ln, k & 3), d = 8 * (k >> 2) + mma_c_col(ln, k & 3);
-                if (row <= last && d < hd) out(b, row, h * hd + d) = TO(o[k] / l.at(w, ln)[(k & 3) >> 1]);
-              }
-              if ((ln & 3) == 0)
-                for (int e = 0; e < 2; ++e) {
-                  const int row = r0 + mma_c_row(ln, 2 * e);
-                  if (row <= last) lse(b, h, row) = m.at(w, ln)[e] + kmath::log(l.at(w, ln)[e]);
-                }
-            });
+  using TO = elem_t<OutView>;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
+  const int T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd, used = hd / 8;
+  const int ldk = tile_ld_rows_n(hd), ldv = tile_ld_rows_k(hd), tiles = (T + BQ - 1) / BQ;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  tc_launch<C>(
+      "kformer::attention_fused_forward", exec, static_cast<int>(qkv.extent(0)) * H * tiles,
+      tc_forward_scratch<C>(hd), KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
+        const Tile tile = tile_of(team.league_rank(), tiles, H, BQ, T, true);
+        const int b = tile.b, h = tile.h, last = tile.r0 + tile.n - 1;
+        const int qc = L.q_col(h), kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
+        float* Ks = scratch;
+        float* Vs = Ks + BK * ldk;
+        WarpRegs<ExecSpace, NW, 4 * NT> O, Q;
+        WarpRegs<ExecSpace, NW, 4 * KT> S;
+        WarpRegs<ExecSpace, NW, 2> m, l, part;  // of the lane's rows g and g + 8 (C rows of i < 2, i >= 2)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+          load_a_fragments<ExecSpace, NT>(Q, w, qkv, b, tile.r0 + 16 * w, T, qc, used);
+          each_lane<ExecSpace>([&](int ln) {
+            KFORMER_TC_UNROLL
+            for (int k = 0; k < 4 * NT; ++k) O.at(w, ln)[k] = 0.f;
+            m.at(w, ln)[0] = m.at(w, ln)[1] = kNegBig;
+            l.at(w, ln)[0] = l.at(w, ln)[1] = 0.f;
           });
         });
+        for (int k0 = 0; k0 <= last; k0 += BK) {
+          team.team_barrier();  // the previous tile's K and V are no longer read
+          stage_tile(team, qkv, b, k0, BK, T, kc, hd, Ks, ldk);
+          stage_tile(team, qkv, b, k0, BK, T, vc, hd, Vs, ldv);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+            const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
+            const int kend = r0 + 15 < last ? r0 + 15 : last;  // its last key: the causal diagonal
+            if (r0 > last || k0 > kend) return;
+            float* P = scratch + BK * (ldk + ldv) + w * 16 * ldp;
+            each_lane<ExecSpace>([&](int ln) {
+              KFORMER_TC_UNROLL
+              for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = 0.f;
+            });
+            warp_product<ExecSpace, KT, NT>(
+                S, w, KT, used, [&](int ks, int i, int ln) { return Q.at(w, ln)[4 * ks + i]; },
+                [&](int d, int n) { return Ks[n * ldk + d]; });
+            // Scaled scores, kNegBig where masked; each row's tile maximum over its quad.
+            each_lane<ExecSpace>([&](int ln) {
+              float* s = S.at(w, ln);
+              float* mt = part.at(w, ln);
+              mt[0] = mt[1] = kNegBig;
+              KFORMER_TC_UNROLL
+              for (int k = 0; k < 4 * KT; ++k) {
+                const int row = r0 + mma_c_row(ln, k & 3), key = k0 + 8 * (k >> 2) + mma_c_col(ln, k & 3);
+                const int e = (k & 3) >> 1;
+                s[k] = key <= row && key <= kend ? scale * s[k] : kNegBig;
+                mt[e] = s[k] > mt[e] ? s[k] : mt[e];
+              }
+            });
+            quad_allreduce(part, w, [](float x, float y) { return x > y ? x : y; });
+            // New maxima, probabilities into the warp's tile, the older terms rescaled.
+            each_lane<ExecSpace>([&](int ln) {
+              float* s = S.at(w, ln);
+              float* mx = m.at(w, ln);
+              float* sum = part.at(w, ln);
+              float f[2];
+              for (int e = 0; e < 2; ++e) {
+                const float nm = sum[e] > mx[e] ? sum[e] : mx[e];
+                f[e] = fast_exp(mx[e] - nm);
+                mx[e] = nm;
+                sum[e] = 0.f;
+              }
+              KFORMER_TC_UNROLL
+              for (int k = 0; k < 4 * KT; ++k) {
+                const int e = (k & 3) >> 1;
+                const float p = s[k] == kNegBig ? 0.f : fast_exp(s[k] - mx[e]);
+                sum[e] += p;
+                P[mma_c_row(ln, k & 3) * ldp + 8 * (k >> 2) + mma_c_col(ln, k & 3)] = p;
+              }
+              float* o = O.at(w, ln);
+              KFORMER_TC_UNROLL
+              for (int k = 0; k < 4 * NT; ++k) o[k] *= f[(k & 3) >> 1];
+              l.at(w, ln)[0] *= f[0];
+              l.at(w, ln)[1] *= f[1];
+            });
+            quad_allreduce(part, w, [](float x, float y) { return x + y; });
+            each_lane<ExecSpace>([&](int ln) {
+              l.at(w, ln)[0] += part.at(w, ln)[0];
+              l.at(w, ln)[1] += part.at(w, ln)[1];
+            });
+            warp_sync();
+            warp_product<ExecSpace, NT, KT>(
+                O, w, used, KT, a_rows([&](int r, int k) { return P[r * ldp + k]; }),
+                [&](int k, int d) { return Vs[k * ldv + d]; });
+            warp_sync();  // P is rewritten by the next tile
+          });
+        }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
+          const int r0 = tile.r0 + 16 * w;
+          if (r0 > last) return;
+          each_lane<ExecSpace>([&](int ln) {
+            const float* o = O.at(w, ln);
+            KFORMER_TC_UNROLL
+            for (int k = 0; k < 4 * NT; ++k) {
+              const int row = r0 + mma_c_row(ln, k & 3), d = 8 * (k >> 2) + mma_c_col(ln, k & 3);
+              if (row <= last && d < hd) out(b, row, h * hd + d) = TO(o[k] / l.at(w, ln)[(k & 3) >> 1]);
+            }
+            if ((ln & 3) == 0)
+              for (int e = 0; e < 2; ++e) {
+                const int row = r0 + mma_c_row(ln, 2 * e);
+                if (row <= last) lse(b, h, row) = m.at(w, ln)[e] + kmath::log(l.at(w, ln)[e]);
+              }
+          });
+        });
+      });
 }
 
 // out (B,T,H*hd) and lse (B,H,T) from qkv; throws where head_dim does not suit the shape.

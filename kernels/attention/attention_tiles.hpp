@@ -37,9 +37,9 @@ struct GpuAttentionTile {
 // Tensor-core shape (attention_tc_*.hpp): fp32 on CUDA devices of compute capability 8.0 or more,
 // every product 3xTF32 on the tensor cores (warp_mma.hpp). A team of `warps` warps, each owning 16
 // rows (queries; keys in the dK/dV pass) with its accumulators in registers, streams the other side
-// in tiles of BK rows read through the L1 cache; a warp's probabilities go through its own scratch
-// tile (16 x (BK + pad)) from the accumulators' layout to the operands'. head_dim a multiple of 8,
-// at most max_hd.
+// in tiles of BK rows that the team stages in scratch; a warp's probabilities go through its own
+// scratch tile (16 x (BK + pad)) from the accumulators' layout to the operands'. head_dim a multiple
+// of 8, at most max_hd.
 struct TensorCoreTile {
   static constexpr bool gpu_shaped = true;
   static constexpr bool tensor_cores = true;

@@ -139,22 +139,37 @@ KOKKOS_INLINE_FUNCTION void emulated_mma_3xtf32(float (&d)[16][8], const float (
       }
 }
 
-// The warp's acc += A B: A (16 x K) with a(r, k), B (K x 8 NT) with b(k, n), K a multiple of 8;
-// acc holds NT C fragments per lane (floats 4 nt .. 4 nt + 3 of tile nt, columns 8 nt .. 8 nt + 7),
-// of which the first `used` are computed. a and b return fp32 values and must be valid for
-// every (r < 16, k < K) and (k < K, n < 8 used).
-template <class ExecSpace, int NT, int NW, int N, class FA, class FB>
-KOKKOS_INLINE_FUNCTION void warp_product(WarpRegs<ExecSpace, NW, N>& acc, int w, int used, int K, const FA& a,
+// A given by its elements, a(r, k) for row r < 16 and column k, as warp_product takes it: element
+// i of lane l's fragment at k-step ks.
+template <class F>
+struct RowsAsFragments {
+  F a;
+  KOKKOS_INLINE_FUNCTION float operator()(int ks, int i, int l) const {
+    return a(mma_a_row(l, i), 8 * ks + mma_a_col(l, i));
+  }
+};
+template <class F>
+KOKKOS_INLINE_FUNCTION RowsAsFragments<F> a_rows(const F& a) {
+  return RowsAsFragments<F>{a};
+}
+
+// The warp's acc += A B over the first `used_k` (<= KS) k-steps of 8: A (16 x 8 used_k) as af(ks, i, l),
+// element i of lane l's fragment at k-step ks (a_rows adapts an element function; registers that
+// hold the fragments serve as they are); B (8 used_k x 8 NT) as b(k, n). acc holds NT C fragments per
+// lane (floats 4 nt .. 4 nt + 3 of tile nt, columns 8 nt .. 8 nt + 7), of which the first `used_n`
+// are computed. af and b return fp32 values and must be valid wherever they are asked.
+template <class ExecSpace, int NT, int KS, int NW, int N, class AF, class FB>
+KOKKOS_INLINE_FUNCTION void warp_product(WarpRegs<ExecSpace, NW, N>& acc, int w, int used_n, int used_k, const AF& af,
                                          const FB& b) {
   static_assert(N >= 4 * NT, "warp_product: the accumulator holds NT fragments a lane");
   if constexpr (runs_on_host<ExecSpace>) {
     float fa[kWarpLanes][4], fb[kWarpLanes][2], d[16][8];
-    for (int k0 = 0; k0 < K; k0 += 8) {
+    for (int ks = 0; ks < used_k; ++ks) {
       for (int l = 0; l < kWarpLanes; ++l)
-        for (int i = 0; i < 4; ++i) fa[l][i] = a(mma_a_row(l, i), k0 + mma_a_col(l, i));
-      for (int nt = 0; nt < used; ++nt) {
+        for (int i = 0; i < 4; ++i) fa[l][i] = af(ks, i, l);
+      for (int nt = 0; nt < used_n; ++nt) {
         for (int l = 0; l < kWarpLanes; ++l) {
-          for (int i = 0; i < 2; ++i) fb[l][i] = b(k0 + mma_b_row(l, i), 8 * nt + mma_b_col(l, i));
+          for (int i = 0; i < 2; ++i) fb[l][i] = b(8 * ks + mma_b_row(l, i), 8 * nt + mma_b_col(l, i));
           for (int i = 0; i < 4; ++i) d[mma_c_row(l, i)][mma_c_col(l, i)] = acc.at(w, l)[4 * nt + i];
         }
         emulated_mma_3xtf32(d, fa, fb);
@@ -166,30 +181,33 @@ KOKKOS_INLINE_FUNCTION void warp_product(WarpRegs<ExecSpace, NW, N>& acc, int w,
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int l = static_cast<int>(threadIdx.x);
     float* c = acc.at(w, l);
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      std::uint32_t ah[4], al[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float x = a(mma_a_row(l, i), k0 + mma_a_col(l, i));
-        ah[i] = tf32_bits(x);
-        al[i] = tf32_bits(x - __uint_as_float(ah[i]));
-      }
+    for (int ks = 0; ks < KS; ++ks) {
+      if (ks < used_k) {
+        std::uint32_t ah[4], al[4];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        if (nt < used) {
-          std::uint32_t bh[2], bl[2];
+        for (int i = 0; i < 4; ++i) {
+          const float x = af(ks, i, l);
+          ah[i] = tf32_bits(x);
+          al[i] = tf32_bits(x - __uint_as_float(ah[i]));
+        }
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const float x = b(k0 + mma_b_row(l, i), 8 * nt + mma_b_col(l, i));
-            bh[i] = tf32_bits(x);
-            bl[i] = tf32_bits(x - __uint_as_float(bh[i]));
+        for (int nt = 0; nt < NT; ++nt) {
+          if (nt < used_n) {
+            std::uint32_t bh[2], bl[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const float x = b(8 * ks + mma_b_row(l, i), 8 * nt + mma_b_col(l, i));
+              bh[i] = tf32_bits(x);
+              bl[i] = tf32_bits(x - __uint_as_float(bh[i]));
+            }
+            float d[4] = {c[4 * nt], c[4 * nt + 1], c[4 * nt + 2], c[4 * nt + 3]};
+            mma_tf32(d, al, bh);
+            mma_tf32(d, ah, bl);
+            mma_tf32(d, ah, bh);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c[4 * nt + i] = d[i];
           }
-          float d[4] = {c[4 * nt], c[4 * nt + 1], c[4 * nt + 2], c[4 * nt + 3]};
-          mma_tf32(d, al, bh);
-          mma_tf32(d, ah, bl);
-          mma_tf32(d, ah, bh);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) c[4 * nt + i] = d[i];
         }
       }
     }

@@ -137,7 +137,7 @@ TEST(AttentionTiles, TensorCoreTileRefusesHeadDimNotAMultipleOf8) {
 
 // Level-0 scratch per team within what Kokkos' CUDA backend grants (kLevel0Budget: 40 KiB in
 // 3.4, 48 KiB less 8 KiB for team reductions in 4.6); on a device also this backend's limit.
-// The tensor-core shape's largest, the dK/dV pass's two tiles a warp, well within it.
+// The tensor-core shape's too (its staged tiles and a tile a warp).
 TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
   using S = kk::detail::GpuScratch<Gpu>;
   using Policy = Kokkos::TeamPolicy<Exec>;
@@ -148,8 +148,12 @@ TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
       if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
     }
   }
-  const int tc_floats = Tc::warps * 2 * 16 * (Tc::BK + Tc::pad);
-  EXPECT_LE(kk::detail::ScratchFloats<Exec>::shmem_size(tc_floats), std::size_t(kk::detail::kLevel0Budget));
+  for (const int hd : {64, 128})
+    for (const int floats : {kk::detail::tc_forward_scratch<Tc>(hd), kk::detail::tc_backward_scratch<Tc>(hd)}) {
+      const std::size_t bytes = kk::detail::ScratchFloats<Exec>::shmem_size(floats);
+      EXPECT_LE(bytes, std::size_t(kk::detail::kLevel0Budget)) << "tensor cores, hd=" << hd;
+      if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
+    }
 }
 
 }  // namespace

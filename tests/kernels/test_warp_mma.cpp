@@ -38,7 +38,7 @@ TEST(WarpMma, FragmentsCoverTheirMatricesOnce) {
   EXPECT_EQ(kd::mma_c_row(5, 2) * 8 + kd::mma_c_col(5, 2), 9 * 8 + 2);
 }
 
-constexpr int kTiles = 4;
+constexpr int kTiles = 4, kSteps = 8;  // C fragments held, k-steps of 8 at most
 
 // C (16 x 8 kTiles) = A (16 x K) B (K x 8 kTiles) by one warp, `used` tiles computed (the rest
 // stay at the value they start with, -1).
@@ -53,8 +53,9 @@ View<float**> warp_product_of(const View<float**>& A, const View<float**>& B, in
         kd::each_lane<Exec>([&](int l) {
           for (int k = 0; k < 4 * kTiles; ++k) acc.at(0, l)[k] = -1.f;
         });
-        kd::warp_product<Exec, kTiles>(
-            acc, 0, used, K, [&](int r, int k) { return A(r, k); }, [&](int k, int n) { return B(k, n); });
+        kd::warp_product<Exec, kTiles, kSteps>(
+            acc, 0, used, K / 8, kd::a_rows([&](int r, int k) { return A(r, k); }),
+            [&](int k, int n) { return B(k, n); });
         kd::each_lane<Exec>([&](int l) {
           for (int k = 0; k < 4 * kTiles; ++k)
             C(kd::mma_c_row(l, k & 3), 8 * (k >> 2) + kd::mma_c_col(l, k & 3)) = acc.at(0, l)[k];
@@ -66,7 +67,7 @@ View<float**> warp_product_of(const View<float**>& A, const View<float**>& B, in
 
 TEST(WarpMma, ProductMatchesFloat64WithinFp32Accuracy) {
   std::mt19937_64 rng(ktest::fresh_seed());
-  const int K = 64, used = 3;
+  const int K = 56, used = 3;  // fewer k-steps (7) and tiles (3) than the warp holds
   View<float**> A("A", 16, K), B("B", K, 8 * kTiles);
   const auto ha = ktest::fill_random(A, rng), hb = ktest::fill_random(B, rng);
   const auto hc = ktest::to_host(warp_product_of(A, B, used));
