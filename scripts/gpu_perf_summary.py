@@ -34,7 +34,7 @@ import sys
 GEMM_MIN, ATTN_NAIVE_MIN, ATTN_SDPA_MAX, MEM_MIN, STEP_MIN = 0.5, 3.0, 2.0, 0.6, 1.0
 VENDOR_SDPA_MIN = 0.8  # issue 35: vendor attention at 0.8 of SDPA's speed or more
 ATTN_KINDS = ("naive", "fused", "batched_gemm", "vendor")
-ATTN = re.compile(r"^attention(_bwd)?/(naive|fused|batched_gemm)/(.+)$")
+ATTN = re.compile(r"^attention(_bwd)?/(naive|fused|fused_cuda_cores|batched_gemm)/(.+)$")
 # bench_attention.cpp's bf16 cases: <kind>/T<T> (12 heads of 64) and <kind>/T<T>/hd128 (6 of 128).
 ATTN_BF16 = re.compile(r"^attention_bf16(_bwd)?/(" + "|".join(ATTN_KINDS) + r")/(T\d+(?:/hd\d+)?)$")
 VENDOR_SHAPES = ("T1024", "T2048", "T1024/hd128", "T2048/hd128")  # issue 35's, as the bench names them
@@ -211,8 +211,10 @@ def attention_rows(s, cases, why, sdpa, sdpa_why, kb=None):
         s.target("attention-naive", text, why or f"no naive and fused attention cases at T{T or 2048}", "n/a")
     def cell(v, impl):
         return f"{v[impl]:.3f}" if impl in v else "-"
-    s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", "batched_gemm", "naive/fused"],
-            [[k, cell(v, "naive"), cell(v, "fused"), cell(v, "batched_gemm"),
+    # fused's CUDA-core shape, a column only where the run has it (fp32 fused on the tensor cores)
+    cores = ["fused_cuda_cores"] if any("fused_cuda_cores" in v for v in keys.values()) else []
+    s.table("Attention, fwd+bwd ms (kformer-kernel-bench)", ["case", "naive", "fused", *cores, "batched_gemm", "naive/fused"],
+            [[k, cell(v, "naive"), cell(v, "fused"), *[cell(v, c) for c in cores], cell(v, "batched_gemm"),
               f"{v['naive'] / v['fused']:.2f}" if "naive" in v and "fused" in v else "-"]
              for k, v in sorted(keys.items(), key=lambda kv: (seq_len(kv[0]), kv[0]))])
 
