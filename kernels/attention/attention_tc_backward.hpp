@@ -48,18 +48,13 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
           keep_a_fragments<ExecSpace, NT>(KA, w, qkv, b, tile.r0 + 16 * w, T, kc, used);
           keep_a_fragments<ExecSpace, NT>(VA, w, qkv, b, tile.r0 + 16 * w, T, vc, used);
-          each_lane<ExecSpace>([&](int ln) {
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) dK.at(w, ln)[k] = dV.at(w, ln)[k] = 0.f;
-          });
+          fill_warp(dK, w, 0.f);
+          fill_warp(dV, w, 0.f);
         });
         for (int hg = 0; hg < G; ++hg) {
           const int h = tile.h * G + hg, qc = L.q_col(h), oc = h * hd;
           for (int q0 = tile.r0; q0 < T; q0 += BK) {  // the query tiles at or below the diagonal
-            team.team_barrier();                      // the previous tile's Q and dO are no longer read
-            stage_tile(team, qkv, b, q0, BK, T, qc, hd, Qs, ld);
-            stage_tile(team, dout, b, q0, BK, T, oc, hd, dOs, ld);
-            team.team_barrier();
+            stage_next_tiles(team, b, q0, BK, T, hd, qkv, qc, Qs, ld, dout, oc, dOs, ld);
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
               const int j0 = tile.r0 + 16 * w;  // the warp's keys j0 .. j0 + 15
               if (j0 > last) return;
@@ -71,33 +66,26 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
               const auto v_rows = [&](int ks, int i, int ln) {
                 return a_fragment<NT>(VA, w, ks, i, ln, qkv, b, j0, T, vc);
               };
-              each_lane<ExecSpace>([&](int ln) {
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = dP.at(w, ln)[k] = 0.f;
-              });
+              fill_warp(S, w, 0.f);
+              fill_warp(dP, w, 0.f);
               warp_product<ExecSpace, KT, NT>(S, w, KT, used, k_rows, [&](int d, int n) { return Qs[n * ld + d]; });
               warp_product<ExecSpace, KT, NT>(dP, w, KT, used, v_rows, [&](int d, int n) { return dOs[n * ld + d]; });
-              // P^T into S's registers, dS^T into dP's; P^T through the tile first.
+              // P^T into the tile, dS^T into dP's registers until the tile is free for it.
               each_lane<ExecSpace>([&](int ln) {
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k) {
-                  const int r = mma_c_row(ln, k & 3), c = 8 * (k >> 2) + mma_c_col(ln, k & 3);
+                for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                   const int key = j0 + r, q = q0 + c, qs = clamp_row(q, T);
                   const bool seen = q < T && key <= last && q >= key;
                   const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, qs)) : 0.f;
                   dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, qs)) : 0.f;
-                  S.at(w, ln)[k] = p;
                   Pt[r * ldp + c] = p;
-                }
+                });
               });
               warp_sync();
               warp_product<ExecSpace, NT, KT>(dV, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
                                               [&](int q, int d) { return dOs[q * ld + d]; });
               warp_sync();  // P^T read: the tile takes dS^T
               each_lane<ExecSpace>([&](int ln) {
-                KFORMER_TC_UNROLL
-                for (int k = 0; k < 4 * KT; ++k)
-                  Pt[mma_c_row(ln, k & 3) * ldp + 8 * (k >> 2) + mma_c_col(ln, k & 3)] = dP.at(w, ln)[k];
+                for_each_c_element<KT>(ln, [&](int k, int r, int c) { Pt[r * ldp + c] = dP.at(w, ln)[k]; });
               });
               warp_sync();
               warp_product<ExecSpace, NT, KT>(dK, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
@@ -110,14 +98,12 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
           const int j0 = tile.r0 + 16 * w;
           if (j0 > last) return;
           each_lane<ExecSpace>([&](int ln) {
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) {
-              const int key = j0 + mma_c_row(ln, k & 3), d = 8 * (k >> 2) + mma_c_col(ln, k & 3);
-              if (key <= last && d < hd) {
-                dqkv(b, key, kc + d) = TD(scale * dK.at(w, ln)[k]);
-                dqkv(b, key, vc + d) = TD(dV.at(w, ln)[k]);
+            for_each_c_element<NT>(ln, [&](int k, int r, int d) {
+              if (j0 + r <= last && d < hd) {
+                dqkv(b, j0 + r, kc + d) = TD(scale * dK.at(w, ln)[k]);
+                dqkv(b, j0 + r, vc + d) = TD(dV.at(w, ln)[k]);
               }
-            }
+            });
           });
         });
       });
@@ -147,25 +133,17 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
           keep_a_fragments<ExecSpace, NT>(QA, w, qkv, b, tile.r0 + 16 * w, T, qc, used);
           keep_a_fragments<ExecSpace, NT>(OA, w, dout, b, tile.r0 + 16 * w, T, oc, used);
-          each_lane<ExecSpace>([&](int ln) {
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) dQ.at(w, ln)[k] = 0.f;
-          });
+          fill_warp(dQ, w, 0.f);
         });
         for (int k0 = 0; k0 <= last; k0 += BK) {
-          team.team_barrier();  // the previous tile's K and V are no longer read
-          stage_tile(team, qkv, b, k0, BK, T, kc, hd, Ks, ld);
-          stage_tile(team, qkv, b, k0, BK, T, vc, hd, Vs, ld);
-          team.team_barrier();
+          stage_next_tiles(team, b, k0, BK, T, hd, qkv, kc, Ks, ld, qkv, vc, Vs, ld);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
             const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
             const int kend = r0 + 15 < last ? r0 + 15 : last;
             if (r0 > last || k0 > kend) return;
             float* dS = scratch + 2 * BK * ld + w * 16 * ldp;
-            each_lane<ExecSpace>([&](int ln) {
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = dP.at(w, ln)[k] = 0.f;
-            });
+            fill_warp(S, w, 0.f);
+            fill_warp(dP, w, 0.f);
             warp_product<ExecSpace, KT, NT>(
                 S, w, KT, used,
                 [&](int ks, int i, int ln) { return a_fragment<NT>(QA, w, ks, i, ln, qkv, b, r0, T, qc); },
@@ -175,14 +153,12 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                 [&](int ks, int i, int ln) { return a_fragment<NT>(OA, w, ks, i, ln, dout, b, r0, T, oc); },
                 [&](int d, int n) { return Vs[n * ld + d]; });
             each_lane<ExecSpace>([&](int ln) {
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * KT; ++k) {
-                const int r = mma_c_row(ln, k & 3), c = 8 * (k >> 2) + mma_c_col(ln, k & 3);
-                const int row = r0 + r, key = k0 + c, rs = clamp_row(row, T);
-                const bool seen = row <= last && key <= row;
+              for_each_c_element<KT>(ln, [&](int k, int r, int c) {
+                const int row = r0 + r, rs = clamp_row(row, T);
+                const bool seen = row <= last && k0 + c <= row;
                 const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, rs)) : 0.f;
                 dS[r * ldp + c] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
-              }
+              });
             });
             warp_sync();
             warp_product<ExecSpace, NT, KT>(dQ, w, used, KT, a_rows([&](int r, int k) { return dS[r * ldp + k]; }),
@@ -194,11 +170,9 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
           const int r0 = tile.r0 + 16 * w;
           if (r0 > last) return;
           each_lane<ExecSpace>([&](int ln) {
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) {
-              const int row = r0 + mma_c_row(ln, k & 3), d = 8 * (k >> 2) + mma_c_col(ln, k & 3);
-              if (row <= last && d < hd) dqkv(b, row, qc + d) = TD(scale * dQ.at(w, ln)[k]);
-            }
+            for_each_c_element<NT>(ln, [&](int k, int r, int d) {
+              if (r0 + r <= last && d < hd) dqkv(b, r0 + r, qc + d) = TD(scale * dQ.at(w, ln)[k]);
+            });
           });
         });
       });

@@ -77,6 +77,18 @@ KOKKOS_INLINE_FUNCTION void stage_tile(const Member& team, const V& x, int b, in
   });
 }
 
+// The team's next pair of streamed tiles: once the previous pair is no longer read, rows [r0, r0 + n)
+// of the heads at column c1 of x1 and c2 of x2 into d1 and d2 (row strides ld1, ld2); returns when
+// both are written.
+template <class Member, class V1, class V2>
+KOKKOS_INLINE_FUNCTION void stage_next_tiles(const Member& team, int b, int r0, int n, int T, int hd, const V1& x1,
+                                             int c1, float* d1, int ld1, const V2& x2, int c2, float* d2, int ld2) {
+  team.team_barrier();
+  stage_tile(team, x1, b, r0, n, T, c1, hd, d1, ld1);
+  stage_tile(team, x2, b, r0, n, T, c2, hd, d2, ld2);
+  team.team_barrier();
+}
+
 // The warp's A fragments of 16 rows (from row r0, clamped into [0, T)) of the hd-wide head at column
 // c of x, all k-steps of head_dim (NT at most), into its registers `frag` (4 a k-step).
 template <class ExecSpace, int NT, int NW, int N, class V>

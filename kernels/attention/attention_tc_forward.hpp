@@ -44,27 +44,18 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
         WarpRegs<ExecSpace, NW, 2> m, l, part;  // of the lane's rows g and g + 8 (C rows of i < 2, i >= 2)
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
           load_a_fragments<ExecSpace, NT>(Q, w, qkv, b, tile.r0 + 16 * w, T, qc, used);
-          each_lane<ExecSpace>([&](int ln) {
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) O.at(w, ln)[k] = 0.f;
-            m.at(w, ln)[0] = m.at(w, ln)[1] = kNegBig;
-            l.at(w, ln)[0] = l.at(w, ln)[1] = 0.f;
-          });
+          fill_warp(O, w, 0.f);
+          fill_warp(m, w, kNegBig);
+          fill_warp(l, w, 0.f);
         });
         for (int k0 = 0; k0 <= last; k0 += BK) {
-          team.team_barrier();  // the previous tile's K and V are no longer read
-          stage_tile(team, qkv, b, k0, BK, T, kc, hd, Ks, ldk);
-          stage_tile(team, qkv, b, k0, BK, T, vc, hd, Vs, ldv);
-          team.team_barrier();
+          stage_next_tiles(team, b, k0, BK, T, hd, qkv, kc, Ks, ldk, qkv, vc, Vs, ldv);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
             const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
             const int kend = r0 + 15 < last ? r0 + 15 : last;  // its last key: the causal diagonal
             if (r0 > last || k0 > kend) return;
             float* P = scratch + BK * (ldk + ldv) + w * 16 * ldp;
-            each_lane<ExecSpace>([&](int ln) {
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * KT; ++k) S.at(w, ln)[k] = 0.f;
-            });
+            fill_warp(S, w, 0.f);
             warp_product<ExecSpace, KT, NT>(
                 S, w, KT, used, [&](int ks, int i, int ln) { return Q.at(w, ln)[4 * ks + i]; },
                 [&](int d, int n) { return Ks[n * ldk + d]; });
@@ -73,13 +64,11 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
               float* s = S.at(w, ln);
               float* mt = part.at(w, ln);
               mt[0] = mt[1] = kNegBig;
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * KT; ++k) {
-                const int row = r0 + mma_c_row(ln, k & 3), key = k0 + 8 * (k >> 2) + mma_c_col(ln, k & 3);
+              for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                 const int e = (k & 3) >> 1;
-                s[k] = key <= row && key <= kend ? scale * s[k] : kNegBig;
+                s[k] = k0 + c <= r0 + r && k0 + c <= kend ? scale * s[k] : kNegBig;
                 mt[e] = s[k] > mt[e] ? s[k] : mt[e];
-              }
+              });
             });
             quad_allreduce(part, w, [](float x, float y) { return x > y ? x : y; });
             // New maxima, probabilities into the warp's tile, the older terms rescaled.
@@ -94,13 +83,12 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
                 mx[e] = nm;
                 sum[e] = 0.f;
               }
-              KFORMER_TC_UNROLL
-              for (int k = 0; k < 4 * KT; ++k) {
+              for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                 const int e = (k & 3) >> 1;
                 const float p = s[k] == kNegBig ? 0.f : fast_exp(s[k] - mx[e]);
                 sum[e] += p;
-                P[mma_c_row(ln, k & 3) * ldp + 8 * (k >> 2) + mma_c_col(ln, k & 3)] = p;
-              }
+                P[r * ldp + c] = p;
+              });
               float* o = O.at(w, ln);
               KFORMER_TC_UNROLL
               for (int k = 0; k < 4 * NT; ++k) o[k] *= f[(k & 3) >> 1];
@@ -124,11 +112,9 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
           if (r0 > last) return;
           each_lane<ExecSpace>([&](int ln) {
             const float* o = O.at(w, ln);
-            KFORMER_TC_UNROLL
-            for (int k = 0; k < 4 * NT; ++k) {
-              const int row = r0 + mma_c_row(ln, k & 3), d = 8 * (k >> 2) + mma_c_col(ln, k & 3);
-              if (row <= last && d < hd) out(b, row, h * hd + d) = TO(o[k] / l.at(w, ln)[(k & 3) >> 1]);
-            }
+            for_each_c_element<NT>(ln, [&](int k, int r, int d) {
+              if (r0 + r <= last && d < hd) out(b, r0 + r, h * hd + d) = TO(o[k] / l.at(w, ln)[(k & 3) >> 1]);
+            });
             if ((ln & 3) == 0)
               for (int e = 0; e < 2; ++e) {
                 const int row = r0 + mma_c_row(ln, 2 * e);

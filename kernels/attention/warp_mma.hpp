@@ -58,6 +58,22 @@ KOKKOS_INLINE_FUNCTION void each_lane(const F& f) {
   }
 }
 
+// Every float of the warp's registers x set to v.
+template <class ExecSpace, int NW, int N>
+KOKKOS_INLINE_FUNCTION void fill_warp(WarpRegs<ExecSpace, NW, N>& x, int w, float v) {
+  each_lane<ExecSpace>([&](int l) {
+    KFORMER_TC_UNROLL
+    for (int k = 0; k < N; ++k) x.at(w, l)[k] = v;
+  });
+}
+
+// f(k, r, c) for each float k < 4 NT of lane l's NT C fragments: its row r < 16 and column c < 8 NT.
+template <int NT, class F>
+KOKKOS_INLINE_FUNCTION void for_each_c_element(int l, const F& f) {
+  KFORMER_TC_UNROLL
+  for (int k = 0; k < 4 * NT; ++k) f(k, mma_c_row(l, k & 3), 8 * (k >> 2) + mma_c_col(l, k & 3));
+}
+
 // The warp's shared-memory writes are seen by all its lanes after this.
 KOKKOS_INLINE_FUNCTION void warp_sync() {
 #if defined(__CUDA_ARCH__)
