@@ -83,28 +83,24 @@ void add_pair(kernels::AttentionKind kind, const std::string& suffix, int B, int
 // the same shapes as fused's, so that one run sets the two side by side.
 void add_cuda_core_pair(int T) {
   const int B = 2048 / T, H = 12, hd = 64;
-  const auto make = [=](bool backward) {
-    return [=](benchmark::State& state) {
-      V<float***> qkv("qkv", B, T, 3 * H * hd), out("out", B, T, H * hd), dout("dout", B, T, H * hd),
-          dqkv("dqkv", B, T, 3 * H * hd), lse("lse", B, H, T), delta("delta", B, H, T);
-      Kokkos::Random_XorShift64_Pool<Exec> pool(2024);
-      Kokkos::fill_random(qkv, pool, -1.0f, 1.0f);
-      Kokkos::fill_random(dout, pool, -1.0f, 1.0f);
-      using Tile = kernels::GpuAttentionTile;
-      const auto fwd = [&] { kernels::attention_fused_forward<Tile>(Exec(), out, lse, qkv, H, H); };
-      const auto bwd = [&] { kernels::attention_fused_backward<Tile>(Exec(), dqkv, delta, dout, qkv, out, lse, H, H); };
-      const double flops = 4.0 * B * H * hd * double(T) * (T + 1) / 2;
-      QkvSgemm ref;
-      if (backward) {
-        fwd();
-        run_case(state, bwd, 2 * flops, 0.0, ref.reference());
-      } else {
-        run_case(state, fwd, flops, 0.0, ref.reference());
-      }
-    };
-  };
-  add_case("attention/fused_cuda_cores/T" + std::to_string(T), make(false));
-  add_case("attention_bwd/fused_cuda_cores/T" + std::to_string(T), make(true));
+  using Tile = kernels::GpuAttentionTile;
+  add_case("attention/fused_cuda_cores/T" + std::to_string(T), [=](benchmark::State& state) {
+    AttentionCase<> c(kernels::AttentionKind::fused, B, T, H, H, hd);
+    QkvSgemm ref;
+    run_case(state, [&] { kernels::attention_fused_forward<Tile>(Exec(), c.out, c.state.lse, c.qkv, H, H); },
+             c.forward_flops(), 0.0, ref.reference());
+  });
+  add_case("attention_bwd/fused_cuda_cores/T" + std::to_string(T), [=](benchmark::State& state) {
+    AttentionCase<> c(kernels::AttentionKind::fused, B, T, H, H, hd);
+    QkvSgemm ref;
+    kernels::attention_fused_forward<Tile>(Exec(), c.out, c.state.lse, c.qkv, H, H);
+    run_case(state,
+             [&] {
+               kernels::attention_fused_backward<Tile>(Exec(), c.dqkv, c.state.delta, c.dout, c.qkv, c.out, c.state.lse,
+                                                       H, H);
+             },
+             2 * c.forward_flops(), 0.0, ref.reference());
+  });
 }
 
 void register_cases() {
