@@ -6,21 +6,22 @@
 //   dK/dV pass, one team per (batch, kv head, BQ key rows): for each query head of the group and
 //     each query tile of BK rows at or below the diagonal (Q and dO staged), S^T = K Q^T and
 //     dP^T = V dO^T into C fragments, P^T = exp(scale S^T - lse) and dS^T = P^T (dP^T - delta) in
-//     registers, then through the warp's scratch tile in turn dV += P^T dO and dK += dS^T Q;
+//     those registers, then dV += P^T dO and dK += dS^T Q;
 //   dQ pass, one team per (batch, query head, BQ query rows): for each key tile up to the team's
-//     last row (K and V staged), S = Q K^T and dP = dO V^T, dS = P (dP - delta), then through the
-//     warp's scratch tile dQ += dS K.
-// dK and dQ take the softmax scale when stored.
+//     last row (K and V staged), S = Q K^T and dP = dO V^T, dS = P (dP - delta), then dQ += dS K.
+// P^T, dS^T and dS are the second products' A operands where they are, in registers (c_as_a, the
+// staged tile's rows in c_order_row's order): no warp writes scratch. dK and dQ take the softmax
+// scale when stored.
 #pragma once
 
 #include "attention_tc_common.hpp"
 
 namespace kformer::kernels::detail {
 
-// Floats of team scratch either pass takes: two staged tiles, a P (or dS) tile a warp.
+// Floats of team scratch either pass takes: two staged tiles.
 template <class C>
 constexpr int tc_backward_scratch(int hd) {
-  return 2 * C::BK * tile_ld_rows_n(hd) + C::warps * 16 * (C::BK + C::pad);
+  return 2 * C::BK * tile_ld_rows(hd);
 }
 static_assert(4 * tc_backward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
               "TensorCoreTile: the largest head_dim must fit level-0 scratch");
@@ -31,9 +32,9 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
                       const DView<const float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& delta,
                       const QkvLayout& L) {
   using TD = elem_t<DqkvView>;
-  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8;
   const int T = static_cast<int>(qkv.extent(1)), KV = L.KV, G = L.H / L.KV, hd = L.hd, used = hd / 8;
-  const int ld = tile_ld_rows_n(hd), tiles = (T + BQ - 1) / BQ;
+  const int ld = tile_ld_rows(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
       "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, tc_backward_scratch<C>(hd),
@@ -58,7 +59,6 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
               const int j0 = tile.r0 + 16 * w;  // the warp's keys j0 .. j0 + 15
               if (j0 > last) return;
-              float* Pt = scratch + 2 * BK * ld + w * 16 * ldp;
               // The warp's K and V rows as A fragments.
               const auto k_rows = [&](int ks, int i, int ln) {
                 return a_fragment<NT>(KA, w, ks, i, ln, qkv, b, j0, T, kc);
@@ -70,27 +70,20 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
               fill_warp(dP, w, 0.f);
               warp_product<ExecSpace, KT, NT>(S, w, KT, used, k_rows, [&](int d, int n) { return Qs[n * ld + d]; });
               warp_product<ExecSpace, KT, NT>(dP, w, KT, used, v_rows, [&](int d, int n) { return dOs[n * ld + d]; });
-              // P^T into the tile, dS^T into dP's registers until the tile is free for it.
+              // P^T into S's registers, dS^T into dP's.
               each_lane<ExecSpace>([&](int ln) {
                 for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                   const int key = j0 + r, q = q0 + c, qs = clamp_row(q, T);
                   const bool seen = q < T && key <= last && q >= key;
                   const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, qs)) : 0.f;
                   dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, qs)) : 0.f;
-                  Pt[r * ldp + c] = p;
+                  S.at(w, ln)[k] = p;
                 });
               });
-              warp_sync();
-              warp_product<ExecSpace, NT, KT>(dV, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
-                                              [&](int q, int d) { return dOs[q * ld + d]; });
-              warp_sync();  // P^T read: the tile takes dS^T
-              each_lane<ExecSpace>([&](int ln) {
-                for_each_c_element<KT>(ln, [&](int k, int r, int c) { Pt[r * ldp + c] = dP.at(w, ln)[k]; });
-              });
-              warp_sync();
-              warp_product<ExecSpace, NT, KT>(dK, w, used, KT, a_rows([&](int r, int q) { return Pt[r * ldp + q]; }),
-                                              [&](int q, int d) { return Qs[q * ld + d]; });
-              warp_sync();  // the tile is rewritten by the next query tile
+              warp_product<ExecSpace, NT, KT>(dV, w, used, KT, c_as_a(S, w),
+                                              [&](int q, int d) { return dOs[c_order_row(q) * ld + d]; });
+              warp_product<ExecSpace, NT, KT>(dK, w, used, KT, c_as_a(dP, w),
+                                              [&](int q, int d) { return Qs[c_order_row(q) * ld + d]; });
             });
           }
         }
@@ -115,9 +108,9 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                      const DView<const float***, ExecSpace>& lse, const DView<const float***, ExecSpace>& delta,
                      const QkvLayout& L) {
   using TD = elem_t<DqkvView>;
-  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8;
   const int T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd, used = hd / 8;
-  const int ld = tile_ld_rows_n(hd), tiles = (T + BQ - 1) / BQ;
+  const int ld = tile_ld_rows(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
       "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, tc_backward_scratch<C>(hd),
@@ -141,7 +134,6 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
             const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
             const int kend = r0 + 15 < last ? r0 + 15 : last;
             if (r0 > last || k0 > kend) return;
-            float* dS = scratch + 2 * BK * ld + w * 16 * ldp;
             fill_warp(S, w, 0.f);
             fill_warp(dP, w, 0.f);
             warp_product<ExecSpace, KT, NT>(
@@ -152,18 +144,17 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                 dP, w, KT, used,
                 [&](int ks, int i, int ln) { return a_fragment<NT>(OA, w, ks, i, ln, dout, b, r0, T, oc); },
                 [&](int d, int n) { return Vs[n * ld + d]; });
+            // dS into dP's registers.
             each_lane<ExecSpace>([&](int ln) {
               for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                 const int row = r0 + r, rs = clamp_row(row, T);
                 const bool seen = row <= last && k0 + c <= row;
                 const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, rs)) : 0.f;
-                dS[r * ldp + c] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
+                dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
               });
             });
-            warp_sync();
-            warp_product<ExecSpace, NT, KT>(dQ, w, used, KT, a_rows([&](int r, int k) { return dS[r * ldp + k]; }),
-                                            [&](int k, int d) { return Ks[k * ld + d]; });
-            warp_sync();  // dS is rewritten by the next tile
+            warp_product<ExecSpace, NT, KT>(dQ, w, used, KT, c_as_a(dP, w),
+                                            [&](int k, int d) { return Ks[c_order_row(k) * ld + d]; });
           });
         }
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {

@@ -1,6 +1,6 @@
 // What the tensor-core passes of the fused attention (attention_tc_forward.hpp,
-// attention_tc_backward.hpp) share: the launch (a team of C::warps warps, one scratch tile per
-// warp), the choice of the accumulators' size from head_dim, and row clamping for the loads.
+// attention_tc_backward.hpp) share: the launch (a team of C::warps warps and its staged tiles),
+// the choice of the accumulators' size from head_dim, and row clamping for the loads.
 #pragma once
 
 #include "attention_common.hpp"
@@ -59,12 +59,12 @@ inline constexpr bool default_tensor_cores = std::is_same<Cfg, AutoTile>::value 
 // contribution the kernels mask.
 KOKKOS_INLINE_FUNCTION int clamp_row(int r, int T) { return r < T ? r : T - 1; }
 
-// Row strides of the staged tiles, in floats, so that a warp's fragment loads meet no bank
-// conflict: a tile read as B with k along its rows' elements (S = Q K^T's K: lane 4g + t reads row
-// g, element t) wants a stride of 4 modulo 32; one read with k along its rows (P V's V: row t,
-// element g) 8 modulo 32.
-constexpr int tile_ld_rows_n(int hd) { return hd + 4; }
-constexpr int tile_ld_rows_k(int hd) { return hd + 8; }
+// Row stride of the staged tiles, in floats, so that a warp's fragment loads meet no bank conflict
+// either way a tile is read as B. With k along its rows' elements (S = Q K^T's K), lane 4 g + t
+// reads row g, element t (+ 4): banks 4 g + t at a stride of 4 modulo 32. With k along its rows, in
+// c_order_row's order (P V's V), it reads rows 2 t and 2 t + 1, element g: banks 2 t ld + g, distinct
+// for the 32 lanes when 2 ld is 8 or 24 modulo 32, which hd + 4 gives for every head_dim a multiple of 8.
+constexpr int tile_ld_rows(int hd) { return hd + 4; }
 
 // Rows [r0, r0 + n) of the hd-wide head at column c of x (B,T,W) (rows clamped into [0, T)) into
 // dst (row stride ld) as fp32, by the whole team: consecutive threads read consecutive elements.

@@ -5,8 +5,9 @@
 //   1. S = Q K^T (16 x BK) into the warp's C fragments;
 //   2. the online softmax in registers: each row's maximum and sum over the four lanes holding
 //      it, P = exp(scale S - max), the older terms' rescale factor;
-//   3. P into the warp's own scratch tile (the C fragments' layout to the A operand's), then
-//      O = O * factor + P V, O (16 x hd) in the warp's C fragments.
+//   3. O = O * factor + P V, O (16 x hd) in the warp's C fragments, P the A operand where it is
+//      (in S's registers, its keys in c_order_row's order, V's rows read in the same order).
+// K and V share one row stride (tile_ld_rows): neither tile's fragment loads meet a bank conflict.
 // Writes out (B,T,H*hd) = O / sum and lse (B,H,T).
 #pragma once
 
@@ -14,10 +15,10 @@
 
 namespace kformer::kernels::detail {
 
-// Floats of team scratch the forward takes: K, V of a key tile, a P tile a warp.
+// Floats of team scratch the forward takes: K and V of a key tile.
 template <class C>
 constexpr int tc_forward_scratch(int hd) {
-  return C::BK * (tile_ld_rows_n(hd) + tile_ld_rows_k(hd)) + C::warps * 16 * (C::BK + C::pad);
+  return 2 * C::BK * tile_ld_rows(hd);
 }
 static_assert(4 * tc_forward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
               "TensorCoreTile: the largest head_dim must fit level-0 scratch");
@@ -27,9 +28,9 @@ template <class C, int NT, class ExecSpace, class OutView, class QkvView>
 void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
                                 const QkvView& qkv, const QkvLayout& L) {
   using TO = elem_t<OutView>;
-  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8, ldp = BK + C::pad;
+  constexpr int NW = C::warps, BQ = C::BQ, BK = C::BK, KT = BK / 8;
   const int T = static_cast<int>(qkv.extent(1)), H = L.H, hd = L.hd, used = hd / 8;
-  const int ldk = tile_ld_rows_n(hd), ldv = tile_ld_rows_k(hd), tiles = (T + BQ - 1) / BQ;
+  const int ld = tile_ld_rows(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
       "kformer::attention_fused_forward", exec, static_cast<int>(qkv.extent(0)) * H * tiles,
@@ -38,7 +39,7 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
         const int b = tile.b, h = tile.h, last = tile.r0 + tile.n - 1;
         const int qc = L.q_col(h), kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
         float* Ks = scratch;
-        float* Vs = Ks + BK * ldk;
+        float* Vs = Ks + BK * ld;
         WarpRegs<ExecSpace, NW, 4 * NT> O, Q;
         WarpRegs<ExecSpace, NW, 4 * KT> S;
         WarpRegs<ExecSpace, NW, 2> m, l, part;  // of the lane's rows g and g + 8 (C rows of i < 2, i >= 2)
@@ -49,16 +50,15 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
           fill_warp(l, w, 0.f);
         });
         for (int k0 = 0; k0 <= last; k0 += BK) {
-          stage_next_tiles(team, b, k0, BK, T, hd, qkv, kc, Ks, ldk, qkv, vc, Vs, ldv);
+          stage_next_tiles(team, b, k0, BK, T, hd, qkv, kc, Ks, ld, qkv, vc, Vs, ld);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {
             const int r0 = tile.r0 + 16 * w;  // the warp's rows r0 .. r0 + 15
             const int kend = r0 + 15 < last ? r0 + 15 : last;  // its last key: the causal diagonal
             if (r0 > last || k0 > kend) return;
-            float* P = scratch + BK * (ldk + ldv) + w * 16 * ldp;
             fill_warp(S, w, 0.f);
             warp_product<ExecSpace, KT, NT>(
                 S, w, KT, used, [&](int ks, int i, int ln) { return Q.at(w, ln)[4 * ks + i]; },
-                [&](int d, int n) { return Ks[n * ldk + d]; });
+                [&](int d, int n) { return Ks[n * ld + d]; });
             // Scaled scores, kNegBig where masked; each row's tile maximum over its quad.
             each_lane<ExecSpace>([&](int ln) {
               float* s = S.at(w, ln);
@@ -71,7 +71,7 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
               });
             });
             quad_allreduce(part, w, [](float x, float y) { return x > y ? x : y; });
-            // New maxima, probabilities into the warp's tile, the older terms rescaled.
+            // New maxima, probabilities in S's registers, the older terms rescaled.
             each_lane<ExecSpace>([&](int ln) {
               float* s = S.at(w, ln);
               float* mx = m.at(w, ln);
@@ -83,12 +83,12 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
                 mx[e] = nm;
                 sum[e] = 0.f;
               }
-              for_each_c_element<KT>(ln, [&](int k, int r, int c) {
+              KFORMER_TC_UNROLL
+              for (int k = 0; k < 4 * KT; ++k) {
                 const int e = (k & 3) >> 1;
-                const float p = s[k] == kNegBig ? 0.f : fast_exp(s[k] - mx[e]);
-                sum[e] += p;
-                P[r * ldp + c] = p;
-              });
+                s[k] = s[k] == kNegBig ? 0.f : fast_exp(s[k] - mx[e]);
+                sum[e] += s[k];
+              }
               float* o = O.at(w, ln);
               KFORMER_TC_UNROLL
               for (int k = 0; k < 4 * NT; ++k) o[k] *= f[(k & 3) >> 1];
@@ -100,11 +100,8 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
               l.at(w, ln)[0] += part.at(w, ln)[0];
               l.at(w, ln)[1] += part.at(w, ln)[1];
             });
-            warp_sync();
-            warp_product<ExecSpace, NT, KT>(
-                O, w, used, KT, a_rows([&](int r, int k) { return P[r * ldp + k]; }),
-                [&](int k, int d) { return Vs[k * ldv + d]; });
-            warp_sync();  // P is rewritten by the next tile
+            warp_product<ExecSpace, NT, KT>(O, w, used, KT, c_as_a(S, w),
+                                            [&](int k, int d) { return Vs[c_order_row(k) * ld + d]; });
           });
         }
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, NW), [&](const int w) {

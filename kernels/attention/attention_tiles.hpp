@@ -37,16 +37,15 @@ struct GpuAttentionTile {
 // Tensor-core shape (attention_tc_*.hpp): fp32 on CUDA devices of compute capability 8.0 or more,
 // every product 3xTF32 on the tensor cores (warp_mma.hpp). A team of `warps` warps, each owning 16
 // rows (queries; keys in the dK/dV pass) with its accumulators in registers, streams the other side
-// in tiles of BK rows that the team stages in scratch; a warp's probabilities go through its own
-// scratch tile (16 x (BK + pad)) from the accumulators' layout to the operands'. head_dim a multiple
-// of 8, at most max_hd.
+// in tiles of BK rows that the team stages in scratch; a warp's probabilities (and dS) stay in its
+// registers, the next product's A operand where they are (warp_mma.hpp's c_as_a). head_dim a
+// multiple of 8, at most max_hd.
 struct TensorCoreTile {
   static constexpr bool gpu_shaped = true;
   static constexpr bool tensor_cores = true;
   static constexpr int warps = 2;
   static constexpr int BQ = 16 * warps;  // rows a team owns
   static constexpr int BK = 32;          // rows of the other side per streamed tile
-  static constexpr int pad = 4;          // row stride BK + 4 of the scratch tiles
   static constexpr int max_hd = 128;
 };
 

@@ -74,13 +74,6 @@ KOKKOS_INLINE_FUNCTION void for_each_c_element(int l, const F& f) {
   for (int k = 0; k < 4 * NT; ++k) f(k, mma_c_row(l, k & 3), 8 * (k >> 2) + mma_c_col(l, k & 3));
 }
 
-// The warp's shared-memory writes are seen by all its lanes after this.
-KOKKOS_INLINE_FUNCTION void warp_sync() {
-#if defined(__CUDA_ARCH__)
-  __syncwarp();
-#endif
-}
-
 // Each of the N values of every lane replaced by op over the four lanes 4g..4g+3 (which hold
 // the same two rows of a C fragment). The same result in all four.
 template <class ExecSpace, int NW, int N, class Op>
@@ -155,23 +148,31 @@ KOKKOS_INLINE_FUNCTION void emulated_mma_3xtf32(float (&d)[16][8], const float (
       }
 }
 
-// A given by its elements, a(r, k) for row r < 16 and column k, as warp_product takes it: element
-// i of lane l's fragment at k-step ks.
-template <class F>
-struct RowsAsFragments {
-  F a;
-  KOKKOS_INLINE_FUNCTION float operator()(int ks, int i, int l) const {
-    return a(mma_a_row(l, i), 8 * ks + mma_a_col(l, i));
-  }
+// A product that sums over the columns of C fragments the warp holds (P V, dS K, P^T dO, dS^T Q)
+// takes them as its A operand where they are, never through shared memory. In m16n8k8's layouts
+// lane 4 g + t holds C columns 2 t and 2 t + 1 of rows g and g + 8, and takes A columns t and t + 4
+// of the same rows; so each k-step's eight columns are taken in the order 0 2 4 6 1 3 5 7: A's column
+// t is C's column 2 t and A's t + 4 is C's 2 t + 1. Element i of the A fragment at k-step ks is then
+// the lane's own float c_as_a_index(ks, i), and B's row k is the other side's row c_order_row(k).
+// (FlashAttention-2 does this in fp16, whose k16 layouts agree without reordering.)
+KOKKOS_INLINE_FUNCTION int c_as_a_index(int ks, int i) { return 4 * ks + 2 * (i & 1) + (i >> 1); }
+KOKKOS_INLINE_FUNCTION int c_order_row(int k) { return (k & ~7) | (2 * (k & 3)) | ((k >> 2) & 1); }
+
+// The C fragments held in c as warp_product's A operand (af), in c_order_row's order.
+template <class Regs>
+struct CFragmentsAsA {
+  Regs& c;
+  int w;
+  KOKKOS_INLINE_FUNCTION float operator()(int ks, int i, int l) const { return c.at(w, l)[c_as_a_index(ks, i)]; }
 };
-template <class F>
-KOKKOS_INLINE_FUNCTION RowsAsFragments<F> a_rows(const F& a) {
-  return RowsAsFragments<F>{a};
+template <class Regs>
+KOKKOS_INLINE_FUNCTION CFragmentsAsA<Regs> c_as_a(Regs& c, int w) {
+  return CFragmentsAsA<Regs>{c, w};
 }
 
 // The warp's acc += A B over the first `used_k` (<= KS) k-steps of 8: A (16 x 8 used_k) as af(ks, i, l),
-// element i of lane l's fragment at k-step ks (a_rows adapts an element function; registers that
-// hold the fragments serve as they are); B (8 used_k x 8 NT) as b(k, n). acc holds NT C fragments per
+// element i of lane l's fragment at k-step ks (registers that hold the fragments serve as they
+// are, c_as_a); B (8 used_k x 8 NT) as b(k, n). acc holds NT C fragments per
 // lane (floats 4 nt .. 4 nt + 3 of tile nt, columns 8 nt .. 8 nt + 7), of which the first `used_n`
 // are computed. af and b return fp32 values and must be valid wherever they are asked.
 template <class ExecSpace, int NT, int KS, int NW, int N, class AF, class FB>

@@ -2,8 +2,10 @@
 // space: on a host backend the emulation built from every lane's fragments, on a CUDA device the
 // mma.sync instruction itself. Checks the fragment maps cover their matrices once each, that a
 // product of 16 x K by K x 8 NT (fewer tiles used than held) matches float64 within fp32's
-// accuracy (a bound some fifty times under what one tf32 product a term would give), and the
-// quad reductions a softmax row takes.
+// accuracy (a bound some fifty times under what one tf32 product a term would give), that a
+// product's C fragments serve the next product as its A operand in registers (c_as_a, the other
+// side's rows in c_order_row's order), as the attention's P V does, and the quad reductions a
+// softmax row takes.
 #include "kernel_test_util.hpp"
 #include "attention_tiles.hpp"
 #include "warp_mma.hpp"
@@ -39,7 +41,40 @@ TEST(WarpMma, FragmentsCoverTheirMatricesOnce) {
   EXPECT_EQ(kd::mma_c_row(5, 2) * 8 + kd::mma_c_col(5, 2), 9 * 8 + 2);
 }
 
+// c_as_a's element i at k-step ks of lane l is the C element of the same row whose column is the
+// A column's in c_order_row's order; c_order_row permutes each block of 8 rows.
+TEST(WarpMma, CFragmentsServeAsAInTheReorderedColumns) {
+  for (int l = 0; l < kd::kWarpLanes; ++l)
+    for (int ks = 0; ks < 4; ++ks)
+      for (int i = 0; i < 4; ++i) {
+        const int k = kd::c_as_a_index(ks, i), e = k & 3;
+        EXPECT_EQ(kd::mma_c_row(l, e), kd::mma_a_row(l, i)) << "lane " << l << " i " << i;
+        EXPECT_EQ(8 * (k >> 2) + kd::mma_c_col(l, e), kd::c_order_row(8 * ks + kd::mma_a_col(l, i)))
+            << "lane " << l << " ks " << ks << " i " << i;
+      }
+  for (int blk = 0; blk < 3; ++blk) {
+    std::set<int> rows;
+    for (int k = 8 * blk; k < 8 * blk + 8; ++k) rows.insert(kd::c_order_row(k));
+    EXPECT_EQ(rows.size(), 8u);
+    EXPECT_EQ(*rows.begin(), 8 * blk);
+    EXPECT_EQ(*rows.rbegin(), 8 * blk + 7);
+  }
+}
+
 constexpr int kTiles = 4, kSteps = 8;  // C fragments held, k-steps of 8 at most
+
+// A given by its elements, a(r, k) for row r < 16 and column k, as warp_product takes it.
+template <class F>
+struct RowsAsFragments {
+  F a;
+  KOKKOS_INLINE_FUNCTION float operator()(int ks, int i, int l) const {
+    return a(kd::mma_a_row(l, i), 8 * ks + kd::mma_a_col(l, i));
+  }
+};
+template <class F>
+KOKKOS_INLINE_FUNCTION RowsAsFragments<F> a_rows(const F& a) {
+  return RowsAsFragments<F>{a};
+}
 
 // C (16 x 8 kTiles) = A (16 x K) B (K x 8 kTiles) by one warp, `used` tiles computed (the rest
 // stay at the value they start with, -1).
@@ -55,7 +90,7 @@ View<float**> warp_product_of(const View<float**>& A, const View<float**>& B, in
           for (int k = 0; k < 4 * kTiles; ++k) acc.at(0, l)[k] = -1.f;
         });
         kd::warp_product<Exec, kTiles, kSteps>(
-            acc, 0, used, K / 8, kd::a_rows([&](int r, int k) { return A(r, k); }),
+            acc, 0, used, K / 8, a_rows([&](int r, int k) { return A(r, k); }),
             [&](int k, int n) { return B(k, n); });
         kd::each_lane<Exec>([&](int l) {
           for (int k = 0; k < 4 * kTiles; ++k)
@@ -92,6 +127,56 @@ TEST(WarpMma, ProductMatchesFloat64WithinFp32Accuracy) {
   // fp32 sums of 64 terms: a few 1e-7 of their magnitude. One tf32 product (10 mantissa bits) is
   // about 1e-3 off a term, 1e-4 of such a sum: 3xTF32 must stay far below that.
   EXPECT_LT(worst, 2e-6);
+}
+
+// O (16 x 8 kTiles) = (A B) V by one warp: A B's C fragments (16 x 8 kTiles) the A operand of the
+// second product in registers, V's rows in c_order_row's order.
+View<float**> warp_chain_of(const View<float**>& A, const View<float**>& B, const View<float**>& V) {
+  const int K = static_cast<int>(A.extent(1));
+  View<float**> O("O", 16, 8 * kTiles);
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const int vector = kformer::kernels::runs_on_host<Exec> ? 1 : kd::kWarpLanes;
+  Kokkos::parallel_for(
+      "warp_chain", Policy(Exec(), 1, 1, vector), KOKKOS_LAMBDA(const Policy::member_type&) {
+        kd::WarpRegs<Exec, 1, 4 * kTiles> p, o;
+        kd::fill_warp(p, 0, 0.f);
+        kd::fill_warp(o, 0, 0.f);
+        kd::warp_product<Exec, kTiles, kSteps>(p, 0, kTiles, K / 8, a_rows([&](int r, int k) { return A(r, k); }),
+                                              [&](int k, int n) { return B(k, n); });
+        kd::warp_product<Exec, kTiles, kTiles>(o, 0, kTiles, kTiles, kd::c_as_a(p, 0),
+                                              [&](int k, int n) { return V(kd::c_order_row(k), n); });
+        kd::each_lane<Exec>([&](int l) {
+          kd::for_each_c_element<kTiles>(l, [&](int k, int r, int c) { O(r, c) = o.at(0, l)[k]; });
+        });
+      });
+  Kokkos::fence();
+  return O;
+}
+
+TEST(WarpMma, CFragmentsAsTheNextProductsAMatchFloat64) {
+  if (!kformer::kernels::runs_on_host<Exec> && !kd::tensor_core_space<Exec>)
+    GTEST_SKIP() << "a device build without compute capability 8.0 has no tf32 mma";
+  std::mt19937_64 rng(ktest::fresh_seed());
+  const int K = 24, N = 8 * kTiles;
+  View<float**> A("A", 16, K), B("B", K, N), V("V", N, N);
+  const auto ha = ktest::fill_random(A, rng), hb = ktest::fill_random(B, rng), hv = ktest::fill_random(V, rng);
+  const auto ho = ktest::to_host(warp_chain_of(A, B, V));
+  double worst = 0.0;
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < N; ++n) {
+      double ref = 0.0, mag = 0.0;
+      for (int j = 0; j < N; ++j) {
+        double p = 0.0, pm = 0.0;
+        for (int k = 0; k < K; ++k) {
+          p += ha[r * K + k] * hb[k * N + j];
+          pm += std::abs(ha[r * K + k] * hb[k * N + j]);
+        }
+        ref += p * hv[j * N + n];
+        mag += pm * std::abs(hv[j * N + n]);
+      }
+      worst = std::max(worst, std::abs(ho[r * N + n] - ref) / (mag + 1.0));
+    }
+  EXPECT_LT(worst, 2e-6);  // as the single product: two fp32 sums, 3xTF32 each
 }
 
 // Each lane's max over its quad of (l * 7) % 5 + l / 4, and its sum over its quad of l.
