@@ -68,7 +68,8 @@ GemmChoice resolve_gemm(GemmSetting setting, const GemmCeiling& ceiling, comm::C
 
 // kernels.attention resolved. auto times the kinds this build runs in the run's precision whose
 // memory estimate fits, at the start-up shape (attention_rates.hpp); each rate is averaged over the
-// ranks, and a kind some rank could not take is out on every rank.
+// ranks, and a kind some rank could not take is out on every rank, as is one whose results some
+// rank saw apart from the others' (the widest difference over the ranks).
 AttentionChoice resolve_attention(const RunPlan& plan, const NodeMemory& node, comm::Communicator& world) {
   const RunSettings& cfg = plan.settings;
   const Precision precision = cfg.train.precision;
@@ -85,15 +86,21 @@ AttentionChoice resolve_attention(const RunPlan& plan, const NodeMemory& node, c
   // About a second of host work per candidate at the budget; a GPU's budget fills it.
   const double budget = kernels::runs_on_host<Exec> ? 1e9 : 2e11;
   const BlockDims shape = startup_attention_shape(plan.dims, budget);
-  AttentionRates rates = measure_attention_rates(shape, precision, candidates);
+  AttentionTrial trial = measure_attention_candidates(shape, precision, candidates);
+  AttentionRates& rates = trial.tflops;
   if (world.size() > 1) {
     std::vector<double> sums(rates.begin(), rates.end()), least(rates.size());  // least: negated, whose max is the least
     for (std::size_t k = 0; k < rates.size(); ++k) least[k] = -rates[k];
+    std::vector<double> diffs(trial.diffs.begin(), trial.diffs.end());  // the widest over the ranks
     DeviceReduce().allreduce(world, sums, comm::ReduceOp::sum);
     DeviceReduce().allreduce(world, least, comm::ReduceOp::max);
-    for (std::size_t k = 0; k < rates.size(); ++k) rates[k] = -least[k] > 0 ? sums[k] / world.size() : 0;
+    DeviceReduce().allreduce(world, diffs, comm::ReduceOp::max);
+    for (std::size_t k = 0; k < rates.size(); ++k) {
+      rates[k] = -least[k] > 0 ? sums[k] / world.size() : 0;
+      trial.diffs[k] = diffs[k];
+    }
   }
-  return choose_attention(cfg.kernels.attention, rates, precision, describe_shape(shape), plan.attention);
+  return choose_attention(cfg.kernels.attention, rates, precision, describe_shape(shape), plan.attention, trial.diffs);
 }
 
 }  // namespace

@@ -133,7 +133,7 @@ EXCLUDED = [
     (r"^summary\.gemm_ceiling_tflops$", "GEMM rate measured at start-up"),
     (r"^summary\.(gemm_ceiling|kernels_gemm)\.(native_tflops|vendor_tflops|of_fma_peak)$",
      "GEMM rates measured at start-up"),
-    (r"^summary\.kernels_attention\.(reason|tflops\..*)$", "attention rates measured at start-up (kernels.attention=auto)"),
+    (r"^summary\.kernels_attention\.(reason|tflops\..*|differences\..*)$", "attention rates measured at start-up (kernels.attention=auto)"),
     (r"^summary\.gemm_ceiling\.impl$", "the GEMM that measured faster at start-up (flips between runs)"),
     (r"^summary\.pipeline\.(bubble_measured|micro_batches_in_flight_measured)$", "measured from timestamps"),
     (r"^summary\.(straggler|straggler_comm)\.(delay|slowdown|slowest_rank)$", "measured from per-rank times"),

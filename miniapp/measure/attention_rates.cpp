@@ -1,6 +1,9 @@
 // Attention kernels timed (see attention_rates.hpp).
 #include "measure/attention_rates.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "attention.hpp"
@@ -34,8 +37,24 @@ DV<T***> random_tokens(const char* name, const BlockDims& d, int width, std::uin
   }
 }
 
+// A kind's output and input gradients at the timed shape, as fp32 on the host.
+struct AttentionResults {
+  std::vector<float> out, dqkv;
+};
+
 template <class T>
-AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms) {
+std::vector<float> host_floats(const DV<T***>& x) {
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  std::vector<float> v(h.size());
+  const T* p = h.data();
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(p[i]);
+  return v;
+}
+
+// Every kind reads the same inputs (the keys 4 and 5), so their results compare. `results`, where
+// given, receives the last call's.
+template <class T>
+AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms, AttentionResults* results = nullptr) {
   const DV<T***> qkv = random_tokens<T>("attention_qkv", d, d.qkv_width(), 4);
   const DV<T***> dout = random_tokens<T>("attention_dout", d, d.q_width(), 5);
   const DV<T***> out("attention_out", d.B, d.T, d.q_width()), dqkv("attention_dqkv", d.B, d.T, d.qkv_width());
@@ -44,7 +63,29 @@ AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms)
   t.forward_us = mean_us([&] { kernels::attention_forward(Exec(), out, state, qkv, d.Hl, d.KVl); }, window_ms);
   t.backward_us =
       mean_us([&] { kernels::attention_backward(Exec(), dqkv, state, dout, qkv, out, d.Hl, d.KVl); }, window_ms);
+  if (results) *results = {host_floats(out), host_floats(dqkv)};
   return t;
+}
+
+AttentionTiming time_and_keep(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms,
+                              AttentionResults& results) {
+  return precision == Precision::bf16 ? time_kind<kernels::bf16>(d, kind, window_ms, &results)
+                                      : time_kind<float>(d, kind, window_ms, &results);
+}
+
+// ||a - b|| / max(||a||, ||b||), in double; +inf where any of it is not finite.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, na = 0, nb = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double x = a[i], y = b[i];
+    diff += (x - y) * (x - y);
+    na += x * x;
+    nb += y * y;
+  }
+  if (!std::isfinite(diff) || !std::isfinite(na) || !std::isfinite(nb) || a.size() != b.size())
+    return std::numeric_limits<double>::infinity();
+  const double n = std::max(na, nb);
+  return n > 0 ? std::sqrt(diff / n) : 0.0;
 }
 
 }  // namespace
@@ -83,15 +124,26 @@ std::string describe_shape(const BlockDims& d) {
          " hd=" + std::to_string(d.hd);
 }
 
-AttentionRates measure_attention_rates(const BlockDims& d, Precision precision,
-                                       const std::vector<AttentionKind>& candidates) {
-  AttentionRates rates{};
+AttentionTrial measure_attention_candidates(const BlockDims& d, Precision precision,
+                                            const std::vector<AttentionKind>& candidates) {
+  AttentionTrial trial{};
   const double flops = attention_flops(d, false) + attention_flops(d, true);
-  for (const AttentionKind k : candidates) {
-    const AttentionTiming t = time_attention(d, k, precision, 20);
-    rates[static_cast<int>(k)] = flops / (t.forward_us + t.backward_us) / 1e6;
+  std::vector<AttentionResults> results(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const AttentionTiming t = time_and_keep(d, candidates[i], precision, 20, results[i]);
+    trial.tflops[static_cast<int>(candidates[i])] = flops / (t.forward_us + t.backward_us) / 1e6;
   }
-  return rates;
+  for (std::size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {
+    double nearest = std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < candidates.size(); ++j) {
+      if (j == i) continue;
+      const double apart = std::max(relative_difference(results[i].out, results[j].out),
+                                    relative_difference(results[i].dqkv, results[j].dqkv));
+      nearest = std::min(nearest, apart);
+    }
+    trial.diffs[static_cast<int>(candidates[i])] = nearest;
+  }
+  return trial;
 }
 
 }  // namespace kformer

@@ -1,6 +1,6 @@
 // Attention kernels timed on this execution space: which kinds this build can run in a precision,
 // one kind's forward and backward at a block's shape (what kformer calibrate records), and the
-// start-up rates that kernels.attention=auto compares (attention_choice.hpp).
+// start-up rates and agreement that kernels.attention=auto compares (attention_choice.hpp).
 #pragma once
 
 #include <string>
@@ -33,8 +33,14 @@ AttentionTiming time_attention(const BlockDims& d, AttentionKind kind, Precision
 BlockDims startup_attention_shape(const BlockDims& run, double flop_budget);
 std::string describe_shape(const BlockDims& d);  // "T=1024 heads=4/4 hd=64"
 
-// TFLOP/s of forward + backward for each candidate at `d` (0 for kinds not in `candidates`).
-AttentionRates measure_attention_rates(const BlockDims& d, Precision precision,
-                                       const std::vector<AttentionKind>& candidates);
+// What auto compares: TFLOP/s of forward + backward for each candidate at `d` (0 for kinds not in
+// `candidates`), and how far each one's results lie from the nearest other candidate's there (every
+// kind reads the same inputs; attention_choice.hpp's AttentionDiffs).
+struct AttentionTrial {
+  AttentionRates tflops{};
+  AttentionDiffs diffs{};
+};
+AttentionTrial measure_attention_candidates(const BlockDims& d, Precision precision,
+                                            const std::vector<AttentionKind>& candidates);
 
 }  // namespace kformer

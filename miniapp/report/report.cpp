@@ -1,6 +1,7 @@
 // The JSON report (see report.hpp).
 #include "report/report.hpp"
 
+#include <cmath>
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
@@ -93,13 +94,19 @@ nlohmann::json build_report(const RunPlan& plan, const comm::Mesh& mesh, comm::C
                              {"precision", name_of(gemm.precision)},
                              {"native_tflops", gemm.native_tflops},
                              {"vendor_tflops", gemm.vendor_tflops}};
-  // The attention kernel and why (kernels.attention=auto: the fwd+bwd rates it compared, 0 = not a candidate).
-  nlohmann::json rates = nlohmann::json::object();
-  for (int k = 0; k < kernels::kAttentionKinds; ++k)
-    if (attention.tflops[k] > 0) rates[name_of(static_cast<AttentionKind>(k))] = attention.tflops[k];
+  // The attention kernel and why (kernels.attention=auto: the fwd+bwd rates it compared, 0 = not a
+  // candidate, and how far each candidate's results lay from the nearest other's; null: not finite).
+  nlohmann::json rates = nlohmann::json::object(), diffs = nlohmann::json::object();
+  for (int k = 0; k < kernels::kAttentionKinds; ++k) {
+    if (attention.tflops[k] <= 0) continue;
+    const char* kind = name_of(static_cast<AttentionKind>(k));
+    rates[kind] = attention.tflops[k];
+    diffs[kind] = std::isfinite(attention.diffs[k]) ? nlohmann::json(attention.diffs[k]) : nlohmann::json();
+  }
   summary["kernels_attention"] = {{"setting", name_of(attention.setting)}, {"kind", name_of(plan.attention)},
                                   {"reason", attention.reason},           {"precision", name_of(attention.precision)},
-                                  {"timed_at", attention.timed_at},       {"tflops", rates}};
+                                  {"timed_at", attention.timed_at},       {"tflops", rates},
+                                  {"differences", diffs}};
   summary["mfu"] = ratio(achieved, ceiling.tflops);
   // Hardware FLOPs add the recomputed forward work (train.recompute): HFU beside MFU.
   const double hardware = achieved * ratio(model_all + recompute_all, model_all);
