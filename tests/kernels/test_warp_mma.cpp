@@ -63,6 +63,19 @@ TEST(WarpMma, CFragmentsServeAsAInTheReorderedColumns) {
 
 constexpr int kTiles = 4, kSteps = 8;  // C fragments held, k-steps of 8 at most
 
+// The warp's kTiles C fragments of acc into C (16 x 8 kTiles).
+template <class Regs>
+KOKKOS_INLINE_FUNCTION void store_fragments(const View<float**>& C, Regs& acc) {
+  kd::each_lane<Exec>([&](int l) {
+    kd::for_each_c_element<kTiles>(l, [&](int k, int r, int c) { C(r, c) = acc.at(0, l)[k]; });
+  });
+}
+
+// The product tests need the instruction where they run on a device.
+#define SKIP_WITHOUT_TF32_MMA()                                                 \
+  if (!kformer::kernels::runs_on_host<Exec> && !kd::tensor_core_space<Exec>) \
+  GTEST_SKIP() << "a device build without compute capability 8.0 has no tf32 mma"
+
 // A given by its elements, a(r, k) for row r < 16 and column k, as warp_product takes it.
 template <class F>
 struct RowsAsFragments {
@@ -92,18 +105,14 @@ View<float**> warp_product_of(const View<float**>& A, const View<float**>& B, in
         kd::warp_product<Exec, kTiles, kSteps>(
             acc, 0, used, K / 8, a_rows([&](int r, int k) { return A(r, k); }),
             [&](int k, int n) { return B(k, n); });
-        kd::each_lane<Exec>([&](int l) {
-          for (int k = 0; k < 4 * kTiles; ++k)
-            C(kd::mma_c_row(l, k & 3), 8 * (k >> 2) + kd::mma_c_col(l, k & 3)) = acc.at(0, l)[k];
-        });
+        store_fragments(C, acc);
       });
   Kokkos::fence();
   return C;
 }
 
 TEST(WarpMma, ProductMatchesFloat64WithinFp32Accuracy) {
-  if (!kformer::kernels::runs_on_host<Exec> && !kd::tensor_core_space<Exec>)
-    GTEST_SKIP() << "a device build without compute capability 8.0 has no tf32 mma";
+  SKIP_WITHOUT_TF32_MMA();
   std::mt19937_64 rng(ktest::fresh_seed());
   const int K = 56, used = 3;  // fewer k-steps (7) and tiles (3) than the warp holds
   View<float**> A("A", 16, K), B("B", K, 8 * kTiles);
@@ -145,17 +154,14 @@ View<float**> warp_chain_of(const View<float**>& A, const View<float**>& B, cons
                                               [&](int k, int n) { return B(k, n); });
         kd::warp_product<Exec, kTiles, kTiles>(o, 0, kTiles, kTiles, kd::c_as_a(p, 0),
                                               [&](int k, int n) { return V(kd::c_order_row(k), n); });
-        kd::each_lane<Exec>([&](int l) {
-          kd::for_each_c_element<kTiles>(l, [&](int k, int r, int c) { O(r, c) = o.at(0, l)[k]; });
-        });
+        store_fragments(O, o);
       });
   Kokkos::fence();
   return O;
 }
 
 TEST(WarpMma, CFragmentsAsTheNextProductsAMatchFloat64) {
-  if (!kformer::kernels::runs_on_host<Exec> && !kd::tensor_core_space<Exec>)
-    GTEST_SKIP() << "a device build without compute capability 8.0 has no tf32 mma";
+  SKIP_WITHOUT_TF32_MMA();
   std::mt19937_64 rng(ktest::fresh_seed());
   const int K = 24, N = 8 * kTiles;
   View<float**> A("A", 16, K), B("B", K, N), V("V", N, N);
