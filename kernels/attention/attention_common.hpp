@@ -72,6 +72,31 @@ KOKKOS_INLINE_FUNCTION Tile tile_of(int r, int ntiles, int nheads, int edge, int
   return Tile{r / (ntiles * nheads), (r / ntiles) % nheads, r0, T - r0 < edge ? T - r0 : edge};
 }
 
+// The same tiles in the order a GPU wants them, `league` = batch x nheads x ntiles: the tile index
+// slowest, so that every (batch, head)'s longest tile comes before any second-longest. A GPU starts
+// blocks in league order as slots free, so the longest work starts first and the last wave holds the
+// shortest tiles (a causal pass's tiles range from one block's work to ntiles'). The order of
+// tile_of (each head's tiles in turn, longest first) left the last heads' longest tiles to start
+// last: list-scheduled in league order on 924 slots (132 SMs, 7 blocks each), the 124M step's 3072
+// forward tiles end at 1.39 times the ideal, against 1.06 in this order. Host teams keep tile_of's,
+// whose consecutive teams share a head's K and V in cache.
+KOKKOS_INLINE_FUNCTION Tile gpu_tile_of(int r, int league, int ntiles, int nheads, int edge, int T, bool longest_first) {
+  const int groups = league / ntiles;  // (batch, head) pairs
+  const int k = r / groups, g = r - k * groups;
+  const int t = longest_first ? ntiles - 1 - k : k;
+  const int r0 = t * edge;
+  return Tile{g / nheads, g % nheads, r0, T - r0 < edge ? T - r0 : edge};
+}
+
+// The tile team `team` owns: gpu_tile_of's order on a device, tile_of's on the host.
+template <class ExecSpace, class Member>
+KOKKOS_INLINE_FUNCTION Tile team_tile(const Member& team, int ntiles, int nheads, int edge, int T, bool longest_first) {
+  if constexpr (runs_on_host<ExecSpace>)
+    return tile_of(team.league_rank(), ntiles, nheads, edge, T, longest_first);
+  else
+    return gpu_tile_of(team.league_rank(), team.league_size(), ntiles, nheads, edge, T, longest_first);
+}
+
 // Hands out consecutive arrays of a team's scratch.
 struct ScratchCarver {
   float* p;

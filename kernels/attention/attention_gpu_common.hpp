@@ -76,7 +76,7 @@ void for_each_gpu_tile(const char* label, const ExecSpace& exec, const GpuDims<C
       label, policy, KOKKOS_LAMBDA(const GpuTeam<ExecSpace>& team) {
         if (!runs_on_host<ExecSpace> && team.team_size() != C::team)
           Kokkos::abort("attention: team size is not the tile's");
-        const Tile tile = tile_of(team.league_rank(), D.tiles, nheads, C::BQ, D.T, longest_first);
+        const Tile tile = team_tile<ExecSpace>(team, D.tiles, nheads, C::BQ, D.T, longest_first);
         ScratchCarver sc{ScratchFloats<ExecSpace>(team.team_scratch(level), nfloats).data()};
         body(team, tile, sc);
       });

@@ -39,7 +39,7 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
   tc_launch<C>(
       "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, tc_backward_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
-        const Tile tile = tile_of(team.league_rank(), tiles, KV, BQ, T, false);
+        const Tile tile = team_tile<ExecSpace>(team, tiles, KV, BQ, T, false);
         const int b = tile.b, kc = L.k_col(tile.h), vc = L.v_col(tile.h), last = tile.r0 + tile.n - 1;
         float* Qs = scratch;
         float* dOs = Qs + BK * ld;
@@ -115,7 +115,7 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
   tc_launch<C>(
       "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, tc_backward_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
-        const Tile tile = tile_of(team.league_rank(), tiles, H, BQ, T, true);
+        const Tile tile = team_tile<ExecSpace>(team, tiles, H, BQ, T, true);
         const int b = tile.b, h = tile.h, qc = L.q_col(h), oc = h * hd, last = tile.r0 + tile.n - 1;
         const int kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
         float* Ks = scratch;

@@ -35,7 +35,7 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
   tc_launch<C>(
       "kformer::attention_fused_forward", exec, static_cast<int>(qkv.extent(0)) * H * tiles,
       tc_forward_scratch<C>(hd), KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
-        const Tile tile = tile_of(team.league_rank(), tiles, H, BQ, T, true);
+        const Tile tile = team_tile<ExecSpace>(team, tiles, H, BQ, T, true);
         const int b = tile.b, h = tile.h, last = tile.r0 + tile.n - 1;
         const int qc = L.q_col(h), kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));
         float* Ks = scratch;

@@ -3,12 +3,15 @@
 // and OpenMP as well as CUDA -- against the float64 reference and the naive kernel: forward and
 // backward, head_dim 64 and 128, GQA (H=8, KV=2), T not a multiple of any tile, float and bf16
 // elements; bitwise repeatability; the scratch each pass asks for at head_dim 64 and 128 within
-// level-0 shared memory. A tiny configuration (several head_dim chunks, 2 x 2 threads) runs the
-// tile logic on odd shapes.
+// level-0 shared memory; the league order a device takes the tiles in. A tiny configuration
+// (several head_dim chunks, 2 x 2 threads) runs the tile logic on odd shapes.
 #include "attention.hpp"
 #include "finite_diff.hpp"
 #include "kernel_test_util.hpp"
 #include "reference_attention.hpp"
+
+#include <set>
+#include <tuple>
 
 namespace {
 
@@ -139,7 +142,7 @@ TEST(AttentionTiles, TensorCoreTileRefusesHeadDimNotAMultipleOf8) {
 
 // Level-0 scratch per team within what Kokkos' CUDA backend grants (kLevel0Budget: 40 KiB in
 // 3.4, 48 KiB less 8 KiB for team reductions in 4.6); on a device also this backend's limit.
-// The tensor-core shape's too (its staged tiles and a tile a warp).
+// The tensor-core shape's too (its staged tiles).
 TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
   using S = kk::detail::GpuScratch<Gpu>;
   using Policy = Kokkos::TeamPolicy<Exec>;
@@ -156,6 +159,29 @@ TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
       EXPECT_LE(bytes, std::size_t(kk::detail::kLevel0Budget)) << "tensor cores, hd=" << hd;
       if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
     }
+}
+
+// A device's league order (gpu_tile_of) gives every tile of every (batch, head) once, as tile_of
+// does, and never a tile of less causal work before one of more: the forward's and dQ's longest
+// tiles are the last rows (longest_first), the dK/dV pass's the first.
+TEST(AttentionTiles, GpuLeagueOrderCoversEveryTileOnceLongestFirst) {
+  const int B = 3, heads = 5, ntiles = 7, edge = 32, T = ntiles * edge - 5, league = B * heads * ntiles;
+  for (const bool longest_first : {true, false}) {
+    std::set<std::tuple<int, int, int, int>> gpu, host;
+    int previous = ntiles + 1;
+    for (int r = 0; r < league; ++r) {
+      const auto g = kk::detail::gpu_tile_of(r, league, ntiles, heads, edge, T, longest_first);
+      const auto h = kk::detail::tile_of(r, ntiles, heads, edge, T, longest_first);
+      gpu.insert({g.b, g.h, g.r0, g.n});
+      host.insert({h.b, h.h, h.r0, h.n});
+      EXPECT_TRUE(g.b >= 0 && g.b < B && g.h >= 0 && g.h < heads && g.r0 % edge == 0 && g.r0 < T) << "r " << r;
+      const int t = g.r0 / edge, work = longest_first ? t + 1 : ntiles - t;  // key or query tiles it sees
+      EXPECT_LE(work, previous) << "r " << r << ": a shorter tile came first";
+      previous = work;
+    }
+    EXPECT_EQ(gpu.size(), std::size_t(league));
+    EXPECT_EQ(gpu, host);
+  }
 }
 
 }  // namespace
