@@ -111,17 +111,17 @@ AttentionTiming time_attention(const BlockDims& d, AttentionKind kind, Precision
 
 BlockDims startup_attention_shape(const BlockDims& run, double flop_budget) {
   BlockDims d = run;
-  d.B = 1;
   const int group = d.Hl / d.KVl;  // query heads per key/value head
   const auto total = [&] { return attention_flops(d, false) + attention_flops(d, true); };
+  while (d.B > 1 && total() > flop_budget) d.B = (d.B + 1) / 2;
   while (d.KVl > 1 && total() > flop_budget) d.KVl = (d.KVl + 1) / 2, d.Hl = d.KVl * group;
   while (d.T > 64 && total() > flop_budget) d.T /= 2;
   return d;
 }
 
 std::string describe_shape(const BlockDims& d) {
-  return "T=" + std::to_string(d.T) + " heads=" + std::to_string(d.Hl) + "/" + std::to_string(d.KVl) +
-         " hd=" + std::to_string(d.hd);
+  return "B=" + std::to_string(d.B) + " T=" + std::to_string(d.T) + " heads=" + std::to_string(d.Hl) + "/" +
+         std::to_string(d.KVl) + " hd=" + std::to_string(d.hd);
 }
 
 AttentionTrial measure_attention_candidates(const BlockDims& d, Precision precision,

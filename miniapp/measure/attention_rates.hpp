@@ -26,12 +26,15 @@ struct AttentionTiming {
 // passed (at least three calls after a warm-up), and the mean taken.
 AttentionTiming time_attention(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms);
 
-// The start-up shape: one sequence of the run's length, with as few of the rank's heads (whole
-// key/value groups, at least one) as keep one forward and backward within `flop_budget`, and the
-// sequence halved only where one group still exceeds it. Rates per head barely depend on the head
-// count once a GPU is full, and on the host not at all; the shape is reported with the choice.
+// The start-up shape: the run's own call (its micro-batch of sequences, the rank's heads, its
+// length), cut to keep one forward and backward within `flop_budget`: first fewer sequences (down to
+// one), then fewer heads (whole key/value groups, at least one), then the sequence halved. A GPU's
+// budget keeps a small model's whole call, so that a kernel that fills the device by batch and heads
+// (the fused kernels' teams are tiles of a sequence's head: one sequence of GPT-2's 12 heads at T 1024
+// is 384, under half what an H100 holds at once) is timed as full as the step runs it; on the host
+// rates per head and sequence barely depend on their count. The shape is reported with the choice.
 BlockDims startup_attention_shape(const BlockDims& run, double flop_budget);
-std::string describe_shape(const BlockDims& d);  // "T=1024 heads=4/4 hd=64"
+std::string describe_shape(const BlockDims& d);  // "B=8 T=1024 heads=4/4 hd=64"
 
 // What auto compares: TFLOP/s of forward + backward for each candidate at `d` (0 for kinds not in
 // `candidates`), and how far each one's results lie from the nearest other candidate's there (every

@@ -120,7 +120,7 @@ std::vector<KeySpec> make_schema() {
              "attention: materialised scores, tiled online softmax, materialised scores with its products as "
              "batched vendor GEMMs (cuBLAS, OpenBLAS), cuDNN's flash attention (vendor: bf16 under CUDA, builds "
              "with cuDNN), or auto: the fastest of those built and valid for the run's precision, timed at "
-             "start-up at a layer's shape (one sequence), among those whose memory estimate fits and whose results "
+             "start-up at a layer's shape (the run's call, cut to a budget), among those whose memory estimate fits and whose results "
              "agree with another's there"),
       text("checkpoint.save", "", "directory to save universal checkpoints into; empty = none"),
       text("checkpoint.load", "", "checkpoint directory to resume from; empty = start fresh"),

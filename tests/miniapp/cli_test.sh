@@ -72,7 +72,7 @@ expect nonzero "cannot read deck" -- "$kformer" "$tmp/missing.yaml"
 # fused does not); under a memory.limit_gb only fused fits, auto times it alone and takes it.
 long=(model.max_seq_len=512 train.seq_len=512 kernels.gemm=native --dry-run)
 expect 0 "kernels.attention" -- "$kformer" "$src/input/tiny.yaml" kernels.attention=auto "${long[@]}"
-chosen=$(sed -n 's/^  kernels\.attention *= auto -> \([a-z_]*\) (fp32 fwd+bwd TFLOP\/s: naive [0-9.e+-]*, fused [0-9.e+-]*.* at T=512 heads=.*/\1/p' "$tmp/out")
+chosen=$(sed -n 's/^  kernels\.attention *= auto -> \([a-z_]*\) (fp32 fwd+bwd TFLOP\/s: naive [0-9.e+-]*, fused [0-9.e+-]*.* at B=[0-9]* T=512 heads=.*/\1/p' "$tmp/out")
 if [ -z "$chosen" ]; then
   fail "auto attention line: $(grep kernels.attention "$tmp/out")"
 else

@@ -45,3 +45,21 @@ void expect_kinds_agree(Precision precision) {
 
 TEST(AttentionAgreement, Fp32KindsAgree) { expect_kinds_agree(Precision::fp32); }
 TEST(AttentionAgreement, Bf16KindsAgree) { expect_kinds_agree(Precision::bf16); }
+
+// The start-up shape keeps the run's call where the budget allows (a GPU's: GPT-2 124M's micro-batch
+// of 8, 12 heads, T 1024), and cuts sequences first, then whole key/value groups, then the length.
+TEST(AttentionAgreement, StartupShapeKeepsTheRunsCallWithinTheBudget) {
+  BlockDims run;
+  run.B = 8, run.T = 1024, run.Hl = 12, run.KVl = 12, run.hd = 64;
+  BlockDims d = kformer::startup_attention_shape(run, 2e11);
+  EXPECT_EQ(kformer::describe_shape(d), "B=8 T=1024 heads=12/12 hd=64");
+  d = kformer::startup_attention_shape(run, 1e10);  // 4.8e9 a sequence: two fit
+  EXPECT_EQ(kformer::describe_shape(d), "B=2 T=1024 heads=12/12 hd=64");
+  d = kformer::startup_attention_shape(run, 1e9);  // one sequence, then three heads
+  EXPECT_EQ(kformer::describe_shape(d), "B=1 T=1024 heads=2/2 hd=64");
+  run.B = 2, run.T = 8192, run.Hl = 32, run.KVl = 8, run.hd = 128;  // GQA: groups of 4 query heads
+  d = kformer::startup_attention_shape(run, 2e11);
+  EXPECT_EQ(kformer::describe_shape(d), "B=1 T=4096 heads=4/1 hd=128");  // 2.06e11 at T 8192
+  d = kformer::startup_attention_shape(run, 1e9);
+  EXPECT_EQ(kformer::describe_shape(d), "B=1 T=512 heads=4/1 hd=128");
+}
