@@ -402,8 +402,11 @@ def step_rows(s, steps):
         for what, field in (("attention", "kernels_attention"), ("GEMM", "kernels_gemm")):
             d = k.get(field)
             if d:
-                choices.append([p, what, d.get("kind") or d.get("impl") or "?", str(d.get("setting", "?")),
-                                str(d.get("reason", "?"))])
+                why = str(d.get("reason", "?"))
+                if d.get("differences"):  # since session 55: each candidate's results against the nearest other's
+                    why += "; relative difference of the results from the nearest other kind's: " + ", ".join(
+                        f"{kind} {'not finite' if v is None else f'{v:.2g}'}" for kind, v in d["differences"].items())
+                choices.append([p, what, d.get("kind") or d.get("impl") or "?", str(d.get("setting", "?")), why])
     first = next((st for st, _ in steps.values() if st), {})
     s.table(f"Training step ({first.get('shape', '?')} shape, init: {first.get('init', '?')})",
             ["precision", "variant", "attention", "GEMM", "step ms", "TFLOP/s", "torch/kformer", "loss 1", "rounds"], table)

@@ -70,6 +70,8 @@ def host_run(bindir, src, out, failures):
                     "## Attention in bf16 against PyTorch SDPA", "## Memory-bound", "## Training step",
                     "## kformer's kernel choices in the step", "## kformer's step by kernel family, measured"):
         check(section in md, f"summary.md lacks its section '{section}'", failures)
+    check("relative difference of the results from the nearest other kind's: " in md,
+          "summary.md's kernel choices do not say how far auto's candidates lay apart", failures)
     v = rows.get("attention-vendor-sdpa", {})
     check(v.get("verdict") == "n/a" and v.get("measured", "").startswith("not built:"),
           f"the vendor row on a CPU build: {v}", failures)
@@ -88,6 +90,11 @@ def host_run(bindir, src, out, failures):
         check(st.get("kformer_attention") == "auto" and st.get("kformer_gemm") == "auto" and ka.get("setting") == "auto"
               and ka.get("kind") in ("naive", "fused", "batched_gemm") and kg.get("setting") == "auto"
               and kg.get("impl") in ("native", "vendor"), f"step_{p}: kernels {ka} {kg}", failures)
+        # Every kind auto timed was set against the others, and the host's all agree (fp32 1e-3, bf16 5e-2).
+        diffs = ka.get("differences") or {}
+        check(set(diffs) == set(ka.get("tflops") or {}) and len(diffs) >= 2
+              and all(v is not None and v < (5e-2 if p == "bf16" else 1e-3) for v in diffs.values()),
+              f"step_{p}: auto's candidates not compared, or apart: {diffs}", failures)
         # One more kformer run with output.kernel_times: the step by kernel family, measured.
         kt = st["kformer"].get("kernel_times") or {}
         fam = kt.get("by_family_ms") or {}
