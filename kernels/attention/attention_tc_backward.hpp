@@ -18,13 +18,14 @@
 
 namespace kformer::kernels::detail {
 
-// Floats of team scratch either pass takes: two staged tiles.
-template <class C>
-constexpr int tc_backward_scratch(int hd) {
-  return 2 * C::BK * tile_ld_rows(hd);
+// One element of a tile seen (or masked) by both passes: the score s (unscaled) becomes the
+// probability p = exp(scale s - lse), and dp becomes dS = p (dp - delta); both 0 where not seen.
+KOKKOS_INLINE_FUNCTION void probability_and_score_grad(float& s, float& dp, bool seen, float scale, float lse,
+                                                       float delta) {
+  const float p = seen ? fast_exp(scale * s - lse) : 0.f;
+  dp = seen ? p * (dp - delta) : 0.f;
+  s = p;
 }
-static_assert(4 * tc_backward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
-              "TensorCoreTile: the largest head_dim must fit level-0 scratch");
 
 // The k and v columns of dqkv. NT: head_tiles_for(head_dim).
 template <class C, int NT, class ExecSpace, class DqkvView, class DoutView, class QkvView>
@@ -37,7 +38,7 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
   const int ld = tile_ld_rows(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
-      "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, tc_backward_scratch<C>(hd),
+      "kformer::attention_fused_dkv", exec, static_cast<int>(qkv.extent(0)) * KV * tiles, tc_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
         const Tile tile = team_tile<ExecSpace>(team, tiles, KV, BQ, T, false);
         const int b = tile.b, kc = L.k_col(tile.h), vc = L.v_col(tile.h), last = tile.r0 + tile.n - 1;
@@ -74,10 +75,8 @@ void attention_tc_dkv(const ExecSpace& exec, const DqkvView& dqkv, const DoutVie
               each_lane<ExecSpace>([&](int ln) {
                 for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                   const int key = j0 + r, q = q0 + c, qs = clamp_row(q, T);
-                  const bool seen = q < T && key <= last && q >= key;
-                  const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, qs)) : 0.f;
-                  dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, qs)) : 0.f;
-                  S.at(w, ln)[k] = p;
+                  probability_and_score_grad(S.at(w, ln)[k], dP.at(w, ln)[k], q < T && key <= last && q >= key,
+                                             scale, lse(b, h, qs), delta(b, h, qs));
                 });
               });
               warp_product<ExecSpace, NT, KT>(dV, w, used, KT, c_as_a(S, w),
@@ -113,7 +112,7 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
   const int ld = tile_ld_rows(hd), tiles = (T + BQ - 1) / BQ;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
-      "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, tc_backward_scratch<C>(hd),
+      "kformer::attention_fused_dq", exec, static_cast<int>(qkv.extent(0)) * H * tiles, tc_scratch<C>(hd),
       KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
         const Tile tile = team_tile<ExecSpace>(team, tiles, H, BQ, T, true);
         const int b = tile.b, h = tile.h, qc = L.q_col(h), oc = h * hd, last = tile.r0 + tile.n - 1;
@@ -144,13 +143,12 @@ void attention_tc_dq(const ExecSpace& exec, const DqkvView& dqkv, const DoutView
                 dP, w, KT, used,
                 [&](int ks, int i, int ln) { return a_fragment<NT>(OA, w, ks, i, ln, dout, b, r0, T, oc); },
                 [&](int d, int n) { return Vs[n * ld + d]; });
-            // dS into dP's registers.
+            // P into S's registers, dS into dP's.
             each_lane<ExecSpace>([&](int ln) {
               for_each_c_element<KT>(ln, [&](int k, int r, int c) {
                 const int row = r0 + r, rs = clamp_row(row, T);
-                const bool seen = row <= last && k0 + c <= row;
-                const float p = seen ? fast_exp(scale * S.at(w, ln)[k] - lse(b, h, rs)) : 0.f;
-                dP.at(w, ln)[k] = seen ? p * (dP.at(w, ln)[k] - delta(b, h, rs)) : 0.f;
+                probability_and_score_grad(S.at(w, ln)[k], dP.at(w, ln)[k], row <= last && k0 + c <= row, scale,
+                                           lse(b, h, rs), delta(b, h, rs));
               });
             });
             warp_product<ExecSpace, NT, KT>(dQ, w, used, KT, c_as_a(dP, w),

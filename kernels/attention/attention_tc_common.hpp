@@ -66,6 +66,14 @@ KOKKOS_INLINE_FUNCTION int clamp_row(int r, int T) { return r < T ? r : T - 1; }
 // for the 32 lanes when 2 ld is 8 or 24 modulo 32, which hd + 4 gives for every head_dim a multiple of 8.
 constexpr int tile_ld_rows(int hd) { return hd + 4; }
 
+// Floats of team scratch each pass takes: its two staged tiles (K and V; Q and dO in the dK/dV pass).
+template <class C>
+constexpr int tc_scratch(int hd) {
+  return 2 * C::BK * tile_ld_rows(hd);
+}
+static_assert(4 * tc_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
+              "TensorCoreTile: the largest head_dim must fit level-0 scratch");
+
 // Rows [r0, r0 + n) of the hd-wide head at column c of x (B,T,W) (rows clamped into [0, T)) into
 // dst (row stride ld) as fp32, by the whole team: consecutive threads read consecutive elements.
 template <class Member, class V>

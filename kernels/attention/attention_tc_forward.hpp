@@ -15,14 +15,6 @@
 
 namespace kformer::kernels::detail {
 
-// Floats of team scratch the forward takes: K and V of a key tile.
-template <class C>
-constexpr int tc_forward_scratch(int hd) {
-  return 2 * C::BK * tile_ld_rows(hd);
-}
-static_assert(4 * tc_forward_scratch<TensorCoreTile>(TensorCoreTile::max_hd) <= kLevel0Budget,
-              "TensorCoreTile: the largest head_dim must fit level-0 scratch");
-
 // NT: head_tiles_for(head_dim).
 template <class C, int NT, class ExecSpace, class OutView, class QkvView>
 void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const DView<float***, ExecSpace>& lse,
@@ -34,7 +26,7 @@ void attention_tc_forward_tiles(const ExecSpace& exec, const OutView& out, const
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   tc_launch<C>(
       "kformer::attention_fused_forward", exec, static_cast<int>(qkv.extent(0)) * H * tiles,
-      tc_forward_scratch<C>(hd), KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
+      tc_scratch<C>(hd), KOKKOS_LAMBDA(const TcTeam<ExecSpace>& team, float* scratch) {
         const Tile tile = team_tile<ExecSpace>(team, tiles, H, BQ, T, true);
         const int b = tile.b, h = tile.h, last = tile.r0 + tile.n - 1;
         const int qc = L.q_col(h), kc = L.k_col(L.kv_of(h)), vc = L.v_col(L.kv_of(h));

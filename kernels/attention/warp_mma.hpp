@@ -113,6 +113,11 @@ __device__ inline std::uint32_t tf32_bits(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+// x as its tf32 rounding hi and the tf32 rounding of what that leaves, lo (3xTF32's two terms).
+__device__ inline void split_tf32(float x, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = tf32_bits(x);
+  lo = tf32_bits(x - __uint_as_float(hi));
+}
 __device__ inline void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -203,21 +208,13 @@ KOKKOS_INLINE_FUNCTION void warp_product(WarpRegs<ExecSpace, NW, N>& acc, int w,
       if (ks < used_k) {
         std::uint32_t ah[4], al[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float x = af(ks, i, l);
-          ah[i] = tf32_bits(x);
-          al[i] = tf32_bits(x - __uint_as_float(ah[i]));
-        }
+        for (int i = 0; i < 4; ++i) split_tf32(af(ks, i, l), ah[i], al[i]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           if (nt < used_n) {
             std::uint32_t bh[2], bl[2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              const float x = b(8 * ks + mma_b_row(l, i), 8 * nt + mma_b_col(l, i));
-              bh[i] = tf32_bits(x);
-              bl[i] = tf32_bits(x - __uint_as_float(bh[i]));
-            }
+            for (int i = 0; i < 2; ++i) split_tf32(b(8 * ks + mma_b_row(l, i), 8 * nt + mma_b_col(l, i)), bh[i], bl[i]);
             float d[4] = {c[4 * nt], c[4 * nt + 1], c[4 * nt + 2], c[4 * nt + 3]};
             mma_tf32(d, al, bh);
             mma_tf32(d, ah, bl);

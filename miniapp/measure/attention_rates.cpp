@@ -54,7 +54,7 @@ std::vector<float> host_floats(const DV<T***>& x) {
 // Every kind reads the same inputs (the keys 4 and 5), so their results compare. `results`, where
 // given, receives the last call's.
 template <class T>
-AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms, AttentionResults* results = nullptr) {
+AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms, AttentionResults* results) {
   const DV<T***> qkv = random_tokens<T>("attention_qkv", d, d.qkv_width(), 4);
   const DV<T***> dout = random_tokens<T>("attention_dout", d, d.q_width(), 5);
   const DV<T***> out("attention_out", d.B, d.T, d.q_width()), dqkv("attention_dqkv", d.B, d.T, d.qkv_width());
@@ -67,10 +67,11 @@ AttentionTiming time_kind(const BlockDims& d, AttentionKind k, double window_ms,
   return t;
 }
 
-AttentionTiming time_and_keep(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms,
-                              AttentionResults& results) {
-  return precision == Precision::bf16 ? time_kind<kernels::bf16>(d, kind, window_ms, &results)
-                                      : time_kind<float>(d, kind, window_ms, &results);
+// time_kind in the run's precision.
+AttentionTiming time_in(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms,
+                        AttentionResults* results) {
+  return precision == Precision::bf16 ? time_kind<kernels::bf16>(d, kind, window_ms, results)
+                                      : time_kind<float>(d, kind, window_ms, results);
 }
 
 // ||a - b|| / max(||a||, ||b||), in double; +inf where any of it is not finite.
@@ -105,8 +106,7 @@ std::vector<AttentionKind> attention_kinds_built(Precision precision) {
 bool attention_vendor_built() { return kernels::attention_vendor_available<Exec>(); }
 
 AttentionTiming time_attention(const BlockDims& d, AttentionKind kind, Precision precision, double window_ms) {
-  return precision == Precision::bf16 ? time_kind<kernels::bf16>(d, kind, window_ms)
-                                      : time_kind<float>(d, kind, window_ms);
+  return time_in(d, kind, precision, window_ms, nullptr);
 }
 
 BlockDims startup_attention_shape(const BlockDims& run, double flop_budget) {
@@ -130,7 +130,7 @@ AttentionTrial measure_attention_candidates(const BlockDims& d, Precision precis
   const double flops = attention_flops(d, false) + attention_flops(d, true);
   std::vector<AttentionResults> results(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const AttentionTiming t = time_and_keep(d, candidates[i], precision, 20, results[i]);
+    const AttentionTiming t = time_in(d, candidates[i], precision, 20, &results[i]);
     trial.tflops[static_cast<int>(candidates[i])] = flops / (t.forward_us + t.backward_us) / 1e6;
   }
   for (std::size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {

@@ -153,12 +153,11 @@ TEST(AttentionTiles, GpuScratchFitsLevel0AtHeadDim64And128) {
       if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
     }
   }
-  for (const int hd : {64, 128})
-    for (const int floats : {kk::detail::tc_forward_scratch<Tc>(hd), kk::detail::tc_backward_scratch<Tc>(hd)}) {
-      const std::size_t bytes = kk::detail::ScratchFloats<Exec>::shmem_size(floats);
-      EXPECT_LE(bytes, std::size_t(kk::detail::kLevel0Budget)) << "tensor cores, hd=" << hd;
-      if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
-    }
+  for (const int hd : {64, 128}) {
+    const std::size_t bytes = kk::detail::ScratchFloats<Exec>::shmem_size(kk::detail::tc_scratch<Tc>(hd));
+    EXPECT_LE(bytes, std::size_t(kk::detail::kLevel0Budget)) << "tensor cores, hd=" << hd;
+    if (!kk::runs_on_host<Exec>) EXPECT_LE(bytes, std::size_t(Policy::scratch_size_max(0))) << "hd=" << hd;
+  }
 }
 
 // A device's league order (gpu_tile_of) gives every tile of every (batch, head) once, as tile_of
