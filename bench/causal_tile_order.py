@@ -33,8 +33,8 @@ def orders(ntiles, groups):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--slots", type=int, nargs="*", default=[924, 528],
-                    help="blocks in flight: SMs x blocks per SM (H100: 132 x 7 at 129 registers, 132 x 4 at 249)")
+    ap.add_argument("--slots", type=int, nargs="*", default=[924, 792, 528],
+                    help="blocks in flight: SMs x blocks per SM (H100: 132 x 7 at 129 registers, 6 at 147, 4 at 249)")
     args = ap.parse_args()
     cases = [("GPT-2 124M, B 8, T 1024, 12 heads, 32-row tiles", 32, 96),
              ("B 4, T 2048, 12 heads", 64, 48),
