@@ -16,11 +16,13 @@ kformer_took() {
 kformer_configure() {  # $1 = preset
   local preset=$1 extra=() setup=() arch=${KFORMER_CUDA_ARCH:-} t0
   # The preset names the Kokkos setup.sh must provide: cuda = 3.4.01 CUDA for AMPERE80,
-  # cuda-<arch> for another arch, kokkos46 = 4.6.01 OpenMP+Serial.
+  # cuda-<arch> for another arch, kokkos46 = 4.6.01 OpenMP+Serial, kokkos46-cuda[-<arch>] = 4.6.01 CUDA.
   case "$preset" in
     cuda) setup+=(--cuda); arch=AMPERE80 ;;
     cuda-*) setup+=(--cuda); arch=$(echo "${preset#cuda-}" | tr '[:lower:]' '[:upper:]') ;;
     kokkos46) setup+=(--kokkos 4.6.01) ;;
+    kokkos46-cuda) setup+=(--cuda --kokkos 4.6.01); arch=AMPERE80 ;;
+    kokkos46-cuda-*) setup+=(--cuda --kokkos 4.6.01); arch=$(echo "${preset#kokkos46-cuda-}" | tr '[:lower:]' '[:upper:]') ;;
   esac
   t0=$(date +%s)
   KFORMER_CUDA_ARCH=$arch "$top/scripts/setup.sh" "${setup[@]}"
