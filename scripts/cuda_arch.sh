@@ -44,10 +44,13 @@ kformer_cuda_arch() {  # $1 = Kokkos version (3.4.01, 4.6.01)
 }
 
 # The configure/build/test preset of an arch: 'cuda' for AMPERE80, 'cuda-<arch>' otherwise
-# (CMakePresets.json has cuda-volta70, cuda-ampere86 and cuda-hopper90).
-kformer_cuda_preset() {  # $1 = Kokkos arch name
-  case "$1" in
-    AMPERE80) echo cuda ;;
-    *) echo "cuda-$(echo "$1" | tr '[:upper:]' '[:lower:]')" ;;
+# (CMakePresets.json has cuda-volta70, cuda-ampere86 and cuda-hopper90); with Kokkos 4.6.01
+# 'kokkos46-cuda' and 'kokkos46-cuda-hopper90', and none for the other arches (empty).
+kformer_cuda_preset() {  # $1 = Kokkos arch name, $2 = Kokkos version (default 3.4.01)
+  case "${2:-3.4.01}:$1" in
+    3.*:AMPERE80) echo cuda ;;
+    3.*:*) echo "cuda-$(echo "$1" | tr '[:upper:]' '[:lower:]')" ;;
+    *:AMPERE80) echo kokkos46-cuda ;;
+    *:HOPPER90) echo kokkos46-cuda-hopper90 ;;
   esac
 }

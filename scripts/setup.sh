@@ -16,7 +16,8 @@
 #                                     $KFORMER_CUDNN_FRONTEND_TARBALL, else ../shared/deps/
 #   scripts/setup.sh --kokkos 4.6.01  Kokkos 4.6.01 OpenMP+Serial from kokkos-4.6.01.tar.gz
 #                                     ($KFORMER_KOKKOS_TARBALL, else ../shared/deps/); preset kokkos46.
-#                                     With --cuda also 4.6.01 CUDA (.deps/kokkos-4.6.01-cuda-<arch>)
+#                                     With --cuda also 4.6.01 CUDA (.deps/kokkos-4.6.01-cuda-<arch>);
+#                                     preset kokkos46-cuda (Ampere80) or kokkos46-cuda-hopper90
 #   Kokkos_ROOT=/path scripts/setup.sh  use a site's Kokkos (3.4 or later): packages only
 set -euo pipefail
 
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "setup.sh: --kokkos needs a version (3.4.01 or 4.6.01)" >&2; exit 2; }
       kokkos_version=$2; shift ;;
     --kokkos=*) kokkos_version=${1#--kokkos=} ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (valid: --cuda, --kokkos 3.4.01|4.6.01)" >&2; exit 2 ;;
   esac
   shift
@@ -267,6 +268,7 @@ if [ $want_cuda -eq 1 ]; then
   esac
   before=$(cat "$deps/kokkos-$kokkos_version-cuda-$lower/.complete" 2>/dev/null || echo none)
   PATH=$cuda/bin:$PATH build_kokkos "kokkos-$kokkos_version-cuda-$lower" "$patch" "${opts[@]}"
+  preset=$(kformer_cuda_preset "$arch" "$kokkos_version")
   [ "$before" = "$(cat "$deps/kokkos-$kokkos_version-cuda-$lower/.complete")" ] || log "Kokkos $kokkos_version CUDA ($arch) is in $deps/kokkos-$kokkos_version-cuda-$lower$(
-    [ "$kokkos_version" = 3.4.01 ] && echo "; build kformer with: cmake --preset $(kformer_cuda_preset "$arch")")"
+    [ -n "$preset" ] && echo "; build kformer with: cmake --preset $preset")"
 fi
