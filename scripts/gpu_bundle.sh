@@ -4,6 +4,9 @@
 # one GPU arch, with every shared library they need that such a machine lacks.
 #
 #   scripts/gpu_bundle.sh [ARCH]     ARCH: Kokkos' name, HOPPER90 (H100/H200, default) or AMPERE80 (A100)
+#   KFORMER_BUNDLE_KOKKOS=4.6.01 scripts/gpu_bundle.sh [ARCH]
+#                                    the same against Kokkos 4.6.01 (a site's 4.x), into
+#                                    build/gpu-bundle-kokkos46/ from build/gpu-<arch>-kokkos46/
 #
 # Produces build/gpu-bundle/ (KFORMER_BUNDLE_DIR to change; the build itself is build/gpu-<arch>/):
 #   bin/      kformer, kformer-kernel-bench, kformer-sm-share and kformer-sustained (bench/contention), test_*_cuda (the kernel tests on the GPU),
@@ -23,8 +26,9 @@
 # measurements), with the device tool: carry ["build/gpu-bundle.tar.xz"], command
 # "tar -C build -xJf build/gpu-bundle.tar.xz && scripts/gpu_session.sh ...".
 #
-# Kokkos for ARCH: Kokkos_ROOT when set, else ${KFORMER_DEPS:-.deps}/kokkos-*-cuda-<arch>, which
-# scripts/setup.sh --cuda (KFORMER_CUDA_ARCH=ARCH) builds when it is missing or stale.
+# Kokkos for ARCH: Kokkos_ROOT when set, else ${KFORMER_DEPS:-.deps}/kokkos-<version>-cuda-<arch>
+# (version: KFORMER_BUNDLE_KOKKOS, 3.4.01 unless set), which scripts/setup.sh --cuda
+# (KFORMER_CUDA_ARCH=ARCH) builds when it is missing or stale.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,32 +37,32 @@ die() { echo "gpu_bundle: $*" >&2; exit 1; }
 
 arch=${1:-HOPPER90}
 case "$arch" in
-  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
   *[!A-Z0-9]*|"") die "'$arch' is not a Kokkos GPU arch name (e.g. HOPPER90, AMPERE80)" ;;
 esac
 lower=$(echo "$arch" | tr '[:upper:]' '[:lower:]')
+kokkos_version=${KFORMER_BUNDLE_KOKKOS:-3.4.01}
+case "$kokkos_version" in
+  3.4.01) suffix="" ;;
+  4.6.01) suffix=-kokkos46 ;;
+  *) die "KFORMER_BUNDLE_KOKKOS=$kokkos_version: 3.4.01 or 4.6.01 (for another Kokkos, Kokkos_ROOT)" ;;
+esac
 deps=${KFORMER_DEPS:-$top/.deps}
 cuda=${CUDA_HOME:-/usr/local/cuda}
-bdir=$top/build/gpu-$lower
-out=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle}")
+bdir=$top/build/gpu-$lower$suffix
+out=$(realpath -m "${KFORMER_BUNDLE_DIR:-$top/build/gpu-bundle$suffix}")
 [ -x "$cuda/bin/nvcc" ] || die "no nvcc at $cuda/bin/nvcc: set CUDA_HOME to the CUDA toolkit"
 
 # --- Kokkos built for ARCH -------------------------------------------------------------------
-find_kokkos() {
-  local d
-  for d in "$deps"/kokkos-*-cuda-"$lower"; do
-    [ -f "$d/.complete" ] && { echo "$d"; return 0; }
-  done
-  return 0
-}
 if [ -n "${Kokkos_ROOT:-}" ]; then
   kokkos=$Kokkos_ROOT
 else
   # setup.sh knows whether an install is current (its patches): quiet when it is, else it
-  # (re)builds it, several minutes.
-  KFORMER_CUDA_ARCH=$arch KFORMER_DEPS=$deps "$top/scripts/setup.sh" --cuda
-  kokkos=$(find_kokkos)
-  [ -n "$kokkos" ] || die "scripts/setup.sh --cuda left no $deps/kokkos-*-cuda-$lower"
+  # (re)builds it, several minutes. The version is named, never found by a glob: .deps may hold
+  # both versions' CUDA installs for ARCH.
+  KFORMER_CUDA_ARCH=$arch KFORMER_DEPS=$deps "$top/scripts/setup.sh" --cuda --kokkos "$kokkos_version"
+  kokkos=$deps/kokkos-$kokkos_version-cuda-$lower
+  [ -f "$kokkos/.complete" ] || die "scripts/setup.sh --cuda --kokkos $kokkos_version left no $kokkos"
 fi
 # Kokkos 3.4 refuses a GPU of another major compute capability: check before a long build.
 grep -q "^#define KOKKOS_ARCH_$arch\b" "$kokkos/include/KokkosCore_config.h" 2>/dev/null ||
