@@ -210,12 +210,21 @@ patch_kokkos4_for_cuda() {
 }
 
 # Builds and installs Kokkos into .deps/<name> unless it is there already. The file .complete
-# records the patches of scripts/patches/ the install was built with (empty: none), so that an
-# install from before a patch was added or changed is rebuilt instead of silently kept.
+# records the patches of scripts/patches/ the install was built with (empty: none) and, for 4.x,
+# that it was built without Kokkos' deprecated code, so that an install from before a patch or
+# that option was added or changed is rebuilt instead of silently kept.
+#
+# 4.x is built with Kokkos_ENABLE_DEPRECATED_CODE_4=OFF (its default is ON): what 4.x deprecated,
+# 5.0 removes, so a kformer that builds against these installs uses none of it, and builds as well
+# against a site's 4.x, which keeps the deprecated code (docs/kokkos-versions.md).
 build_kokkos() {  # $1 = name of the install, $2 = file in scripts/patches/ ("" = none), rest = cmake options
   local name=$1 patch=$2; shift 2
   local prefix=$deps/$name stamp=""
   [ -n "$patch" ] && stamp=$(cd "$top/scripts/patches" && sha256sum "$patch")
+  case "$kokkos_version" in
+    4.*) set -- "$@" -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF
+         stamp="$stamp${stamp:+ }Kokkos_ENABLE_DEPRECATED_CODE_4=OFF" ;;
+  esac
   if [ -f "$prefix/.complete" ] && [ "$(cat "$prefix/.complete")" = "$stamp" ]; then return 0; fi
   local src
   src=$(kokkos_source)
