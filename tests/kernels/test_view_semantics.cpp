@@ -3,8 +3,8 @@
 // an unmanaged View of a buffer taken into a View of the managed type (block_typed.hpp, stage.hpp:
 // shards and strided slices of one allocation), and the reference counts of a real allocation
 // through both. These are Kokkos' own semantics; the test exists because a Kokkos and compiler pair
-// can break them: Kokkos' mdspan-based View (the default of 4.7 and of develop from mid-2025) built
-// with GCC 12.2-12.4 leaves a default-constructed View's tracker unset, so that copying one
+// can break them: Kokkos' mdspan-based View (develop's default since April 2025, the releases' after
+// 4.6) built with GCC 12.2-12.4 leaves a default-constructed View's tracker unset, so that copying one
 // dereferences a null allocation record and the trainer segfaults at its first block
 // (kokkos/kokkos#8187, fixed upstream by #8223 of 2025-07-04; docs/kokkos-versions.md). The line
 // printed before each step says which one a crash came from.
