@@ -85,7 +85,12 @@ done
 includes=(-I"$top/miniapp" -I"$top" -I"$top/kernels" -I"$top/comm" -I"$top/tests/fuzz" -I"$generated"
           -I"$shim" -I"$kokkos_include")
 for family in "$top"/kernels/*/; do includes+=(-I"${family%/}"); done  # gemm/, attention/, ... (kernels/CMakeLists.txt)
-common=(-std=c++17 -g -O1 -fno-omit-frame-pointer "${includes[@]}")
+# The standard Kokkos was built for (its headers may need it: a Kokkos built for C++20, as 5.0 must
+# be, uses requires-clauses), never older than kformer's C++17.
+std='c++17'
+grep -q '^#define KOKKOS_ENABLE_CXX20' "$kokkos_include/KokkosCore_config.h" && std='c++20'
+grep -q '^#define KOKKOS_ENABLE_CXX23' "$kokkos_include/KokkosCore_config.h" && std='c++2b'
+common=("-std=$std" -g -O1 -fno-omit-frame-pointer "${includes[@]}")
 fuzzflags=("-fsanitize=fuzzer-no-link,address,undefined" -fno-sanitize-recover=undefined)
 # Instrumented: the deck path, from the Config to the run plan and its memory estimate.
 instrumented=(miniapp/settings/schema.cpp miniapp/settings/config.cpp miniapp/settings/validate.cpp
