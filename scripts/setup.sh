@@ -222,8 +222,9 @@ build_kokkos() {  # $1 = name of the install, $2 = file in scripts/patches/ ("" 
   local prefix=$deps/$name stamp=""
   [ -n "$patch" ] && stamp=$(cd "$top/scripts/patches" && sha256sum "$patch")
   case "$kokkos_version" in
-    4.*) set -- "$@" -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF
-         stamp="$stamp${stamp:+ }Kokkos_ENABLE_DEPRECATED_CODE_4=OFF" ;;
+    4.*) local no_deprecated=Kokkos_ENABLE_DEPRECATED_CODE_4=OFF
+         set -- "$@" "-D$no_deprecated"
+         stamp="$stamp${stamp:+ }$no_deprecated" ;;
   esac
   if [ -f "$prefix/.complete" ] && [ "$(cat "$prefix/.complete")" = "$stamp" ]; then return 0; fi
   local src
